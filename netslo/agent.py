@@ -1,0 +1,133 @@
+"""The one program that runs inside a pod, for every provider.
+
+    python -m netslo.agent serve udp|tcp|http --port P [--bind ADDR] [--ready-file F] [--no-nodelay]
+    python -m netslo.agent probe udp|tcp-rr|tcp-crr|http|http-new --target HOST:PORT
+                          [--count N] [--interval 2ms] [--req-size 1k] [--resp-size 1k]
+                          [--tos EF|46|0xb8...] [--no-nodelay] [--wait 1s] [--cpu N] --out FILE|-
+    python -m netslo.agent reap [--dry-run]
+
+``probe`` writes raw samples (npz, see ``netslo.samples``) to a file or, with ``--out -``, to stdout:
+results never travel as log text. Bad options give one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from . import units
+from .errors import SpecError
+
+EXIT_USAGE = 2
+PROBE_PROTOCOLS = ("udp", "tcp-rr", "tcp-crr", "http", "http-new")
+SERVE_PROTOCOLS = ("udp", "tcp", "http")
+
+
+def parse_target(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SpecError("--target", text, "HOST:PORT with a port 1..65535")
+    return host, int(port)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m netslo.agent", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="run a responder")
+    s.add_argument("protocol", choices=SERVE_PROTOCOLS)
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--bind", default="0.0.0.0")
+    s.add_argument("--ready-file", help="created once the responder listens")
+    s.add_argument("--no-nodelay", action="store_true", help="leave Nagle on (TCP)")
+    q = sub.add_parser("probe", help="run a probe and write raw samples")
+    q.add_argument("protocol", choices=PROBE_PROTOCOLS)
+    q.add_argument("--target", required=True)
+    q.add_argument("--count", type=int, default=1000)
+    q.add_argument("--interval", default="2ms")
+    q.add_argument("--req-size", default="1k")
+    q.add_argument("--resp-size", default="1k")
+    q.add_argument("--tos", default="0")
+    q.add_argument("--no-nodelay", action="store_true")
+    q.add_argument("--wait", default="1s")
+    q.add_argument("--cpu", type=int)
+    q.add_argument("--out", required=True)
+    r = sub.add_parser("reap", help="remove what killed netslo runs left behind")
+    r.add_argument("--dry-run", action="store_true")
+    return p
+
+
+def probe_spec(args):
+    """argparse namespace -> ProbeSpec, every unit checked."""
+    from .dscp import tos_byte
+    from .probes import ProbeSpec
+    host, port = parse_target(args.target)
+    if args.count < 1:
+        raise SpecError("--count", args.count, "a whole number >= 1")
+    interval = units.duration(args.interval, "--interval")
+    if interval <= 0:
+        raise SpecError("--interval", args.interval, "a duration > 0, e.g. '2ms'")
+    return ProbeSpec(protocol=args.protocol, host=host, port=port, count=args.count, interval=interval,
+                     req_bytes=units.size(args.req_size, "--req-size"),
+                     resp_bytes=units.size(args.resp_size, "--resp-size"),
+                     tos=tos_byte(args.tos, "--tos"), nodelay=not args.no_nodelay,
+                     wait=units.duration(args.wait, "--wait"), cpu=args.cpu)
+
+
+def _serve(args) -> int:
+    from .responders import http, tcp, udp
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+
+    def ready():
+        if args.ready_file:
+            with open(args.ready_file + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.replace(args.ready_file + ".tmp", args.ready_file)
+
+    stop = lambda: bool(stopping)  # noqa: E731
+    if args.protocol == "udp":
+        udp.serve(args.port, args.bind, ready=ready, stop=stop)
+    elif args.protocol == "tcp":
+        tcp.serve(args.port, args.bind, nodelay=not args.no_nodelay, ready=ready, stop=stop)
+    else:
+        http.serve(args.port, args.bind, ready=ready, stop=stop)
+    return 0
+
+
+def _probe(args) -> int:
+    from . import probes
+    spec = probe_spec(args)
+    result = probes.run(spec)
+    data = result.to_bytes()
+    if args.out == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        with open(args.out + ".tmp", "wb") as f:
+            f.write(data)
+        os.replace(args.out + ".tmp", args.out)
+    return 0
+
+
+def _reap(args) -> int:
+    from .providers import netns
+    for line in netns.reap(dry_run=args.dry_run):
+        print(line)
+    return 0
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"serve": _serve, "probe": _probe, "reap": _reap}[args.cmd](args)
+    except SpecError as e:
+        print(f"netslo.agent: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Clients that send on an open-loop schedule and return raw ``SampleSet`` rows."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class ProbeSpec:
+    """What one probe run does. Times in seconds, sizes in bytes (application payload)."""
+
+    protocol: str                 # udp | tcp-rr | tcp-crr | http | http-new
+    host: str
+    port: int
+    count: int = 1000
+    interval: float = 0.002       # open-loop send period, s
+    req_bytes: int = 1000
+    resp_bytes: int = 1000
+    tos: int = 0                  # IP TOS byte to mark requests with
+    nodelay: bool = True          # TCP_NODELAY on the client socket(s)
+    wait: float = 1.0             # how long to wait for answers after the last send, s
+    cpu: int | None = None        # pin the probe to this CPU (None = not pinned)
+
+    def meta(self) -> dict:
+        d = asdict(self)
+        d["clock"] = "CLOCK_MONOTONIC"
+        return d
+
+
+def run(spec: ProbeSpec):
+    """Dispatch to the protocol's probe. Returns a SampleSet."""
+    from . import http, tcp, udp
+    table = {"udp": udp.run, "tcp-rr": tcp.run, "tcp-crr": tcp.run, "http": http.run, "http-new": http.run}
+    if spec.protocol not in table:
+        raise ValueError(f"protocol: value {spec.protocol!r} — expected one of {sorted(table)}")
+    return table[spec.protocol](spec)

@@ -1,0 +1,89 @@
+"""The interface every provider implements: a cluster of nodes, pods on them, agents in the pods.
+
+A provider turns options into a ``Cluster`` (``up()``) and removes everything it created
+(``Cluster.close()``). Pods run the one agent (``python -m netslo.agent``); probes come back as raw
+samples (npz bytes on the agent's stdout), never as parsed log text.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+from ..errors import InfrastructureError
+from ..probes import ProbeSpec
+from ..samples import SampleSet
+
+# Well-known responder ports inside every responder pod (same on every provider).
+RESPONDER_PORTS = {"udp": 7000, "tcp": 7001, "http": 7080}
+
+
+@dataclass
+class Pod:
+    """A pod (or, with ``host_network``, the node itself) as the tests see it."""
+
+    name: str
+    node: str
+    ip: str
+    host_network: bool = False
+    annotations: dict = field(default_factory=dict)
+
+
+class Cluster(abc.ABC):
+    """A running cluster: nodes, pods, responders; knows how to run the agent in a pod."""
+
+    provider: str = "?"
+    emulated: bool = False
+    shared_clock: bool = False  # True when every pod reads the same CLOCK_MONOTONIC (one kernel)
+
+    @property
+    @abc.abstractmethod
+    def nodes(self) -> list[str]:
+        """Node names, in a stable order."""
+
+    @abc.abstractmethod
+    def add_pod(self, name: str, node: str, *, host_network: bool = False,
+                annotations: dict | None = None) -> Pod:
+        """Create a pod on ``node`` able to run agent probes; returns once it is ready."""
+
+    @abc.abstractmethod
+    def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http")) -> dict[str, int]:
+        """Start the responders in ``pod``; returns protocol -> port once they listen."""
+
+    @abc.abstractmethod
+    def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
+        """Run ``python -m netslo.agent ARGS`` in ``pod``; stdout bytes, InfrastructureError if it fails."""
+
+    @abc.abstractmethod
+    def environment(self) -> dict[str, str]:
+        """What a report must state about this cluster (provider, kernel, datapath, MTU, ...)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Remove everything this cluster created. Idempotent."""
+
+    def probe(self, pod: Pod, spec: ProbeSpec) -> SampleSet:
+        """Run one probe in ``pod`` and return its raw samples."""
+        args = ["probe", spec.protocol, "--target", f"{spec.host}:{spec.port}",
+                "--count", str(spec.count), "--interval", f"{spec.interval * 1e6:.3f}us",
+                "--req-size", str(spec.req_bytes), "--resp-size", str(spec.resp_bytes),
+                "--tos", f"0x{spec.tos:02x}", "--wait", f"{spec.wait:.6f}s", "--out", "-"]
+        if not spec.nodelay:
+            args.append("--no-nodelay")
+        if spec.cpu is not None:
+            args += ["--cpu", str(spec.cpu)]
+        budget = spec.count * spec.interval + spec.wait + 30.0
+        data = self.exec_agent(pod, args, timeout=budget)
+        try:
+            result = SampleSet.from_bytes(data)
+        except Exception as e:  # a crashed or confused agent
+            raise InfrastructureError(f"probe in pod {pod.name}: unreadable samples ({e})") from e
+        result.meta.update(shared_clock=self.shared_clock, client_pod=pod.name, client_node=pod.node,
+                           provider=self.provider)
+        return result
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

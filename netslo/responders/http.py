@@ -1,0 +1,55 @@
+"""HTTP responder (aiohttp): ``POST /rr`` answers with ``X-Resp-Bytes`` bytes of body.
+
+Headers on the answer: ``X-Srv-Rx-Ns`` (request body fully read) and ``X-Srv-Tx-Ns`` (response
+about to be written), both CLOCK_MONOTONIC ns. Keep-alive is allowed; the client decides.
+Request bodies above ``wire.MAX_TCP_MESSAGE`` are refused with 413 by aiohttp itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from .. import wire
+from ..timing import now_ns
+
+_ZEROS = bytes(wire.MAX_TCP_MESSAGE // 64)
+
+
+async def rr(request: web.Request) -> web.Response:
+    await request.read()
+    rx = now_ns()
+    try:
+        size = int(request.headers.get("X-Resp-Bytes", "0"))
+    except ValueError:
+        return web.Response(status=400, text="X-Resp-Bytes: expected an integer byte count\n")
+    if not 0 <= size <= len(_ZEROS):
+        return web.Response(status=400, text=f"X-Resp-Bytes: expected 0..{len(_ZEROS)}\n")
+    return web.Response(body=_ZEROS[:size], headers={"X-Srv-Rx-Ns": str(rx), "X-Srv-Tx-Ns": str(now_ns())})
+
+
+def make_app() -> web.Application:
+    app = web.Application(client_max_size=wire.MAX_TCP_MESSAGE)
+    app.router.add_post("/rr", rr)
+    app.router.add_get("/healthz", lambda _r: web.Response(text="ok\n"))
+    return app
+
+
+def serve(port: int, bind: str = "0.0.0.0", ready=None, stop=None) -> None:
+    """Run until ``stop()`` returns True (checked every 0.2 s) or forever."""
+
+    async def main():
+        runner = web.AppRunner(make_app(), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, bind, port, reuse_address=True, backlog=1024)
+        await site.start()
+        if ready:
+            ready()
+        try:
+            while not (stop and stop()):
+                await asyncio.sleep(0.2)
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
