@@ -35,6 +35,7 @@ class Cluster(abc.ABC):
     provider: str = "?"
     emulated: bool = False
     shared_clock: bool = False  # True when every pod reads the same CLOCK_MONOTONIC (one kernel)
+    datapath: str = ""          # what SLO selectors call 'datapath' (netns datapath or CNI name)
 
     @property
     @abc.abstractmethod

@@ -1,0 +1,433 @@
+"""Embedded provider: an emulated pod network made of Linux network namespaces (needs root).
+
+Layout for a run with id ``RID`` (6 hex digits) and N nodes:
+
+    nsl-RID-sw           underlay switch: bridge ``br0``; node i plugged in as ``n<i>``
+    nsl-RID-node<i>      a node: ``eth0`` 172.18.0.(10+i)/24 on the underlay, IP forwarding on
+    nsl-RID-<pod>        a pod: ``eth0`` on a veth pair whose other end lives in its node
+
+Datapaths (pod CIDR 10.244.<i>.0/24 on node i):
+  bridge   kindnet/host-gw-like: node bridge ``cni0`` 10.244.i.1/24; cross-node routes via node IPs
+  routed   Calico-like: pod /32, default route via 169.254.1.1 answered by proxy-ARP on the host
+           veth ``cali<k>``, one /32 route per pod on the node; cross-node routes via node IPs
+  vxlan    Flannel-like overlay: bridge as above plus VXLAN ``flannel.1`` (VNI 1, port 4789) with
+           static FDB/neighbour entries; pod MTU 1450
+
+Every namespace carries the run id; ``/run/netslo/RID/owner.pid`` names the owning process. A later
+run (or ``python -m netslo.agent reap``) removes namespaces, processes and state of dead owners.
+It is an emulation: reports say ``emulated`` and never claim to be a real CNI.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import platform
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pyroute2 import NetNS, netns
+
+from ..errors import InfrastructureError, SpecError, Unsupported
+from .base import RESPONDER_PORTS, Cluster, Pod
+
+STATE_ROOT = Path("/run/netslo")
+NETNS_DIR = Path("/run/netns")
+NAME_RE = re.compile(r"^nsl-([0-9a-f]{6})-")
+DATAPATHS = ("bridge", "routed", "vxlan")
+UNDERLAY = "172.18.0.{}"
+VXLAN_MTU = 1450
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---- process helpers --------------------------------------------------------------------------
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def pids_in_netns(name: str) -> list[int]:
+    """PIDs of processes whose network namespace is /run/netns/NAME."""
+    try:
+        target = os.stat(NETNS_DIR / name).st_ino
+    except FileNotFoundError:
+        return []
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}/ns/net").st_ino == target:
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return [p for p in found if p != os.getpid()]
+
+
+def _kill_all(pids: list[int], grace: float = 1.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.02)
+        pids = [p for p in pids if _alive(p)]
+        if not pids:
+            return
+
+
+def reap(dry_run: bool = False, keep_run: str | None = None) -> list[str]:
+    """Remove namespaces/processes/state of netslo runs whose owner process is gone.
+
+    Returns one human line per thing removed (or that would be removed with ``dry_run``)."""
+    said = []
+    runs: dict[str, list[str]] = {}
+    for name in sorted(netns.listnetns()):
+        m = NAME_RE.match(name)
+        if m:
+            runs.setdefault(m.group(1), []).append(name)
+    if STATE_ROOT.is_dir():
+        for d in STATE_ROOT.iterdir():
+            if re.fullmatch(r"[0-9a-f]{6}", d.name):
+                runs.setdefault(d.name, [])
+    for rid, names in sorted(runs.items()):
+        if rid == keep_run:
+            continue
+        owner = STATE_ROOT / rid / "owner.pid"
+        try:
+            pid = int(owner.read_text().strip())
+        except (OSError, ValueError):
+            pid = None
+        if pid is not None and _alive(pid) and pid != os.getpid():
+            continue  # a live run owns it
+        for name in names:
+            pids = pids_in_netns(name)
+            said.append(f"reap: run {rid}: namespace {name}" + (f" and processes {pids}" if pids else ""))
+            if not dry_run:
+                _kill_all(pids)
+                try:
+                    netns.remove(name)
+                except OSError:
+                    pass
+        if (STATE_ROOT / rid).exists():
+            said.append(f"reap: run {rid}: state dir {STATE_ROOT / rid}")
+            if not dry_run:
+                shutil.rmtree(STATE_ROOT / rid, ignore_errors=True)
+    return said
+
+
+def require_root() -> None:
+    """Raise Unsupported with the reason when namespaces cannot be created here."""
+    if os.geteuid() != 0:
+        raise Unsupported("the netns provider needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) "
+                          "to create network namespaces; run as root or use --provider existing")
+
+
+# ---- the cluster --------------------------------------------------------------------------------
+
+class NetnsCluster(Cluster):
+    """An emulated cluster in network namespaces on this kernel."""
+
+    provider = "netns"
+    emulated = True
+    shared_clock = True
+
+    def __init__(self, nodes: int = 2, datapath: str = "bridge", run_id: str | None = None):
+        if datapath not in DATAPATHS:
+            raise SpecError("--datapath", datapath, f"one of {', '.join(DATAPATHS)}")
+        if not isinstance(nodes, int) or not 1 <= nodes <= 16:
+            raise SpecError("--nodes", nodes, "a whole number 1..16")
+        require_root()
+        self.run_id = run_id or secrets.token_hex(3)
+        self.datapath = datapath
+        self.node_count = nodes
+        self.state = STATE_ROOT / self.run_id
+        self._namespaces: list[str] = []
+        self._procs: list[subprocess.Popen] = []
+        self._pods: dict[str, Pod] = {}
+        self._pod_ns: dict[str, str] = {}
+        self._next_host = {}
+        self._closed = False
+        self.mtu = VXLAN_MTU if datapath == "vxlan" else 1500
+        self.reaped = reap(keep_run=self.run_id)
+        self.state.mkdir(parents=True, exist_ok=True)
+        (self.state / "owner.pid").write_text(str(os.getpid()))
+        atexit.register(self.close)
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- naming
+    def ns_name(self, role: str) -> str:
+        return f"nsl-{self.run_id}-{role}"
+
+    @property
+    def nodes(self) -> list[str]:
+        return [f"node{i}" for i in range(self.node_count)]
+
+    def _node_index(self, node: str) -> int:
+        if node not in self.nodes:
+            raise SpecError("node", node, f"one of {', '.join(self.nodes)}")
+        return self.nodes.index(node)
+
+    # -- low-level helpers
+    def _create_ns(self, role: str) -> str:
+        name = self.ns_name(role)
+        netns.create(name)
+        self._namespaces.append(name)
+        return name
+
+    def sysctl(self, ns: str, settings: dict[str, str]) -> None:
+        """Write sysctls inside namespace ``ns`` (net.* are per namespace)."""
+        argv = ["nsenter", f"--net={NETNS_DIR / ns}", "sysctl", "-q", "-w"]
+        argv += [f"{k}={v}" for k, v in settings.items()]
+        run = subprocess.run(argv, capture_output=True, text=True)
+        if run.returncode:
+            raise InfrastructureError(f"sysctl in {ns} failed: {run.stderr.strip()}")
+
+    @staticmethod
+    def _up(ipr: NetNS, ifname: str, **extra) -> int:
+        idx = ipr.link_lookup(ifname=ifname)[0]
+        ipr.link("set", index=idx, state="up", **extra)
+        return idx
+
+    # -- topology
+    def _build(self) -> None:
+        sw_ns = self._create_ns("sw")
+        with NetNS(sw_ns) as sw:
+            sw.link("add", ifname="br0", kind="bridge")
+            self._up(sw, "br0")
+            self._up(sw, "lo")
+            for i in range(self.node_count):
+                node_ns = self._create_ns(f"node{i}")
+                sw.link("add", ifname=f"n{i}", kind="veth", peer={"ifname": "eth0", "net_ns_fd": node_ns})
+                idx = sw.link_lookup(ifname=f"n{i}")[0]
+                br = sw.link_lookup(ifname="br0")[0]
+                sw.link("set", index=idx, master=br, state="up")
+        for i in range(self.node_count):
+            self._build_node(i)
+
+    def _build_node(self, i: int) -> None:
+        ns = self.ns_name(f"node{i}")
+        self.sysctl(ns, {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "0",
+                         "net.ipv4.conf.default.rp_filter": "0"})
+        self._next_host[i] = 2
+        with NetNS(ns) as ipr:
+            self._up(ipr, "lo")
+            eth = self._up(ipr, "eth0")
+            ipr.addr("add", index=eth, address=UNDERLAY.format(10 + i), prefixlen=24)
+            if self.datapath == "routed":
+                # proxy-ARP answers only for targets routed out of another interface (as on a
+                # Calico node, whose default route covers 169.254.1.1): give it such a route.
+                ipr.route("add", dst="169.254.1.1/32", oif=eth)
+            if self.datapath in ("bridge", "vxlan"):
+                ipr.link("add", ifname="cni0", kind="bridge", mtu=self.mtu)
+                br = self._up(ipr, "cni0")
+                ipr.addr("add", index=br, address=f"10.244.{i}.1", prefixlen=24)
+            if self.datapath == "vxlan":
+                ipr.link("add", ifname="flannel.1", kind="vxlan", vxlan_id=1, vxlan_port=4789,
+                         vxlan_local=UNDERLAY.format(10 + i), vxlan_learning=0, mtu=VXLAN_MTU,
+                         address=self._vtep_mac(i))
+                vx = self._up(ipr, "flannel.1")
+                ipr.addr("add", index=vx, address=f"10.244.{i}.0", prefixlen=32)
+            for j in range(self.node_count):
+                if j == i:
+                    continue
+                if self.datapath == "vxlan":
+                    ipr.fdb("append", ifindex=vx, lladdr=self._vtep_mac(j), dst=UNDERLAY.format(10 + j))
+                    ipr.neigh("add", dst=f"10.244.{j}.0", lladdr=self._vtep_mac(j), ifindex=vx,
+                              state=0x80)  # NUD_PERMANENT
+                    ipr.route("add", dst=f"10.244.{j}.0/24", gateway=f"10.244.{j}.0", oif=vx,
+                              flags=4)  # RTNH_F_ONLINK
+                else:
+                    ipr.route("add", dst=f"10.244.{j}.0/24", gateway=UNDERLAY.format(10 + j))
+
+    @staticmethod
+    def _vtep_mac(i: int) -> str:
+        return f"0a:58:0a:f4:{i:02x}:00"
+
+    # -- pods
+    def add_pod(self, name: str, node: str, *, host_network: bool = False,
+                annotations: dict | None = None) -> Pod:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,30}", name) or name in self._pods or name.startswith("node"):
+            raise SpecError("pod name", name, "a new name of lowercase letters, digits and '-' (max 31), "
+                            "not starting with 'node'")
+        i = self._node_index(node)
+        node_ns = self.ns_name(f"node{i}")
+        if host_network:
+            pod = Pod(name, node, UNDERLAY.format(10 + i), True, dict(annotations or {}))
+            self._pods[name], self._pod_ns[name] = pod, node_ns
+            return pod
+        k = self._next_host[i]
+        if k > 250:
+            raise InfrastructureError(f"node {node}: pod CIDR 10.244.{i}.0/24 is full")
+        self._next_host[i] = k + 1
+        ip = f"10.244.{i}.{k}"
+        pod_ns = self._create_ns(name)
+        host_if = f"cali{k}" if self.datapath == "routed" else f"veth{k}"
+        with NetNS(node_ns) as ipr:
+            ipr.link("add", ifname=host_if, kind="veth", mtu=self.mtu,
+                     peer={"ifname": "eth0", "net_ns_fd": pod_ns, "mtu": self.mtu})
+            hidx = ipr.link_lookup(ifname=host_if)[0]
+            if self.datapath == "routed":
+                ipr.link("set", index=hidx, state="up")
+            else:
+                ipr.link("set", index=hidx, master=ipr.link_lookup(ifname="cni0")[0], state="up")
+        if self.datapath == "routed":
+            self.sysctl(node_ns, {f"net.ipv4.conf.{host_if}.proxy_arp": "1",
+                                  f"net.ipv4.neigh.{host_if}.proxy_delay": "0",
+                                  f"net.ipv4.conf.{host_if}.rp_filter": "0"})
+            with NetNS(node_ns) as ipr:
+                ipr.route("add", dst=f"{ip}/32", oif=ipr.link_lookup(ifname=host_if)[0], scope=253)
+        with NetNS(pod_ns) as ipr:
+            self._up(ipr, "lo")
+            eth = self._up(ipr, "eth0")
+            if self.datapath == "routed":
+                ipr.addr("add", index=eth, address=ip, prefixlen=32)
+                ipr.route("add", dst="169.254.1.1/32", oif=eth, scope=253)
+                ipr.route("add", dst="0.0.0.0/0", gateway="169.254.1.1", oif=eth)
+            else:
+                ipr.addr("add", index=eth, address=ip, prefixlen=24)
+                ipr.route("add", dst="0.0.0.0/0", gateway=f"10.244.{i}.1")
+        pod = Pod(name, node, ip, False, dict(annotations or {}))
+        pod.host_interface = host_if
+        self._pods[name], self._pod_ns[name] = pod, pod_ns
+        return pod
+
+    def netns_of(self, pod: Pod) -> str:
+        """Name of the network namespace a pod (or a hostNetwork pod's node) lives in."""
+        return self._pod_ns[pod.name]
+
+    def node_netns(self, node: str) -> str:
+        return self.ns_name(f"node{self._node_index(node)}")
+
+    # -- agents
+    def _agent_argv(self, ns: str, args: list[str]) -> list[str]:
+        return ["nsenter", f"--net={NETNS_DIR / ns}", sys.executable, "-m", "netslo.agent", *args]
+
+    def _env(self) -> dict:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        return env
+
+    def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http")) -> dict[str, int]:
+        ports = {}
+        procs = []
+        for proto in protocols:
+            port = RESPONDER_PORTS[proto]
+            ready = self.state / f"ready-{pod.name}-{proto}"
+            log = open(self.state / f"responder-{pod.name}-{proto}.log", "wb")
+            argv = self._agent_argv(self.netns_of(pod),
+                                    ["serve", proto, "--port", str(port), "--ready-file", str(ready)])
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
+                                    start_new_session=True, cwd=str(PROJECT_ROOT))
+            log.close()
+            self._procs.append(proc)
+            procs.append((proto, proc, ready))
+            ports[proto] = port
+        deadline = time.monotonic() + 20.0
+        for proto, proc, ready in procs:
+            while not ready.exists():
+                if proc.poll() is not None:
+                    tail = (self.state / f"responder-{pod.name}-{proto}.log").read_text()[-400:]
+                    raise InfrastructureError(f"responder {proto} in pod {pod.name} exited "
+                                              f"(code {proc.returncode}): {tail.strip()}")
+                if time.monotonic() > deadline:
+                    raise InfrastructureError(f"responder {proto} in pod {pod.name} not ready after 20 s")
+                time.sleep(0.02)
+        return ports
+
+    def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
+        return self.exec_in(pod, ["__agent__", *args], timeout)
+
+    def exec_in(self, pod: Pod, argv: list[str], timeout: float = 60.0) -> bytes:
+        """Run a command in the pod's network namespace ('__agent__' = the netslo agent)."""
+        ns = self.netns_of(pod)
+        full = self._agent_argv(ns, argv[1:]) if argv[:1] == ["__agent__"] else \
+            ["nsenter", f"--net={NETNS_DIR / ns}", *argv]
+        try:
+            run = subprocess.run(full, capture_output=True, timeout=timeout, env=self._env(),
+                                 cwd=str(PROJECT_ROOT))
+        except subprocess.TimeoutExpired as e:
+            raise InfrastructureError(f"{' '.join(argv[:3])} in pod {pod.name} timed out after "
+                                      f"{timeout:.0f} s") from e
+        if run.returncode:
+            err = run.stderr.decode(errors="replace").strip().splitlines()
+            raise InfrastructureError(f"{' '.join(argv[:3])} in pod {pod.name} exited with "
+                                      f"{run.returncode}: {err[-1] if err else 'no output'}")
+        return run.stdout
+
+    def environment(self) -> dict[str, str]:
+        def read(ns, key):
+            out = subprocess.run(["nsenter", f"--net={NETNS_DIR / ns}", "sysctl", "-n", key],
+                                 capture_output=True, text=True)
+            return out.stdout.strip() or "?"
+        node0 = self.ns_name("node0")
+        return {
+            "provider": "netns (emulated pod network)",
+            "emulated": "yes",
+            "datapath": self.datapath + {"bridge": " (kindnet/host-gw-like)", "routed": " (Calico-like)",
+                                         "vxlan": " (Flannel-like VXLAN)"}[self.datapath],
+            "nodes": str(self.node_count),
+            "pod_mtu": str(self.mtu),
+            "kernel": f"host {platform.release()}",
+            "clock": "CLOCK_MONOTONIC shared by all pods (one-way delay exact)",
+            "congestion_control": read(node0, "net.ipv4.tcp_congestion_control"),
+            "tcp_slow_start_after_idle": read(node0, "net.ipv4.tcp_slow_start_after_idle"),
+            "cpu_pinning": "none",
+            "cpus": str(os.cpu_count()),
+            "python": platform.python_version(),
+            "run_id": self.run_id,
+        }
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+        deadline = time.monotonic() + 2.0
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=max(0.05, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for name in reversed(self._namespaces):
+            _kill_all(pids_in_netns(name))
+            try:
+                netns.remove(name)
+            except OSError:
+                pass
+        shutil.rmtree(self.state, ignore_errors=True)
+        try:
+            atexit.unregister(self.close)
+        except Exception:
+            pass
+
+
+class NetnsProvider:
+    """Factory of NetnsCluster with the user's options."""
+
+    def __init__(self, nodes: int = 2, datapath: str = "bridge"):
+        self.nodes, self.datapath = nodes, datapath
+
+    def up(self) -> NetnsCluster:
+        return NetnsCluster(nodes=self.nodes, datapath=self.datapath)

@@ -1,0 +1,1 @@
+"""Reports: results files, plots, Allure attachments, regression reports."""

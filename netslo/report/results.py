@@ -1,0 +1,64 @@
+"""results.json: one record per judged scenario (statistics with CIs, counts, verdict, environment),
+plus the raw samples of each scenario as ``samples/<test id>.npz`` beside it."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+
+def _num(x: float):
+    return x if math.isfinite(x) else (None if math.isnan(x) else ("inf" if x > 0 else "-inf"))
+
+
+def outcome_record(test_id: str, outcome, samples_file: str | None) -> dict:
+    """A JSON-ready dict of one Outcome."""
+    return {
+        "test": test_id,
+        "scenario": outcome.scenario.id,
+        "labels": outcome.scenario.labels(),
+        "verdict": outcome.verdict,
+        "checks": [{"metric": c.threshold.metric, "threshold": c.threshold.text, "limit": c.threshold.limit,
+                    "objective": c.threshold.objective, "verdict": c.verdict, "by_point": c.by_point,
+                    "value": _num(c.estimate.value), "lo": _num(c.estimate.lo), "hi": _num(c.estimate.hi),
+                    "n": c.estimate.n} for c in outcome.checks],
+        "metrics": {k: {kk: (_num(vv) if isinstance(vv, float) else vv) for kk, vv in e.as_dict().items()}
+                    for k, e in outcome.analysis.metrics.items()},
+        "counts": outcome.analysis.counts,
+        "batches": outcome.batches,
+        "seconds": round(outcome.seconds, 3),
+        "samples_file": samples_file,
+    }
+
+
+def safe_name(test_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", test_id).strip("_")[:150]
+
+
+class ResultsWriter:
+    """Collects outcomes during a session and writes results.json + raw samples into ``directory``."""
+
+    def __init__(self, directory):
+        self.dir = Path(directory)
+        self.records: list[dict] = []
+        self.environment: dict = {}
+
+    def add(self, test_id: str, outcome) -> None:
+        (self.dir / "samples").mkdir(parents=True, exist_ok=True)
+        name = f"samples/{safe_name(test_id)}.npz"
+        outcome.samples.save(self.dir / name)
+        self.records.append(outcome_record(test_id, outcome, name))
+        self.environment = outcome.environment
+
+    def write(self) -> Path | None:
+        if not self.records:
+            return None
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / "results.json"
+        path.write_text(json.dumps({"schema": SCHEMA_VERSION, "environment": self.environment,
+                                    "results": self.records}, indent=1))
+        return path

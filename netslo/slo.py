@@ -1,0 +1,280 @@
+"""SLO spec: YAML -> validated model (JSON Schema exported), and the verdict policy.
+
+File format (units are mandatory)::
+
+    version: 1
+    defaults:                 # how each scenario is sampled
+      samples: 1000           # first batch of requests
+      max_samples: 4000       # bound on extra sampling when a verdict is inconclusive
+      interval: 2ms           # open-loop send period
+      confidence: 95%         # CI level for every statistic
+      wait: 1s                # how long to wait for answers after the last request
+    objectives:
+      - name: udp-latency
+        select: {protocol: [udp], placement: [same-node, cross-node], profile: [1k]}  # omitted = any
+        thresholds: {rtt.p50: 1ms, rtt.p99: 10ms, ipdv.p99: 5ms, loss: 1%}
+
+Every threshold is an upper bound (metric <= value). Verdict per threshold, from the metric's CI
+[lo, hi]: **pass** when hi <= threshold, **fail** when lo > threshold, otherwise **inconclusive**:
+the runner samples more (in batches of ``samples``, up to ``max_samples`` in total) and, if still
+inconclusive, decides on the point estimate and says so in the message.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from . import units
+from .errors import SpecError
+from .stats import Estimate
+
+DELAY_SERIES = ("rtt", "owd_up", "owd_down", "ipdv", "ipdv_up", "ipdv_down", "pdv", "server_time",
+                "timer_error")
+DELAY_STATS = ("min", "mean", "p50", "p90", "p99", "p99.9", "max")
+FRACTION_METRICS = ("loss", "loss_up", "loss_down", "dup", "reorder")
+POINT_DELAY_METRICS = ("rfc3550",)
+SELECT_KEYS = ("protocol", "placement", "profile", "datapath")
+
+_DURATION_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*(ns|us|µs|ms|s|sec|min)\s*$"
+_PERCENT_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%\s*$"
+_DELAY_METRIC_RE = (r"^((" + "|".join(DELAY_SERIES) + r")\.(" + "|".join(s.replace(".", r"\.") for s in DELAY_STATS)
+                    + r")|" + "|".join(POINT_DELAY_METRICS) + r")$")
+_FRACTION_METRIC_RE = r"^(" + "|".join(FRACTION_METRICS) + r")$"
+
+
+def json_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of an SLO file; ``python -m netslo slo-schema`` prints it."""
+    selector = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://netslo.invalid/schema/slo-v1.json",
+        "title": "netslo SLO file",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["version", "objectives"],
+        "properties": {
+            "version": {"const": 1},
+            "defaults": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "samples": {"type": "integer", "minimum": 20, "maximum": 10_000_000},
+                    "max_samples": {"type": "integer", "minimum": 20, "maximum": 10_000_000},
+                    "interval": {"$ref": "#/$defs/duration"},
+                    "confidence": {"$ref": "#/$defs/percent"},
+                    "wait": {"$ref": "#/$defs/duration"},
+                },
+            },
+            "objectives": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/objective"}},
+        },
+        "$defs": {
+            "duration": {"type": "string", "pattern": _DURATION_RE,
+                         "description": "a duration with a unit, e.g. '250us', '5ms', '1.5s'"},
+            "percent": {"type": "string", "pattern": _PERCENT_RE,
+                        "description": "a percentage with '%', e.g. '0.5%'"},
+            "objective": {
+                "type": "object", "additionalProperties": False, "required": ["name", "thresholds"],
+                "properties": {
+                    "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+                    "select": {"type": "object", "additionalProperties": False,
+                               "properties": {k: selector for k in SELECT_KEYS}},
+                    "thresholds": {
+                        "type": "object", "minProperties": 1, "additionalProperties": False,
+                        "patternProperties": {_DELAY_METRIC_RE: {"$ref": "#/$defs/duration"},
+                                              _FRACTION_METRIC_RE: {"$ref": "#/$defs/percent"}},
+                    },
+                },
+            },
+        },
+    }
+
+
+def _path(err: jsonschema.ValidationError) -> str:
+    out = ""
+    for p in err.absolute_path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _expected(err: jsonschema.ValidationError) -> tuple[str, object, str]:
+    """(field, value, expected form) of a schema error, phrased for people."""
+    where, v, schema = _path(err), err.instance, err.schema
+    kind = err.validator
+    if kind == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(v) - set(allowed)) if isinstance(v, dict) else []
+        if "patternProperties" in schema:
+            form = ("a known metric: <series>.<stat> with series " + "/".join(DELAY_SERIES) + " and stat "
+                    + "/".join(DELAY_STATS) + " (a duration), or " + "/".join(FRACTION_METRICS + POINT_DELAY_METRICS))
+        else:
+            form = "one of the keys " + ", ".join(allowed)
+        key = extra[0] if extra else "?"
+        return (f"{where}.{key}" if where != "(top level)" else key), key, form
+    if kind == "required":
+        missing = [r for r in schema["required"] if r not in (v or {})]
+        return where, None, f"a mapping with the key '{missing[0] if missing else '?'}'"
+    if kind == "pattern" or (kind == "type" and "pattern" in schema):
+        return where, v, schema.get("description", f"text matching {schema.get('pattern')}")
+    if kind == "const":
+        return where, v, f"{schema['const']!r}"
+    if kind == "type":
+        return where, v, f"a value of type {schema['type']}"
+    if kind in ("minimum", "maximum"):
+        return where, v, f"a number in {schema.get('minimum', '-inf')}..{schema.get('maximum', 'inf')}"
+    if kind in ("minItems", "minProperties"):
+        return where, v, "at least one entry"
+    return where, v, err.message
+
+
+# ---- the model -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Threshold:
+    """metric <= limit. ``limit`` in seconds for delay metrics, a fraction 0..1 for loss-like ones."""
+
+    metric: str
+    limit: float
+    text: str          # as written in the file, e.g. '5ms'
+    objective: str
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    select: dict       # key -> tuple of allowed values (glob patterns)
+    thresholds: tuple  # of Threshold
+
+    def matches(self, labels: dict) -> bool:
+        return all(any(fnmatch.fnmatchcase(str(labels.get(k, "")), pat) for pat in pats)
+                   for k, pats in self.select.items())
+
+
+@dataclass(frozen=True)
+class Sampling:
+    samples: int = 1000
+    max_samples: int = 4000
+    interval: float = 0.002
+    confidence: float = 0.95
+    wait: float = 1.0
+
+
+@dataclass
+class SloSpec:
+    """A validated SLO file."""
+
+    sampling: Sampling
+    objectives: list
+    source: str = "<memory>"
+
+    def thresholds_for(self, labels: dict) -> list[Threshold]:
+        """Every threshold of every objective whose selector matches the scenario labels."""
+        return [t for o in self.objectives if o.matches(labels) for t in o.thresholds]
+
+
+def parse(doc, source: str = "<memory>") -> SloSpec:
+    """Validate a loaded YAML document; SpecError (one line, prefixed with source) when invalid."""
+    validator = jsonschema.Draft202012Validator(json_schema())
+    errors = sorted(validator.iter_errors(doc), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        best = jsonschema.exceptions.best_match(errors)
+        raise SpecError(*_expected(best), where=source)
+    try:
+        d = doc.get("defaults", {}) or {}
+        base = Sampling()
+        sampling = Sampling(
+            samples=d.get("samples", base.samples),
+            max_samples=d.get("max_samples", max(base.max_samples, d.get("samples", base.samples))),
+            interval=units.duration(d["interval"], "defaults.interval") if "interval" in d else base.interval,
+            confidence=units.percent(d["confidence"], "defaults.confidence") if "confidence" in d else base.confidence,
+            wait=units.duration(d["wait"], "defaults.wait") if "wait" in d else base.wait)
+        if sampling.max_samples < sampling.samples:
+            raise SpecError("defaults.max_samples", sampling.max_samples, f"a number >= defaults.samples ({sampling.samples})")
+        if not 0.5 <= sampling.confidence < 1.0:
+            raise SpecError("defaults.confidence", d.get("confidence"), "a percentage from 50% to below 100%")
+        if sampling.interval <= 0:
+            raise SpecError("defaults.interval", d.get("interval"), "a duration > 0, e.g. '2ms'")
+        objectives, names = [], set()
+        for i, o in enumerate(doc["objectives"]):
+            if o["name"] in names:
+                raise SpecError(f"objectives[{i}].name", o["name"], "a name not used by another objective")
+            names.add(o["name"])
+            select = {k: tuple([v] if isinstance(v, str) else v) for k, v in (o.get("select") or {}).items()}
+            ths = []
+            for metric, text in o["thresholds"].items():
+                field_name = f"objectives[{i}].thresholds.{metric}"
+                limit = units.percent(text, field_name) if metric in FRACTION_METRICS else units.duration(text, field_name)
+                ths.append(Threshold(metric, limit, text, o["name"]))
+            objectives.append(Objective(o["name"], select, tuple(ths)))
+    except SpecError as e:
+        raise e.located(source) from None
+    return SloSpec(sampling, objectives, source)
+
+
+def load(path) -> SloSpec:
+    """Read and validate an SLO YAML file; every problem is a one-line SpecError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError("--slo-file", str(path), f"a readable YAML file ({e.strerror})") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "?"
+        raise SpecError(where, getattr(e, "problem", str(e)), "valid YAML", where=str(path)) from None
+    return parse(doc, str(path))
+
+
+# ---- verdicts ------------------------------------------------------------------------------------
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One threshold judged against one estimate."""
+
+    threshold: Threshold
+    estimate: Estimate
+    verdict: str               # pass | fail | inconclusive
+    by_point: bool = False     # decided on the point estimate after sampling ran out
+
+    def line(self) -> str:
+        fmt = units.format_percent if self.estimate.unit == "1" else units.format_duration
+        e, t = self.estimate, self.threshold
+        ci = f"{fmt(e.lo)}–{fmt(e.hi)}" if math.isfinite(e.lo) and math.isfinite(e.hi) else \
+            f"{fmt(e.lo)}–{fmt(e.hi)} (too few samples to bound)"
+        op = {PASS: "<=", FAIL: ">", INCONCLUSIVE: "~"}[self.verdict]
+        note = " — inconclusive at max samples, decided on the point estimate" if self.by_point else ""
+        return (f"{t.metric} = {fmt(e.value)} (CI {ci}, n={e.n}) {op} threshold {t.text} "
+                f"[objective {t.objective}]{note}")
+
+
+def judge(estimate: Estimate, threshold: Threshold) -> str:
+    """pass if the whole CI meets the threshold, fail if the whole CI breaks it, else inconclusive."""
+    if math.isnan(estimate.value):
+        return FAIL
+    if estimate.hi <= threshold.limit:
+        return PASS
+    if estimate.lo > threshold.limit:
+        return FAIL
+    return INCONCLUSIVE
+
+
+def decide(estimate: Estimate, threshold: Threshold) -> Check:
+    """Final verdict when no more samples may be taken: CI first, then the point estimate."""
+    v = judge(estimate, threshold)
+    if v != INCONCLUSIVE:
+        return Check(threshold, estimate, v)
+    return Check(threshold, estimate, PASS if estimate.value <= threshold.limit else FAIL, by_point=True)
+
+
+def schema_json() -> str:
+    return json.dumps(json_schema(), indent=2)

@@ -1,0 +1,1 @@
+"""pytest plugins of netslo: CLI options, markers, SLO assertion reporting, results files."""

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Build the local cluster's binaries from the Go module proxy, cached by version.
+#
+#   scripts/local-k8s/build.sh            build what is missing (kubernetes, etcd, pause)
+#
+# Output: $NETSLO_K8S_CACHE/k8s-<KVER>/bin/{kube-apiserver,kube-controller-manager,
+#         kube-scheduler,kubelet,kube-proxy,kubectl,pause} and $NETSLO_K8S_CACHE/etcd-<EVER>/bin/etcd.
+# A version directory is complete only when its ".done" stamp exists, so an interrupted build is redone.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/local-k8s/versions.sh
+. "$HERE/versions.sh"
+
+log() { printf '[local-k8s build] %s\n' "$*" >&2; }
+
+export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
+NICE=(nice -n 19)
+JOBS=${NETSLO_BUILD_JOBS:-2}
+
+build_kubernetes() {
+  local out="$K8S_DIR" work
+  if [[ -f "$out/.done" ]]; then log "kubernetes $KVER cached in $out"; return; fi
+  log "building kubernetes $KVER (several minutes on 2 cores)"
+  work="$NETSLO_K8S_CACHE/work-k8s-$KVER"
+  rm -rf "$work" "$out"; mkdir -p "$work" "$out/bin"
+  cd "$work"
+  # Throwaway module: k8s.io/kubernetes pins its staging modules with "=> ./staging/..." replaces,
+  # which only work inside its own repo; re-point each at the published v0.x version.
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$KVER" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
+  {
+    echo "module netslo.local/k8sbuild"
+    echo
+    echo "go 1.24"
+    echo
+    echo "require k8s.io/kubernetes $KVER"
+    echo
+    grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" | awk -v v="$STAGING_VER" '{print "replace " $1 " => " $1 " " v}'
+  } > go.mod
+  log "go.mod has $(grep -c '^replace' go.mod) staging replaces"
+  local pkgs=() c
+  for c in "${K8S_COMPONENTS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  # "@version" on every package: a bare "go get" would upgrade k8s.io/kubernetes to the newest release.
+  local p getargs=()
+  for p in "${pkgs[@]}"; do getargs+=("$p@$KVER"); done
+  "${NICE[@]}" go get "${getargs[@]}" >/dev/null 2>&1 || "${NICE[@]}" go get "${getargs[@]}"
+  grep -q "k8s.io/kubernetes $KVER" go.mod || { log "go.mod does not pin k8s.io/kubernetes $KVER"; exit 1; }
+  local ld="-s -w -X k8s.io/component-base/version.gitVersion=$KVER -X k8s.io/component-base/version.gitMajor=$KMAJOR -X k8s.io/component-base/version.gitMinor=$KMINOR -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$KVER -X k8s.io/client-go/pkg/version.gitMajor=$KMAJOR -X k8s.io/client-go/pkg/version.gitMinor=$KMINOR"
+  "${NICE[@]}" go build -p "$JOBS" -trimpath -ldflags "$ld" -o "$out/bin/" "${pkgs[@]}"
+  # pause: the tiny init process of every pod sandbox, from the same module's source.
+  local kdir
+  kdir=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  "${NICE[@]}" gcc -Os -static -DVERSION="$KVER-netslo" -o "$out/bin/pause" "$kdir/build/pause/linux/pause.c"
+  cd /; rm -rf "$work"
+  touch "$out/.done"
+  log "kubernetes $KVER built into $out/bin"
+}
+
+build_etcd() {
+  local out="$ETCD_DIR" work
+  if [[ -f "$out/.done" ]]; then log "etcd $EVER cached in $out"; return; fi
+  log "building etcd $EVER"
+  work="$NETSLO_K8S_CACHE/work-etcd-$EVER"
+  rm -rf "$work" "$out"; mkdir -p "$work" "$out/bin"
+  cd "$work"
+  local gomod
+  gomod=$(go mod download -json "go.etcd.io/etcd/server/v3@$EVER" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
+  {
+    echo "module netslo.local/etcdbuild"
+    echo
+    echo "go 1.24"
+    echo
+    echo "require go.etcd.io/etcd/server/v3 $EVER"
+    echo
+    # server/v3 points its sibling modules at ../<dir>; use the same published version instead.
+    grep -E '^\s*go\.etcd\.io/etcd/[a-z0-9/]+ => \.\./' "$gomod" | awk -v v="$EVER" '{print "replace " $1 " => " $1 " " v}'
+  } > go.mod
+  "${NICE[@]}" go get "go.etcd.io/etcd/server/v3@$EVER" >/dev/null 2>&1 || "${NICE[@]}" go get "go.etcd.io/etcd/server/v3@$EVER"
+  grep -q "go.etcd.io/etcd/server/v3 $EVER" go.mod || { log "go.mod does not pin etcd server $EVER"; exit 1; }
+  "${NICE[@]}" go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$out/bin/etcd" go.etcd.io/etcd/server/v3
+  cd /; rm -rf "$work"
+  touch "$out/.done"
+  log "etcd $EVER built into $out/bin"
+}
+
+mkdir -p "$NETSLO_K8S_CACHE"
+start=$(date +%s)
+build_etcd
+build_kubernetes
+log "done in $(( $(date +%s) - start )) s"
