@@ -1,3 +1,7 @@
-"""Root conftest: load the netslo plugin and fixtures for every test directory."""
+"""Root conftest. When netslo is pip-installed its ``pytest11`` entry point loads the plugin early
+(so ``--slo-file /abs/path`` parses before pytest picks its rootdir); otherwise load it from the tree."""
 
-pytest_plugins = ["plugins.netslo_plugin", "fixtures.cluster"]
+from importlib.metadata import entry_points
+
+_installed = any(ep.name == "netslo" for ep in entry_points(group="pytest11"))
+pytest_plugins = [] if _installed else ["plugins.netslo_plugin"]

@@ -13,6 +13,7 @@ from .providers.base import Cluster, Pod
 from .samples import SampleSet
 from .scenario import RESPONDER_OF, Scenario
 from .stats import Analysis, analyze
+from .units import format_duration
 
 # The sender "could not keep pace" when its median timer error exceeds this many send periods (or
 # 1 ms, whichever is larger): the schedule was not open-loop any more, so the run is not trusted.
@@ -48,6 +49,10 @@ class Outcome:
     def message(self) -> str:
         head = f"SLO breach: {self.scenario.id}" if self.failed else f"SLO met: {self.scenario.id}"
         lines = [c.line() for c in (self.failed or self.checks)]
+        timer = self.analysis.metrics["timer_error.p99"].value
+        lines.append(f"context: sender timer error p99 = {format_duration(timer)} (host scheduling noise), "
+                     f"{len(self.samples)} requests in {self.batches} batch(es), provider "
+                     f"{self.environment.get('provider', '?')}")
         return head + "\n  " + "\n  ".join(lines)
 
     def assert_met(self) -> None:

@@ -21,6 +21,8 @@ from netslo.report.results import ResultsWriter
 from netslo.runner import SloBreach
 from netslo.units import format_duration, format_percent
 
+pytest_plugins = ["fixtures.cluster"]
+
 OPTIONS = pytest.StashKey["NetsloOptions"]()
 OUTCOME = pytest.StashKey[object]()
 RESULTS = pytest.StashKey[ResultsWriter]()

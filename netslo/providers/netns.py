@@ -152,7 +152,10 @@ class NetnsCluster(Cluster):
         if not isinstance(nodes, int) or not 1 <= nodes <= 16:
             raise SpecError("--nodes", nodes, "a whole number 1..16")
         require_root()
-        self.run_id = run_id or secrets.token_hex(3)
+        run_id = run_id or os.environ.get("NETSLO_RUN_ID") or secrets.token_hex(3)
+        if not re.fullmatch(r"[0-9a-f]{6}", run_id):
+            raise SpecError("NETSLO_RUN_ID", run_id, "6 lowercase hex digits")
+        self.run_id = run_id
         self.datapath = datapath
         self.node_count = nodes
         self.state = STATE_ROOT / self.run_id

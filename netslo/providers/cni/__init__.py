@@ -1,0 +1,169 @@
+"""CNI installers for real clusters: Calico, Cilium, Antrea, pinned in ``manifests/cni/<name>.yaml``.
+
+Each data file names the version, the release URL of the upstream manifest or Helm chart (fetched at
+install time, never stored in this repo), its sha256, the pod/service subnets to give the cluster, the
+encapsulations our overlays can select and the workloads that must become ready.
+
+    spec = load("calico"); data = fetch(spec); install(kubectl, spec, encapsulation="vxlan")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ...errors import InfrastructureError, SpecError
+
+CNIS = ("calico", "cilium", "antrea")
+SOURCE_KINDS = ("manifest", "helm")
+WORKLOAD_KINDS = ("DaemonSet", "Deployment")
+ALLOW_UNRECORDED_ENV = "NETSLO_CNI_ALLOW_UNRECORDED"  # "1": accept a download whose sha256 is not recorded
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+def manifests_dir() -> Path:
+    """The repo's ``manifests/`` (or $NETSLO_MANIFESTS)."""
+    env = os.environ.get("NETSLO_MANIFESTS")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "manifests"
+
+
+@dataclass(frozen=True)
+class Workload:
+    kind: str
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class CniSpec:
+    """One pinned CNI (see manifests/cni/*.yaml)."""
+
+    name: str
+    version: str
+    kind: str                 # manifest | helm
+    url: str
+    sha256: str               # "" = not recorded yet
+    pod_subnet: str
+    service_subnet: str
+    encapsulations: tuple
+    default_encapsulation: str
+    bandwidth: str            # cni-plugin | bandwidth-manager
+    ready: tuple
+    values: dict = field(default_factory=dict)   # helm --set values
+    release: str = ""
+    namespace: str = "kube-system"
+    source_file: str = ""
+
+
+def _need(d: dict, key: str, where: str, typ=str):
+    if key not in d:
+        raise SpecError(key, None, f"a {typ.__name__}", where)
+    v = d[key]
+    if not isinstance(v, typ):
+        raise SpecError(key, v, f"a {typ.__name__}", where)
+    return v
+
+
+def load(name: str, directory: Path | None = None) -> CniSpec:
+    """Read and validate manifests/cni/<name>.yaml."""
+    if name not in CNIS:
+        raise SpecError("--cni", name, f"one of {', '.join(CNIS)}")
+    path = (directory or manifests_dir()) / "cni" / f"{name}.yaml"
+    where = str(path)
+    try:
+        d = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise SpecError("file", str(path), f"a readable CNI data file ({e.strerror})") from None
+    src = _need(d, "source", where, dict)
+    kind = _need(src, "kind", where)
+    if kind not in SOURCE_KINDS:
+        raise SpecError("source.kind", kind, f"one of {', '.join(SOURCE_KINDS)}", where)
+    url = _need(src, "url", where)
+    if not url.startswith("https://"):
+        raise SpecError("source.url", url, "an https:// release URL", where)
+    sha = _need(src, "sha256", where)
+    if sha and not _SHA.match(sha):
+        raise SpecError("source.sha256", sha, "64 lowercase hex digits or \"\"", where)
+    encs = tuple(_need(d, "encapsulations", where, list))
+    default = _need(d, "default_encapsulation", where)
+    if default not in encs:
+        raise SpecError("default_encapsulation", default, f"one of {encs}", where)
+    ready = []
+    for w in _need(d, "ready", where, list):
+        if w.get("kind") not in WORKLOAD_KINDS:
+            raise SpecError("ready[].kind", w.get("kind"), f"one of {', '.join(WORKLOAD_KINDS)}", where)
+        ready.append(Workload(w["kind"], w.get("namespace", "kube-system"), w["name"]))
+    spec = CniSpec(name=_need(d, "name", where), version=str(_need(d, "version", where)), kind=kind,
+                   url=url, sha256=sha, pod_subnet=_need(d, "pod_subnet", where),
+                   service_subnet=_need(d, "service_subnet", where), encapsulations=encs,
+                   default_encapsulation=default, bandwidth=_need(d, "bandwidth", where),
+                   ready=tuple(ready), values={str(k): str(v) for k, v in (d.get("values") or {}).items()},
+                   release=src.get("release", ""), namespace=src.get("namespace", "kube-system"),
+                   source_file=where)
+    if spec.name != name:
+        raise SpecError("name", spec.name, f"{name!r} (the file's name)", where)
+    if kind == "helm" and not spec.release:
+        raise SpecError("source.release", "", "a Helm release name", where)
+    return spec
+
+
+def encapsulation(spec: CniSpec, value: str | None) -> str:
+    """Validated encapsulation (default from the data file)."""
+    value = value or spec.default_encapsulation
+    if value not in spec.encapsulations:
+        raise SpecError(f"{spec.name} encapsulation", value, f"one of {', '.join(spec.encapsulations)}")
+    return value
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("NETSLO_CNI_CACHE", Path.home() / ".cache" / "netslo" / "cni"))
+
+
+def verify(spec: CniSpec, data: bytes, allow_unrecorded: bool | None = None) -> str:
+    """sha256 of ``data``; InfrastructureError if it differs from the recorded one.
+
+    With no recorded digest the download is refused unless allowed ($NETSLO_CNI_ALLOW_UNRECORDED=1),
+    and the digest to record is in the message either way.
+    """
+    digest = hashlib.sha256(data).hexdigest()
+    if spec.sha256:
+        if digest != spec.sha256:
+            raise InfrastructureError(f"CNI {spec.name} {spec.version}: {spec.url} has sha256 {digest}, "
+                                      f"expected {spec.sha256} (recorded in {spec.source_file})")
+        return digest
+    if allow_unrecorded is None:
+        allow_unrecorded = os.environ.get(ALLOW_UNRECORDED_ENV) == "1"
+    if not allow_unrecorded:
+        raise InfrastructureError(f"CNI {spec.name} {spec.version}: no sha256 recorded in {spec.source_file}; "
+                                  f"the download has sha256 {digest} — record it, or set "
+                                  f"{ALLOW_UNRECORDED_ENV}=1 to accept it once")
+    return digest
+
+
+def fetch(spec: CniSpec, *, timeout: float = 60.0, allow_unrecorded: bool | None = None,
+          directory: Path | None = None) -> tuple[bytes, str]:
+    """(bytes, sha256) of the pinned release file, cached by URL; checked with ``verify``."""
+    directory = directory or cache_dir()
+    key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]
+    cached = directory / f"{spec.name}-{spec.version}-{key}"
+    if cached.exists():
+        data = cached.read_bytes()
+    else:
+        try:
+            with urllib.request.urlopen(spec.url, timeout=timeout) as r:  # noqa: S310 (https only)
+                data = r.read()
+        except OSError as e:
+            raise InfrastructureError(f"CNI {spec.name} {spec.version}: download of {spec.url} failed: {e}") from None
+    digest = verify(spec, data, allow_unrecorded)
+    if not cached.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(cached)
+    return data, digest

@@ -1,0 +1,288 @@
+"""A real Kubernetes cluster as a netslo ``Cluster``: shared by the kind, minikube and existing providers.
+
+What a run creates lives in one namespace ``netslo-<run id>`` (labelled ``netslo.io/run-id``): agent
+pods pinned to nodes (required node affinity), optional hostNetwork baseline pods, Services. Probes run
+as ``kubectl exec <pod> -c agent -- python -m netslo.agent probe ... --out -`` and come back as npz
+bytes on stdout. ``close()`` deletes that namespace (after checking its run-id label) and waits until
+it is gone; it never touches anything else. Timeouts are seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from ..errors import InfrastructureError, SpecError
+from . import kube_manifests as km
+from .base import RESPONDER_PORTS, Cluster, Pod
+from .kube_wait import Hopeless, node_ready, pod_ready, wait_until
+from .kubectl import Kubectl
+
+log = logging.getLogger("netslo.kube")
+
+# kube-system workloads that name the CNI in use (first match wins).
+CNI_SIGNATURES = (("calico-node", "calico"), ("cilium", "cilium"), ("antrea-agent", "antrea"),
+                  ("kindnet", "kindnet"), ("kube-flannel-ds", "flannel"))
+CNI_NODE_LABEL = "netslo.io/cni"  # set by scripts/local-k8s.sh on its node
+
+
+@dataclass
+class KubeService:
+    """A Service in front of one agent pod's responders."""
+
+    name: str
+    type: str
+    cluster_ip: str
+    ports: dict                                   # protocol -> service port
+    node_ports: dict = field(default_factory=dict)  # protocol -> nodePort (NodePort only)
+    external_traffic_policy: str | None = None
+
+
+class KubeCluster(Cluster):
+    """Agent pods in a run-scoped namespace of any reachable Kubernetes cluster."""
+
+    shared_clock = False
+
+    def __init__(self, kubectl: Kubectl, *, provider: str = "existing", image: str = km.DEFAULT_IMAGE,
+                 pull_policy: str = "Never", datapath: str | None = None, run_id: str | None = None,
+                 pod_timeout: float = 120.0, delete_timeout: float = 120.0,
+                 single_kernel: bool | None = None):
+        self.kubectl = kubectl
+        self.provider = provider
+        self.image = image
+        self.pull_policy = pull_policy
+        self.run_id = run_id or km.new_run_id()
+        self.namespace = km.namespace_name(self.run_id)
+        self.pod_timeout = pod_timeout
+        self.delete_timeout = delete_timeout
+        self._datapath = datapath
+        self._single_kernel = single_kernel
+        self._pods: dict[str, Pod] = {}
+        self._responders: dict[str, tuple] = {}
+        self._services: dict[str, KubeService] = {}
+        self._nodes: list[str] | None = None
+        self._node_objs: dict[str, dict] = {}
+        self._created = False
+        self._closed = False
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    def open(self, ready_timeout: float = 60.0) -> "KubeCluster":
+        """Check the cluster answers and has Ready nodes; create the run namespace."""
+        self._load_nodes(ready_timeout)
+        self.kubectl.create(km.namespace_manifest(self.run_id), what=f"create namespace {self.namespace}")
+        self._created = True
+        # Pods can be created only once the namespace's default ServiceAccount exists.
+        wait_until(f"namespace {self.namespace}", ready_timeout,
+                   lambda: (self.kubectl.get("serviceaccount", "default", self.namespace,
+                                             missing_ok=True) is not None, "no default ServiceAccount yet"))
+        log.info("kube: namespace %s on nodes %s", self.namespace, ", ".join(self.nodes))
+        return self
+
+    def close(self) -> None:
+        """Delete the run namespace (only if it carries this run's label) and wait until it is gone."""
+        if self._closed or not self._created:
+            self._closed = True
+            return
+        self._closed = True
+        ns = self.kubectl.get("namespace", self.namespace, missing_ok=True)
+        if ns is None:
+            return
+        if ns.get("metadata", {}).get("labels", {}).get(km.RUN_LABEL) != self.run_id:
+            raise InfrastructureError(f"namespace {self.namespace}: label {km.RUN_LABEL} is not "
+                                      f"{self.run_id!r}; not deleting what this run did not create")
+        self.kubectl.delete("namespace", self.namespace, wait=False)
+        wait_until(f"deletion of namespace {self.namespace}", self.delete_timeout,
+                   lambda: self._gone())
+
+    def _gone(self) -> tuple[bool, str]:
+        ns = self.kubectl.get("namespace", self.namespace, missing_ok=True)
+        if ns is None:
+            return True, "deleted"
+        pods = self.kubectl.get("pods", namespace=self.namespace)
+        return False, f"phase={ns.get('status', {}).get('phase')}, {len(pods)} pods left"
+
+    # ---- nodes ------------------------------------------------------------------------------
+    def _load_nodes(self, timeout: float) -> None:
+        def check():
+            items = self.kubectl.get("nodes")
+            if not items:
+                return False, "no nodes"
+            states = {n["metadata"]["name"]: node_ready(n) for n in items}
+            bad = [f"{k}: {v[1]}" for k, v in states.items() if not v[0]]
+            self._node_objs = {n["metadata"]["name"]: n for n in items}
+            return not bad, "; ".join(bad) or f"{len(items)} nodes Ready"
+        wait_until("cluster nodes", timeout, check)
+        objs = self._node_objs
+        # Pods go to schedulable worker nodes; a control-plane node only when it is all there is.
+        def workload(n):
+            taints = n.get("spec", {}).get("taints", []) or []
+            return not n.get("spec", {}).get("unschedulable") and not any(
+                t.get("effect") in ("NoSchedule", "NoExecute")
+                and t.get("key") != "node-role.kubernetes.io/control-plane" for t in taints)
+        usable = sorted(k for k, n in objs.items() if workload(n))
+        workers = [k for k in usable if not any(
+            t.get("key") == "node-role.kubernetes.io/control-plane" for t in objs[k].get("spec", {}).get("taints", []) or [])]
+        self._nodes = workers or usable
+        if not self._nodes:
+            raise InfrastructureError("cluster nodes: none schedulable (all tainted or cordoned)")
+
+    @property
+    def nodes(self) -> list[str]:
+        if self._nodes is None:
+            self._load_nodes(60.0)
+        return list(self._nodes)
+
+    def node_ip(self, node: str) -> str:
+        """The node's InternalIP (for NodePort and hostNetwork targets)."""
+        for a in self._node_objs.get(node, {}).get("status", {}).get("addresses", []):
+            if a.get("type") == "InternalIP":
+                return a["address"]
+        raise InfrastructureError(f"node {node}: no InternalIP address")
+
+    @property
+    def datapath(self) -> str:  # type: ignore[override]
+        if self._datapath is None:
+            self._datapath = self._detect_cni()
+        return self._datapath
+
+    def _detect_cni(self) -> str:
+        for n in self._node_objs.values():
+            label = n.get("metadata", {}).get("labels", {}).get(CNI_NODE_LABEL)
+            if label:
+                return label
+        try:
+            names = [d["metadata"]["name"] for d in self.kubectl.get("daemonsets", namespace="kube-system")]
+        except InfrastructureError:
+            return "unknown"
+        for prefix, cni in CNI_SIGNATURES:
+            if any(n.startswith(prefix) for n in names):
+                return cni
+        return "unknown"
+
+    # ---- pods -------------------------------------------------------------------------------
+    def add_pod(self, name: str, node: str, *, host_network: bool = False,
+                annotations: dict | None = None, responders=None) -> Pod:
+        """Create an agent pod on ``node`` and wait until it is Ready (all responders listening).
+
+        ``responders`` defaults to all protocols for pod-network pods and none for hostNetwork pods
+        (those share the node's ports).
+        """
+        if self._closed:
+            raise InfrastructureError(f"cluster of run {self.run_id} is closed")
+        if node not in self.nodes:
+            raise SpecError("node", node, f"one of {', '.join(self.nodes)}")
+        if name in self._pods:
+            raise SpecError("pod name", name, "a name not used before in this run")
+        if responders is None:
+            responders = () if host_network else tuple(RESPONDER_PORTS)
+        manifest = km.agent_pod_manifest(name, self.run_id, node, image=self.image,
+                                         pull_policy=self.pull_policy, host_network=host_network,
+                                         annotations=annotations, responders=responders)
+        pod_name = manifest["metadata"]["name"]
+        self.kubectl.create(manifest, what=f"create pod {self.namespace}/{pod_name}")
+        obj = self.wait_pod(pod_name, self.pod_timeout)
+        st = obj.get("status", {})
+        if st.get("hostIP") and obj["spec"].get("nodeName") != node:
+            raise InfrastructureError(f"pod {pod_name}: scheduled on {obj['spec'].get('nodeName')}, not {node}")
+        pod = Pod(name=name, node=node, ip=st.get("podIP", ""), host_network=host_network,
+                  annotations=dict(manifest["metadata"]["annotations"]))
+        self._pods[name] = pod
+        self._responders[name] = tuple(responders)
+        return pod
+
+    def k8s_pod_name(self, pod: Pod) -> str:
+        return km.k8s_name(pod.name)
+
+    def wait_pod(self, pod_name: str, timeout: float) -> dict:
+        """Wait for the pod's Ready condition; InfrastructureError names the pod and its last status."""
+        last = {}
+
+        def check():
+            obj = self.kubectl.get("pod", pod_name, self.namespace)
+            last["obj"] = obj
+            return pod_ready(obj)
+        wait_until(f"pod {self.namespace}/{pod_name}", timeout, check)
+        return last["obj"]
+
+    def pod_object(self, pod: Pod) -> dict:
+        return self.kubectl.get("pod", self.k8s_pod_name(pod), self.namespace)
+
+    def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http")) -> dict[str, int]:
+        """The pod's responders run from its creation; check they listen; protocol -> port."""
+        have = self._responders.get(pod.name, ())
+        missing = [p for p in protocols if p not in have]
+        if missing:
+            raise InfrastructureError(f"pod {pod.name}: created without responders {missing} "
+                                      f"(add_pod(..., responders=...))")
+        obj = self.pod_object(pod)
+        started = {cs["name"]: bool(cs.get("started")) and "running" in cs.get("state", {})
+                   for cs in obj.get("status", {}).get("containerStatuses", [])}
+        down = [p for p in protocols if not started.get(p)]
+        if down:
+            raise InfrastructureError(f"pod {pod.name}: responders {down} not running; "
+                                      f"last status: {self._summary(obj)}")
+        return {p: RESPONDER_PORTS[p] for p in protocols}
+
+    @staticmethod
+    def _summary(obj: dict) -> str:
+        from .kube_wait import pod_summary
+        return pod_summary(obj)
+
+    def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
+        return self.kubectl.exec(self.namespace, self.k8s_pod_name(pod), "agent",
+                                 ["python", "-m", "netslo.agent"] + list(args), timeout=timeout)
+
+    # ---- services ---------------------------------------------------------------------------
+    def add_service(self, name: str, pod: Pod, *, type: str = "ClusterIP",
+                    external_traffic_policy: str | None = None,
+                    protocols=("udp", "tcp", "http"), timeout: float = 60.0) -> KubeService:
+        """A Service in front of ``pod``'s responders; returns once its endpoints are ready."""
+        manifest = km.service_manifest(name, self.run_id, pod.name, type=type,
+                                       external_traffic_policy=external_traffic_policy,
+                                       protocols=protocols)
+        svc_name = manifest["metadata"]["name"]
+        self.kubectl.create(manifest, what=f"create service {self.namespace}/{svc_name}")
+
+        def endpoints():
+            slices = self.kubectl.get("endpointslices", namespace=self.namespace,
+                                      selector=f"kubernetes.io/service-name={svc_name}")
+            ready = [ep for s in slices for ep in s.get("endpoints") or []
+                     if (ep.get("conditions") or {}).get("ready")]
+            return bool(ready), f"{len(ready)} ready endpoints"
+        wait_until(f"service {self.namespace}/{svc_name} endpoints", timeout, endpoints)
+        obj = self.kubectl.get("service", svc_name, self.namespace)
+        spec = obj["spec"]
+        ports = {p["name"]: p["port"] for p in spec["ports"]}
+        node_ports = {p["name"]: p["nodePort"] for p in spec["ports"] if p.get("nodePort")}
+        svc = KubeService(svc_name, type, spec.get("clusterIP", ""), ports, node_ports,
+                          spec.get("externalTrafficPolicy") if type == "NodePort" else None)
+        self._services[name] = svc
+        return svc
+
+    # ---- report -----------------------------------------------------------------------------
+    def environment(self) -> dict[str, str]:
+        env = {"provider": self.provider, "emulated": "false", "namespace": self.namespace,
+               "run_id": self.run_id, "image": self.image, "datapath": self.datapath,
+               "nodes": str(len(self.nodes))}
+        try:
+            v = self.kubectl.json(["version"], what="kubectl version")
+            env["kubernetes"] = v.get("serverVersion", {}).get("gitVersion", "?")
+        except InfrastructureError as e:
+            env["kubernetes"] = f"unknown ({e})"
+        if self._node_objs:
+            info = next(iter(self._node_objs.values())).get("status", {}).get("nodeInfo", {})
+            env["kernel"] = info.get("kernelVersion", "?")
+            env["container_runtime"] = info.get("containerRuntimeVersion", "?")
+            env["kubelet"] = info.get("kubeletVersion", "?")
+        env["shared_clock"] = str(self.shared_clock).lower()
+        return env
+
+    @property
+    def shared_clock(self) -> bool:  # type: ignore[override]
+        """One kernel for every pod: one node, or a provider whose nodes share a kernel (kind)."""
+        if self._single_kernel is not None:
+            return self._single_kernel
+        return len(self._node_objs) == 1
+
+
+__all__ = ["KubeCluster", "KubeService", "Hopeless"]

@@ -1,0 +1,173 @@
+"""Kubernetes objects netslo creates, as plain dicts (pure functions, no cluster needed).
+
+Everything lives in one run-scoped namespace ``netslo-<run id>`` labelled ``netslo.io/run-id``; every
+object carries that label and ``app.kubernetes.io/managed-by: netslo``, so teardown can prove it deletes
+only what this run made.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+
+from ..errors import SpecError
+from .base import RESPONDER_PORTS
+
+RUN_LABEL = "netslo.io/run-id"
+POD_LABEL = "netslo.io/pod"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "netslo"}
+DEFAULT_IMAGE = "localhost/netslo-agent:dev"
+READY_DIR = "/run/netslo"
+PULL_POLICIES = ("Never", "IfNotPresent", "Always")
+SERVICE_TYPES = ("ClusterIP", "NodePort")
+TRAFFIC_POLICIES = ("Cluster", "Local")
+# Bandwidth annotations the CNI bandwidth plugin (and Cilium's Bandwidth Manager) read, e.g. "10M".
+BANDWIDTH_ANNOTATIONS = ("kubernetes.io/egress-bandwidth", "kubernetes.io/ingress-bandwidth")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(k|M|G|T|Ki|Mi|Gi|Ti)?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# The idle process of the exec target container: exits at once on SIGTERM.
+IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+
+
+def new_run_id() -> str:
+    """Short, sortable, unique enough: seconds since epoch (hex) + 4 random hex digits."""
+    return f"{int(time.time()):x}{secrets.token_hex(2)}"
+
+
+def namespace_name(run_id: str) -> str:
+    name = f"netslo-{run_id}"
+    if not _DNS_LABEL.match(name) or len(name) > 63:
+        raise SpecError("run id", run_id, "lowercase letters, digits and '-', at most 56 characters")
+    return name
+
+
+def k8s_name(name: str) -> str:
+    """A pod name from a test's name: lowercase DNS label, at most 63 characters."""
+    out = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:63].strip("-")
+    if not out:
+        raise SpecError("pod name", name, "at least one letter or digit")
+    return out
+
+
+def labels(run_id: str, **extra) -> dict:
+    return {RUN_LABEL: run_id, **MANAGED_BY, **extra}
+
+
+def namespace_manifest(run_id: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": namespace_name(run_id), "labels": labels(run_id)}}
+
+
+def check_annotations(annotations: dict) -> dict:
+    """Validate bandwidth annotations (a Kubernetes quantity such as '10M'); others pass through."""
+    out = {}
+    for key, value in (annotations or {}).items():
+        value = str(value)
+        if key in BANDWIDTH_ANNOTATIONS and not _QUANTITY.match(value):
+            raise SpecError(f"annotation {key}", value, "a bandwidth quantity such as '10M' or '1G'")
+        out[str(key)] = value
+    return out
+
+
+def _responder_container(protocol: str, image: str, pull_policy: str) -> dict:
+    port = RESPONDER_PORTS[protocol]
+    ready = f"{READY_DIR}/{protocol}.ready"
+    if protocol == "udp":
+        startup = {"exec": {"command": ["cat", ready]}}
+    else:
+        startup = {"tcpSocket": {"port": port}}
+    # A startup probe only (no readiness/liveness probe): it stops once the responder listens, so no
+    # periodic probe traffic or exec disturbs a measurement afterwards.
+    return {
+        "name": protocol,
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": ["python", "-m", "netslo.agent", "serve", protocol, "--port", str(port),
+                    "--ready-file", ready],
+        "ports": [{"name": protocol, "containerPort": port,
+                   "protocol": "UDP" if protocol == "udp" else "TCP"}],
+        "startupProbe": {**startup, "periodSeconds": 1, "failureThreshold": 600},
+        "resources": {"requests": {"cpu": "10m", "memory": "48Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "netslo-run", "mountPath": READY_DIR}],
+    }
+
+
+def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAULT_IMAGE,
+                       pull_policy: str = "Never", host_network: bool = False,
+                       annotations: dict | None = None, responders=("udp", "tcp", "http"),
+                       role: str = "agent") -> dict:
+    """An agent pod pinned to ``node`` (required node affinity on kubernetes.io/hostname).
+
+    Containers: ``agent`` (idle; probes are ``kubectl exec``-ed into it) plus one container per
+    responder protocol running ``python -m netslo.agent serve``. ``host_network`` gives the
+    hostNetwork baseline (the node's own network stack).
+    """
+    if pull_policy not in PULL_POLICIES:
+        raise SpecError("imagePullPolicy", pull_policy, f"one of {', '.join(PULL_POLICIES)}")
+    for p in responders:
+        if p not in RESPONDER_PORTS:
+            raise SpecError("responders", p, f"some of {', '.join(RESPONDER_PORTS)}")
+    pod_name = k8s_name(name)
+    containers = [{
+        "name": "agent",
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": IDLE_COMMAND,
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "netslo-run", "mountPath": READY_DIR}],
+    }] + [_responder_container(p, image, pull_policy) for p in responders]
+    spec = {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}},
+        # kind/minikube single-node clusters taint nothing, multi-node ones taint the control plane.
+        "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+                         "effect": "NoSchedule"}],
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 1,
+        "restartPolicy": "Always",
+        "containers": containers,
+        "volumes": [{"name": "netslo-run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
+    }
+    if host_network:
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name, "namespace": namespace_name(run_id),
+                     "labels": labels(run_id, **{POD_LABEL: pod_name,
+                                                 "app.kubernetes.io/name": "netslo-agent",
+                                                 "app.kubernetes.io/component": role}),
+                     "annotations": check_annotations(annotations or {})},
+        "spec": spec,
+    }
+
+
+def service_manifest(name: str, run_id: str, pod_name: str, *, type: str = "ClusterIP",
+                     external_traffic_policy: str | None = None,
+                     protocols=("udp", "tcp", "http")) -> dict:
+    """A Service selecting one agent pod's responders (same port numbers as the pod)."""
+    if type not in SERVICE_TYPES:
+        raise SpecError("service type", type, f"one of {', '.join(SERVICE_TYPES)}")
+    if external_traffic_policy is not None:
+        if type != "NodePort":
+            raise SpecError("externalTrafficPolicy", external_traffic_policy, "only with type NodePort")
+        if external_traffic_policy not in TRAFFIC_POLICIES:
+            raise SpecError("externalTrafficPolicy", external_traffic_policy,
+                            f"one of {', '.join(TRAFFIC_POLICIES)}")
+    spec = {
+        "type": type,
+        "selector": {POD_LABEL: k8s_name(pod_name), RUN_LABEL: run_id},
+        "ports": [{"name": p, "port": RESPONDER_PORTS[p], "targetPort": RESPONDER_PORTS[p],
+                   "protocol": "UDP" if p == "udp" else "TCP"} for p in protocols],
+    }
+    if external_traffic_policy:
+        spec["externalTrafficPolicy"] = external_traffic_policy
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": k8s_name(name), "namespace": namespace_name(run_id),
+                         "labels": labels(run_id)},
+            "spec": spec}

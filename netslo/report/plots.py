@@ -1,0 +1,230 @@
+"""Plots of one scenario's raw samples, as PNG bytes (matplotlib, Agg canvas, no pyplot state).
+
+Every delay axis is in milliseconds on a log scale (latency tails span decades). Three figures:
+  ecdf_png          ECDF F(x) and its tail 1-F(x) (log), with each SLO threshold and the measured
+                    percentile with its CI drawn at the quantile it constrains
+  distribution_png  log-binned histogram and a box plot (box P25-P75, whiskers P1-P99)
+  timeseries_png    delay per request over the run, a rolling median, lost requests marked
+Inputs are plain arrays in seconds, so plots never reach back into the measurement.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator
+
+MS = 1e3
+MAX_POINTS = 20_000          # time series: at most this many dots drawn (all of the tail kept)
+SIZE = (10.0, 4.2)           # inches; at DPI gives 1000x420 px
+DPI = 100
+SLO_COLOR, MEASURED_COLOR, LOSS_COLOR = "#c0392b", "#1f5fa8", "#d35400"
+SLO_STYLES = ("--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))   # one dash pattern per threshold
+
+
+@dataclass(frozen=True)
+class SloLine:
+    """A threshold to draw: ``limit`` seconds at percentile ``q`` (None = not a percentile, e.g. mean)."""
+
+    q: float | None
+    limit: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A measured percentile ``q`` with value and CI [lo, hi], seconds (lo/hi may be +-inf)."""
+
+    q: float
+    value: float
+    lo: float
+    hi: float
+
+
+def _ms_formatter():
+    def fmt(x, _pos):
+        if x <= 0:
+            return ""
+        return f"{x:g}" if x >= 0.01 else f"{x:.0e}"
+    return FuncFormatter(fmt)
+
+
+def _figure(ncols: int = 2, widths=None) -> tuple[Figure, list]:
+    fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, ncols, gridspec_kw={"width_ratios": widths} if widths else None)
+    return fig, list(np.atleast_1d(axes))
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def _log_ms_axis(ax, which: str = "x") -> None:
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(_ms_formatter())
+    axis.set_minor_formatter(FuncFormatter(lambda *_: ""))
+
+
+def _positive_ms(values_s) -> np.ndarray:
+    """Sorted delays in ms, zeros/negatives clipped to 1 ns so a log axis can show them."""
+    x = np.sort(np.asarray(values_s, dtype=np.float64)) * MS
+    x = x[np.isfinite(x)]
+    return np.maximum(x, 1e-6)
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="gray")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def ecdf_png(values_s, *, title: str, slo=(), marks=(), xlabel: str = "delay (ms)") -> bytes:
+    """ECDF (left, linear y) and tail 1-F (right, log y) of ``values_s`` with SLO lines and marks."""
+    x = _positive_ms(values_s)
+    n = len(x)
+    fig, (left, right) = _figure()
+    fig.suptitle(title, fontsize=11)
+    if n == 0:
+        _empty(left, "no samples")
+        _empty(right, "no samples")
+        return _png(fig)
+    y = np.arange(1, n + 1) / n                     # F_n(x_(i)) = i/n (exact ECDF)
+    tail = np.maximum(1.0 - y + 1.0 / n, 1.0 / n)   # 1 - F just before x_(i): P(X >= x_(i))
+    left.step(x, y, where="post", color=MEASURED_COLOR, lw=1.4, label=f"ECDF (n={n})")
+    right.step(x, tail, where="post", color=MEASURED_COLOR, lw=1.4, label="1 − F (tail)")
+    lo_x = min(x[0], *(s.limit * MS for s in slo)) if slo else x[0]
+    hi_x = max(x[-1], *(s.limit * MS for s in slo)) if slo else x[-1]
+    for ax in (left, right):
+        _log_ms_axis(ax, "x")
+        ax.set_xlim(lo_x / 1.3, hi_x * 1.3)
+        ax.set_xlabel(xlabel)
+        ax.grid(True, which="major", alpha=0.3)
+    left.set_ylim(0, 1.02)
+    left.set_ylabel("fraction of requests ≤ x")
+    right.set_yscale("log")
+    right.set_ylim(min(0.5 / n, 1e-3), 1.5)
+    right.set_ylabel("fraction of requests ≥ x (log)")
+    for i, s in enumerate(slo):
+        lim = s.limit * MS
+        label, ls = f"SLO {s.label}", SLO_STYLES[i % len(SLO_STYLES)]
+        if s.q is None:
+            for ax in (left, right):
+                ax.axvline(lim, color=SLO_COLOR, ls=ls, lw=1.2, label=label)
+            continue
+        p = s.q / 100.0
+        left.plot([lim, lim, lo_x / 1.3], [0, p, p], color=SLO_COLOR, ls=ls, lw=1.2, label=label)
+        left.plot([lim], [p], marker="o", color=SLO_COLOR)
+        right.plot([lim, lim, lo_x / 1.3], [right.get_ylim()[0], 1 - p, 1 - p], color=SLO_COLOR,
+                   ls=ls, lw=1.2, label=label)
+        right.plot([lim], [1 - p], marker="o", color=SLO_COLOR)
+    for m in marks:
+        p = m.q / 100.0
+        lo = m.lo * MS if math.isfinite(m.lo) else lo_x / 1.3
+        hi = m.hi * MS if math.isfinite(m.hi) else hi_x * 1.3
+        v = m.value * MS
+        for ax, yy in ((left, p), (right, 1 - p)):
+            ax.errorbar([v], [yy], xerr=[[max(v - lo, 0)], [max(hi - v, 0)]], fmt="D", ms=4,
+                        color="black", capsize=3, lw=1)
+        right.annotate(f"P{m.q:g} {v:.3g} ms", (v, 1 - p), textcoords="offset points", xytext=(6, 4),
+                       fontsize=8)
+    left.plot([], [], "D", color="black", ms=4, label="measured P (95% CI)")
+    left.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    right.legend(loc="lower left", fontsize=8, framealpha=0.9)
+    return _png(fig)
+
+
+def distribution_png(values_s, *, title: str, slo=(), xlabel: str = "delay (ms)") -> bytes:
+    """Histogram with log-spaced bins (left) and a box plot with P1-P99 whiskers (right)."""
+    x = _positive_ms(values_s)
+    fig, (hist, box) = _figure(2, widths=(3, 2))
+    fig.suptitle(title, fontsize=11)
+    if len(x) == 0:
+        _empty(hist, "no samples")
+        _empty(box, "no samples")
+        return _png(fig)
+    lo, hi = x[0], x[-1]
+    if hi <= lo * 1.01:
+        lo, hi = lo / 1.1, hi * 1.1
+    bins = np.geomspace(lo, hi, 60)
+    hist.hist(x, bins=bins, color=MEASURED_COLOR, alpha=0.8, label=f"requests (n={len(x)})")
+    hist.set_yscale("log")
+    hist.set_ylabel("requests per bin (log)")
+    for ax in (hist, box):
+        _log_ms_axis(ax, "x")
+        ax.set_xlabel(xlabel)
+        ax.grid(True, which="major", alpha=0.3)
+    q = {p: float(np.percentile(x, p, method="inverted_cdf")) for p in (50, 90, 99, 99.9)}
+    for p, color in zip(q, ("black", "dimgray", "darkorange", "purple")):
+        hist.axvline(q[p], color=color, lw=1, ls=":", label=f"P{p:g} = {q[p]:.3g} ms")
+    for i, s in enumerate(slo):
+        hist.axvline(s.limit * MS, color=SLO_COLOR, ls=SLO_STYLES[i % len(SLO_STYLES)], lw=1.2,
+                     label=f"SLO {s.label}")
+    hist.legend(loc="upper right", fontsize=8, framealpha=0.9)
+    box.boxplot([x], orientation="horizontal", whis=(1, 99), widths=0.5, showmeans=True,
+                flierprops={"marker": ".", "markersize": 2, "alpha": 0.4},
+                meanprops={"marker": "^", "markerfacecolor": "white", "markeredgecolor": "black"})
+    box.set_yticks([1], ["all"])
+    box.set_title("box P25–P75, whiskers P1–P99, ▲ mean", fontsize=9)
+    for i, s in enumerate(slo):
+        box.axvline(s.limit * MS, color=SLO_COLOR, ls=SLO_STYLES[i % len(SLO_STYLES)], lw=1.2)
+    return _png(fig)
+
+
+def _thin(t: np.ndarray, d: np.ndarray, limit: int, rng) -> tuple[np.ndarray, np.ndarray, bool]:
+    """At most ``limit`` points: every point above the P99 plus a random subset of the rest."""
+    if len(d) <= limit:
+        return t, d, False
+    cut = np.percentile(d, 99)
+    keep = d > cut
+    body = np.flatnonzero(~keep)
+    chosen = rng.choice(body, size=max(limit - int(keep.sum()), 0), replace=False)
+    keep[chosen] = True
+    return t[keep], d[keep], True
+
+
+def timeseries_png(t_s, delay_s, lost_t_s=(), *, title: str, slo=(), ylabel: str = "RTT (ms)",
+                   window: int = 51) -> bytes:
+    """Delay per request against time since the first scheduled send (s), log y, with a rolling
+    median (``window`` requests) and each lost request marked along the top edge."""
+    t = np.asarray(t_s, dtype=np.float64)
+    d = np.asarray(delay_s, dtype=np.float64) * MS
+    lost = np.asarray(lost_t_s, dtype=np.float64)
+    fig, (ax,) = _figure(1)
+    fig.suptitle(title, fontsize=11)
+    if len(d) == 0 and len(lost) == 0:
+        _empty(ax, "no samples")
+        return _png(fig)
+    d = np.maximum(d, 1e-6)
+    tt, dd, thinned = _thin(t, d, MAX_POINTS, np.random.default_rng(0))
+    ax.plot(tt, dd, ".", ms=2, color=MEASURED_COLOR, alpha=0.5,
+            label=f"{ylabel.split(' ')[0]} per request (n={len(d)}{', thinned' if thinned else ''})")
+    if len(d) >= window:
+        k = window // 2
+        med = np.array([np.median(d[max(0, i - k):i + k + 1]) for i in range(0, len(d), max(1, len(d) // 2000))])
+        ax.plot(t[::max(1, len(d) // 2000)][:len(med)], med, color="black", lw=1.2,
+                label=f"rolling median ({window} requests)")
+    _log_ms_axis(ax, "y")
+    ymax = max([d.max() if len(d) else 1.0] + [s.limit * MS for s in slo]) * 2.0
+    ymin = (d.min() if len(d) else 0.01) / 1.5
+    ax.set_ylim(ymin, ymax)
+    for i, s in enumerate(slo):
+        ax.axhline(s.limit * MS, color=SLO_COLOR, ls=SLO_STYLES[i % len(SLO_STYLES)], lw=1.2,
+                   label=f"SLO {s.label}")
+    if len(lost):
+        ax.plot(lost, np.full(len(lost), ymax / 1.15), "x", color=LOSS_COLOR, ms=6, mew=1.5,
+                label=f"lost ({len(lost)})")
+    ax.set_xlabel("time since start of the run (s)")
+    ax.set_ylabel(ylabel + " (log)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8, ncol=5, frameon=False)
+    return _png(fig)

@@ -1,0 +1,54 @@
+"""Loss accounting against real packet drops: iptables ``-m statistic`` in the responder pod drops a
+known random fraction of requests (upstream) or answers (downstream)."""
+
+import shutil
+
+import pytest
+from scipy import stats as sps
+
+from netslo import stats
+from netslo.probes import ProbeSpec
+from netslo.providers.netns import NetnsCluster
+
+pytestmark = pytest.mark.skipif(shutil.which("iptables") is None, reason="needs iptables (Debian package iptables)")
+
+N = 4000
+P = 0.05
+
+
+def _binomial_band(p, n, level=0.999):
+    lo, hi = sps.binom.interval(level, n, p)
+    return lo / n, hi / n
+
+
+@pytest.fixture(scope="module")
+def lossy():
+    with NetnsCluster(nodes=2) as c:
+        srv, cli = c.add_pod("server", "node0"), c.add_pod("client", "node1")
+        ports = c.start_responders(srv, ("udp",))
+        yield c, srv, cli, ports["udp"]
+
+
+@pytest.mark.parametrize("chain,direction", [("INPUT", "up"), ("OUTPUT", "down")])
+def test_random_drops_are_counted_and_split_by_direction(lossy, chain, direction):
+    c, srv, cli, port = lossy
+    flag = "--dport" if chain == "INPUT" else "--sport"
+    rule = [chain, "-p", "udp", flag, str(port), "-m", "statistic", "--mode", "random",
+            "--probability", str(P), "-j", "DROP"]
+    c.exec_in(srv, ["iptables", "-A", *rule])
+    try:
+        a = stats.analyze(c.probe(cli, ProbeSpec("udp", srv.ip, port, count=N, interval=0.0005, wait=0.5)))
+    finally:
+        c.exec_in(srv, ["iptables", "-D", *rule])
+    lo, hi = _binomial_band(P, N)
+    assert lo <= a.metrics["loss"].value <= hi, a.counts
+    assert lo <= a.metrics[f"loss_{direction}"].value <= hi, a.counts
+    other = "down" if direction == "up" else "up"
+    assert a.counts[f"lost_{other}"] == 0 and a.counts["lost_unknown_direction"] == 0, a.counts
+    assert a.metrics["loss"].lo <= P <= a.metrics["loss"].hi or not (lo <= P <= hi)
+
+
+def test_no_responder_means_total_loss_with_unknown_direction(lossy):
+    c, srv, cli, _port = lossy
+    a = stats.analyze(c.probe(cli, ProbeSpec("udp", srv.ip, 7999, count=50, interval=0.001, wait=0.2)))
+    assert a.counts["received"] == 0 and a.counts["lost_unknown_direction"] == 50
