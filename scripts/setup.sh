@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install everything netslo needs on a fresh Debian/Ubuntu machine (run as root). Idempotent.
+#   system: iproute2 (ip, tc), util-linux (nsenter), procps (sysctl), iptables, iputils-ping, iperf3,
+#           irtt (reference tools), gcc (C reference in benchmarks), mosquitto
+#   python: requirements.txt (pinned) + netslo itself (editable, registers the pytest plugin)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS=(iproute2 util-linux procps iptables nftables iputils-ping iperf3 irtt gcc ethtool mosquitto)
+missing=()
+for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# mosquitto from Debian starts a system broker on install; netslo starts its own inside pods.
+systemctl disable --now mosquitto >/dev/null 2>&1 || true
+PY=${PYTHON:-python3}
+"$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt
+"$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --no-build-isolation -e . 2>/dev/null \
+    || "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps -e .
+echo "netslo: setup done ($("$PY" --version), $(ip -V))"
