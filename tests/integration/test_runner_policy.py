@@ -1,0 +1,85 @@
+"""The verdict policy on a real embedded cluster: readable breach, bounded extra sampling,
+and one re-measurement when the measuring host stalled (induced with SIGSTOP on the probe)."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from netslo import runner, slo
+from netslo.providers.netns import NetnsCluster, pids_in_netns
+from netslo.scenario import Scenario
+
+
+def _spec(thresholds, samples=300, max_samples=300):
+    return slo.parse({"version": 1, "defaults": {"samples": samples, "max_samples": max_samples, "interval": "2ms",
+                                                  "wait": "300ms"},
+                      "objectives": [{"name": "t", "thresholds": thresholds}]})
+
+
+@pytest.fixture(scope="module")
+def env():
+    with NetnsCluster(nodes=2) as c:
+        srv, cli = c.add_pod("server", "node0"), c.add_pod("client", "node1")
+        yield c, srv, cli, c.start_responders(srv, ("udp",))
+
+
+SC = Scenario("cross-node", "udp", "64b")
+
+
+def test_impossible_threshold_fails_in_one_batch_with_value_ci_and_threshold(env):
+    c, srv, cli, ports = env
+    out = runner.run(c, cli, srv, ports, SC, _spec({"rtt.p99": "1us", "loss": "50%"}))
+    assert out.verdict == "fail" and out.batches == 1
+    msg = out.message()
+    assert "rtt.p99 = " in msg and "CI " in msg and "threshold 1us" in msg and "loss" not in msg.split("context")[0]
+    with pytest.raises(runner.SloBreach):
+        out.assert_met()
+
+
+def test_inconclusive_verdict_samples_more_up_to_the_bound_then_decides_on_point(env):
+    c, srv, cli, ports = env
+    # P99.9 of 100 samples has no finite upper CI bound: inconclusive until max_samples is reached
+    out = runner.run(c, cli, srv, ports, SC, _spec({"rtt.p99.9": "1s"}, samples=100, max_samples=300))
+    assert out.batches == 3 and len(out.samples) == 300
+    assert out.checks[0].by_point and out.verdict == "pass"
+
+
+def _stall_probe_once(c, cli, after=0.3, pause=0.05):
+    """SIGSTOP the probe process in the client pod for ``pause`` s, once, ``after`` s after it starts."""
+    def work():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            pids = [p for p in pids_in_netns(c.netns_of(cli)) if b"probe" in open(f"/proc/{p}/cmdline", "rb").read()]
+            if pids:
+                time.sleep(after)
+                for p in pids:
+                    os.kill(p, signal.SIGSTOP)
+                time.sleep(pause)
+                for p in pids:
+                    os.kill(p, signal.SIGCONT)
+                return
+            time.sleep(0.005)
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    return t
+
+
+def test_failure_during_a_host_stall_is_measured_again_and_says_so(env):
+    c, srv, cli, ports = env
+    t = _stall_probe_once(c, cli)
+    out = runner.run(c, cli, srv, ports, SC, _spec({"rtt.p99": "1us"}))
+    t.join()
+    assert out.verdict == "fail"  # a real breach still fails after the re-measurement
+    assert any("re-measured" in n for n in out.notes) and "re-measured" in out.message()
+
+
+def test_a_passing_run_is_not_repeated_because_of_a_stall(env):
+    c, srv, cli, ports = env
+    t = _stall_probe_once(c, cli)
+    out = runner.run(c, cli, srv, ports, SC, _spec({"rtt.p50": "1s"}))
+    t.join()
+    assert out.verdict == "pass" and out.notes == []
+    assert out.analysis.metrics["timer_error.max"].value > runner.HOST_STALL_S  # the stall was real
