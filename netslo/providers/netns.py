@@ -34,7 +34,7 @@ from pathlib import Path
 
 from pyroute2 import NetNS, netns
 
-from ..errors import InfrastructureError, SpecError, Unsupported
+from ..errors import InfrastructureError, SpecError
 from .base import RESPONDER_PORTS, Cluster, Pod
 
 STATE_ROOT = Path("/run/netslo")
@@ -130,11 +130,27 @@ def reap(dry_run: bool = False, keep_run: str | None = None) -> list[str]:
     return said
 
 
-def require_root() -> None:
-    """Raise Unsupported with the reason when namespaces cannot be created here."""
-    if os.geteuid() != 0:
-        raise Unsupported("the netns provider needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) "
-                          "to create network namespaces; run as root or use --provider existing")
+CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21
+
+
+def effective_caps() -> int:
+    """This process's effective capability mask (CapEff in /proc/self/status)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    return 0
+
+
+def require_privileges() -> None:
+    """InfrastructureError naming what is missing when namespaces cannot be created here."""
+    caps = effective_caps()
+    missing = [name for bit, name in ((CAP_NET_ADMIN, "CAP_NET_ADMIN"), (CAP_SYS_ADMIN, "CAP_SYS_ADMIN"))
+               if not caps >> bit & 1]
+    if missing:
+        raise InfrastructureError(
+            f"the netns provider needs {' and '.join(missing)} (it creates network namespaces, veth pairs and "
+            f"routes); run as root, e.g. `sudo python3 -m pytest -m cni`, or use --provider existing")
 
 
 # ---- the cluster --------------------------------------------------------------------------------
@@ -151,7 +167,7 @@ class NetnsCluster(Cluster):
             raise SpecError("--datapath", datapath, f"one of {', '.join(DATAPATHS)}")
         if not isinstance(nodes, int) or not 1 <= nodes <= 16:
             raise SpecError("--nodes", nodes, "a whole number 1..16")
-        require_root()
+        require_privileges()
         run_id = run_id or os.environ.get("NETSLO_RUN_ID") or secrets.token_hex(3)
         if not re.fullmatch(r"[0-9a-f]{6}", run_id):
             raise SpecError("NETSLO_RUN_ID", run_id, "6 lowercase hex digits")

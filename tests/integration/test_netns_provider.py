@@ -1,6 +1,5 @@
 """Embedded provider lifecycle on the real kernel: create, use, teardown, reap."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -90,6 +89,6 @@ def test_kill_9_leaves_orphans_that_the_next_run_reaps():
     assert any(run_id in line and "processes" in line for line in said)
     assert _ours(run_id) == [] and not Path(f"/run/netslo/{run_id}").exists()
     time.sleep(0.2)
-    agents = subprocess.run(["pgrep", "-f", f"ready-server"], capture_output=True, text=True).stdout.split()
+    agents = subprocess.run(["pgrep", "-f", "ready-server"], capture_output=True, text=True).stdout.split()
     assert not [p for p in agents if Path(f"/proc/{p}/cmdline").exists()
                 and run_id in Path(f"/proc/{p}/cmdline").read_text()]
