@@ -2,7 +2,8 @@
 
 Serves both persistent (RR) and connection-per-request (CRR) clients. TCP_NODELAY is on unless
 ``nodelay=False``. A message larger than ``wire.MAX_TCP_MESSAGE`` or with a bad header closes only
-that connection. The TOS field of a response echoes the value from the request header (user space
+that connection; at most ``MAX_CONNECTIONS`` connections are served at once and an idle one is
+closed after ``IDLE_TIMEOUT_S``. The TOS field of a response echoes the value from the request header (user space
 cannot read the TOS of TCP segments the way IP_RECVTOS does for UDP).
 """
 
@@ -16,6 +17,8 @@ from ..sockopts import set_nodelay
 from ..timing import now_ns
 
 CHUNK = 256 * 1024
+MAX_CONNECTIONS = 512        # concurrent connections; more are closed at once
+IDLE_TIMEOUT_S = 30.0        # a connection silent this long mid-message (or between messages) is closed
 
 
 def _recv_exact(conn: socket.socket, n: int, buf: bytearray | None = None) -> bytes | None:
@@ -39,10 +42,11 @@ def _recv_exact(conn: socket.socket, n: int, buf: bytearray | None = None) -> by
     return b"".join(parts)
 
 
-def serve_connection(conn: socket.socket, nodelay: bool = True) -> None:
-    """Answer framed requests on one connection until the peer closes or misbehaves."""
+def serve_connection(conn: socket.socket, nodelay: bool = True, slots: threading.Semaphore | None = None) -> None:
+    """Answer framed requests on one connection until the peer closes, idles or misbehaves."""
     scratch = bytearray(CHUNK)
     zeros = bytes(CHUNK)
+    conn.settimeout(IDLE_TIMEOUT_S)
     try:
         set_nodelay(conn, nodelay)
         while True:
@@ -64,10 +68,12 @@ def serve_connection(conn: socket.socket, nodelay: bool = True) -> None:
             while body > 0:
                 conn.sendall(zeros[:min(body, CHUNK)])
                 body -= CHUNK
-    except OSError:
+    except OSError:  # includes the idle timeout
         return
     finally:
         conn.close()
+        if slots is not None:
+            slots.release()
 
 
 def serve(port: int, bind: str = "0.0.0.0", nodelay: bool = True, ready=None, stop=None) -> None:
@@ -78,6 +84,7 @@ def serve(port: int, bind: str = "0.0.0.0", nodelay: bool = True, ready=None, st
     lsock.listen(1024)
     if stop is not None:
         lsock.settimeout(0.2)
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
     if ready:
         ready()
     while not (stop and stop()):
@@ -85,5 +92,7 @@ def serve(port: int, bind: str = "0.0.0.0", nodelay: bool = True, ready=None, st
             conn, _ = lsock.accept()
         except (socket.timeout, OSError):
             continue
-        conn.settimeout(None)
-        threading.Thread(target=serve_connection, args=(conn, nodelay), daemon=True).start()
+        if not slots.acquire(blocking=False):
+            conn.close()  # over the connection cap: refuse rather than grow threads without bound
+            continue
+        threading.Thread(target=serve_connection, args=(conn, nodelay, slots), daemon=True).start()

@@ -2,7 +2,7 @@
 
 Keeps, per flow, a bitmap of the sequence numbers that arrived so the probe can split loss into
 upstream and downstream (FIN exchange). Memory is bounded: at most ``MAX_FLOWS`` flows (oldest
-evicted) and ``wire.MAX_FIN_SEQS`` tracked sequence numbers per flow; anything malformed is dropped.
+evicted, 16 MiB in all) and ``wire.MAX_FIN_SEQS`` tracked sequence numbers per flow; anything malformed is dropped.
 """
 
 from __future__ import annotations
@@ -14,28 +14,38 @@ from .. import wire
 from ..sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
 from ..timing import now_ns
 
-MAX_FLOWS = 256
+MAX_FLOWS = 1024
+MAX_BITMAP_BYTES = 16 * 1024 * 1024  # all flows together
 
 
 class FlowTable:
-    """Bounded map flow id -> bitmap of received seqs."""
+    """Bounded map flow id -> bitmap of received seqs, least recently used flow evicted first.
 
-    def __init__(self, max_flows: int = MAX_FLOWS):
-        self.max_flows = max_flows
+    A flood of unknown flow ids or huge sequence numbers can neither grow memory past
+    ``MAX_BITMAP_BYTES`` nor evict a flow that is still sending (it is always recently used)."""
+
+    def __init__(self, max_flows: int = MAX_FLOWS, max_bytes: int = MAX_BITMAP_BYTES):
+        self.max_flows, self.max_bytes = max_flows, max_bytes
         self.flows: OrderedDict[int, bytearray] = OrderedDict()
+        self.bytes = 0
 
     def mark(self, flow: int, seq: int) -> None:
         if seq >= wire.MAX_FIN_SEQS:
             return
         bits = self.flows.get(flow)
         if bits is None:
-            if len(self.flows) >= self.max_flows:
-                self.flows.popitem(last=False)
             bits = self.flows[flow] = bytearray()
+        else:
+            self.flows.move_to_end(flow)
         i = seq >> 3
         if i >= len(bits):
-            bits.extend(bytes(i + 1 - len(bits)))
+            grow = i + 1 - len(bits)
+            bits.extend(bytes(grow))
+            self.bytes += grow
         bits[i] |= 1 << (seq & 7)
+        while len(self.flows) > self.max_flows or (self.bytes > self.max_bytes and len(self.flows) > 1):
+            _, old = self.flows.popitem(last=False)
+            self.bytes -= len(old)
 
     def bitmap(self, flow: int) -> bytes:
         return bytes(self.flows.get(flow, b""))
@@ -64,6 +74,7 @@ def serve(port: int, bind: str = "0.0.0.0", ready=None, stop=None) -> None:
     """Blocking echo loop. Replies carry srv_tx_ns patched in just before sendto. ``stop()`` -> bool."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
     sock.bind((bind, port))
     enable_recv_tos(sock)
     if stop is not None:

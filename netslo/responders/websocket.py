@@ -1,0 +1,66 @@
+"""WebSocket responder (aiohttp), plain (kind ``ws``) or TLS 1.3 (kind ``tls``).
+
+``GET /ws`` upgrades to a WebSocket; every binary request message (``payload.WS_REQ`` header)
+gets one binary answer of the requested size: ``payload.WS_RESP`` header with the server's receive
+time (full message read) and send time (CLOCK_MONOTONIC ns), then random bytes. No compression
+(permessage-deflate is refused). The same app also serves the HTTP responder's ``POST /rr``, so
+persistent (WebSocket), per-request HTTP and TLS are measured against one server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from aiohttp import web
+
+from .. import payload, tlsca, wire
+from ..timing import now_ns
+from . import http as http_responder
+
+
+async def ws_echo(request: web.Request) -> web.WebSocketResponse:
+    ws = web.WebSocketResponse(compress=False, max_msg_size=wire.MAX_TCP_MESSAGE)
+    await ws.prepare(request)
+    async for msg in ws:
+        if msg.type != aiohttp.WSMsgType.BINARY:
+            await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"binary messages only")
+            break
+        rx = now_ns()
+        try:
+            seq, size = payload.parse_ws_request(msg.data)
+        except payload.PayloadError as e:
+            await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=str(e).encode()[:120])
+            break
+        if not payload.WS_RESP.size <= size <= wire.MAX_TCP_MESSAGE:
+            await ws.close(code=aiohttp.WSCloseCode.MESSAGE_TOO_BIG,
+                           message=f"resp_bytes {size}: expected {payload.WS_RESP.size}..{wire.MAX_TCP_MESSAGE}".encode())
+            break
+        await ws.send_bytes(payload.ws_response(seq, rx, now_ns(), size))
+    return ws
+
+
+def make_app() -> web.Application:
+    app = http_responder.make_app()
+    app.router.add_get("/ws", ws_echo)
+    return app
+
+
+def serve(port: int, bind: str = "0.0.0.0", tls_dir=None, tls: bool = False, ready=None, stop=None) -> None:
+    """Run until ``stop()`` returns True (checked every 0.2 s); TLS 1.3 when ``tls``."""
+    ssl_context = tlsca.server_context(tls_dir) if tls else None
+
+    async def main():
+        runner = web.AppRunner(make_app(), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, bind, port, reuse_address=True, backlog=1024, ssl_context=ssl_context)
+        await site.start()
+        if ready:
+            ready()
+        try:
+            while not (stop and stop()):
+                await asyncio.sleep(0.2)
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
