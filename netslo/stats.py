@@ -16,8 +16,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import signal
-from scipy import stats as sps
 
 from .samples import SampleSet
 
@@ -55,6 +53,7 @@ def nearest_rank(sorted_x: np.ndarray, q: float) -> float:
 
 def percentile_ci_ranks(n: int, q: float, confidence: float = DEFAULT_CONFIDENCE) -> tuple[int, int]:
     """1-based ranks (l, u) of the order-statistic CI for percentile q; 0 or n+1 = unbounded."""
+    from scipy import stats as sps
     p = q / 100.0
     alpha = 1.0 - confidence
     lo = int(sps.binom.ppf(alpha / 2, n, p))          # F(lo-1) < alpha/2
@@ -76,6 +75,7 @@ def percentile_estimate(sorted_x: np.ndarray, q: float, confidence: float = DEFA
 
 def describe(values: np.ndarray, confidence: float = DEFAULT_CONFIDENCE, prefix: str = "") -> dict:
     """min/mean/P50/P90/P99/P99.9/max of a delay series (seconds) as Estimates keyed 'prefix.stat'."""
+    from scipy import stats as sps
     x = np.sort(np.asarray(values, dtype=np.float64))
     n = len(x)
     out = {}
@@ -94,6 +94,7 @@ def describe(values: np.ndarray, confidence: float = DEFAULT_CONFIDENCE, prefix:
 
 def proportion(k: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
     """k events in n trials: fraction with its exact (Clopper-Pearson) CI."""
+    from scipy import stats as sps
     if n <= 0:
         return Estimate(math.nan, 0.0, 1.0, 0, "1")
     ci = sps.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="exact")
@@ -122,6 +123,7 @@ def rfc3550_jitter(transit_in_arrival_order: np.ndarray) -> float:
     """RFC 3550 interarrival jitter: J += (|D(i-1,i)| - J)/16 over arrivals; final J in seconds.
 
     An EWMA (what iperf3 reports), not a distribution: never gate on it alone."""
+    from scipy import signal
     t = np.asarray(transit_in_arrival_order, dtype=np.float64)
     if len(t) < 2:
         return math.nan
@@ -205,6 +207,7 @@ def analyze(samples: SampleSet, confidence: float = DEFAULT_CONFIDENCE) -> Analy
 
 def mann_whitney(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided Mann-Whitney U p-value that a and b come from the same distribution."""
+    from scipy import stats as sps
     if len(a) == 0 or len(b) == 0:
         return math.nan
     return float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
