@@ -1,9 +1,12 @@
 """The one program that runs inside a pod, for every provider.
 
-    python -m netslo.agent serve udp|tcp|http --port P [--bind ADDR] [--ready-file F] [--no-nodelay]
-    python -m netslo.agent probe udp|tcp-rr|tcp-crr|http|http-new --target HOST:PORT
+    python -m netslo.agent serve udp|tcp|http|ws|tls|mqtt|proxy --port P [--bind ADDR] [--ready-file F]
+                          [--no-nodelay] [--tls-dir D] [--upstream HOST:PORT]
+    python -m netslo.agent probe udp|tcp-rr|tcp-crr|http|http-new|ws|wss|https|https-new|
+                          mqtt-qos0|mqtt-qos1|mqtt-qos2|icmp --target HOST:PORT
                           [--count N] [--interval 2ms] [--req-size 1k] [--resp-size 1k]
                           [--tos EF|46|0xb8...] [--no-nodelay] [--wait 1s] [--cpu N] --out FILE|-
+    python -m netslo.agent bulk --target HOST:PORT [--duration 6s] [--omit 1s] [--cc bbr] [--sndbuf 512KiB]
     python -m netslo.agent reap [--dry-run]
 
 ``probe`` writes raw samples (npz, see ``netslo.samples``) to a file or, with ``--out -``, to stdout:
@@ -19,10 +22,12 @@ import sys
 
 from . import units
 from .errors import SpecError
+from .probes import PROTOCOL_PROBES
+from .responders.kinds import KINDS
 
 EXIT_USAGE = 2
-PROBE_PROTOCOLS = ("udp", "tcp-rr", "tcp-crr", "http", "http-new")
-SERVE_PROTOCOLS = ("udp", "tcp", "http")
+PROBE_PROTOCOLS = ("udp", "tcp-rr", "tcp-crr", "http", "http-new") + PROTOCOL_PROBES
+SERVE_PROTOCOLS = ("udp", "tcp", "http") + KINDS
 
 
 def parse_target(text: str) -> tuple[str, int]:
@@ -41,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--bind", default="0.0.0.0")
     s.add_argument("--ready-file", help="created once the responder listens")
     s.add_argument("--no-nodelay", action="store_true", help="leave Nagle on (TCP)")
+    s.add_argument("--tls-dir", help="tls: directory with ca.pem/server.pem/server.key (default $NETSLO_TLS_DIR)")
+    s.add_argument("--upstream", help="proxy: HOST:PORT of the HTTP responder to forward to")
     q = sub.add_parser("probe", help="run a probe and write raw samples")
     q.add_argument("protocol", choices=PROBE_PROTOCOLS)
     q.add_argument("--target", required=True)
@@ -65,6 +72,9 @@ def probe_spec(args):
     host, port = parse_target(args.target)
     if args.count < 1:
         raise SpecError("--count", args.count, "a whole number >= 1")
+    if args.no_nodelay and args.protocol.startswith(("http", "ws", "wss", "https")):
+        raise SpecError("--no-nodelay", args.protocol, "a raw TCP protocol (tcp-rr, tcp-crr): aiohttp always "
+                        "turns TCP_NODELAY on for its connections")
     interval = units.duration(args.interval, "--interval")
     if interval <= 0:
         raise SpecError("--interval", args.interval, "a duration > 0, e.g. '2ms'")
@@ -91,6 +101,9 @@ def _serve(args) -> int:
         udp.serve(args.port, args.bind, ready=ready, stop=stop)
     elif args.protocol == "tcp":
         tcp.serve(args.port, args.bind, nodelay=not args.no_nodelay, ready=ready, stop=stop)
+    elif args.protocol in KINDS:
+        from .responders import kinds
+        kinds.serve(args, ready=ready, stop=stop)
     else:
         http.serve(args.port, args.bind, ready=ready, stop=stop)
     return 0
@@ -119,6 +132,10 @@ def _reap(args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bulk"]:  # bulk TCP probe (issue 3): its own options, JSON on stdout
+        from .probes import bulk
+        return bulk.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return {"serve": _serve, "probe": _probe, "reap": _reap}[args.cmd](args)

@@ -14,8 +14,11 @@ from .errors import SpecError
 
 PROFILES = {"64b": (64, 64), "1k": (1000, 1000), "10k": (10_000, 1000), "100k": (100_000, 1000)}
 PLACEMENTS = ("same-node", "cross-node")
-PROTOCOLS = ("udp", "tcp-rr", "tcp-crr", "http", "http-new")
-RESPONDER_OF = {"udp": "udp", "tcp-rr": "tcp", "tcp-crr": "tcp", "http": "http", "http-new": "http"}
+PROTOCOLS = ("udp", "tcp-rr", "tcp-crr", "http", "http-new",
+             "ws", "wss", "https", "https-new", "mqtt-qos0", "mqtt-qos1", "mqtt-qos2")
+RESPONDER_OF = {"udp": "udp", "tcp-rr": "tcp", "tcp-crr": "tcp", "http": "http", "http-new": "http",
+                "ws": "ws", "wss": "tls", "https": "tls", "https-new": "tls",
+                "mqtt-qos0": "mqtt", "mqtt-qos1": "mqtt", "mqtt-qos2": "mqtt"}
 UDP_PROFILES = ("64b", "1k", "10k")
 
 

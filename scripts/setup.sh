@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install everything netslo needs on a fresh Debian/Ubuntu machine (run as root). Idempotent.
 #   system: iproute2 (ip, tc), util-linux (nsenter), procps (sysctl), iptables, iputils-ping, iperf3,
-#           irtt (reference tools), gcc (C reference in benchmarks), mosquitto
+#           irtt (reference tools), gcc (C reference in benchmarks), mosquitto,
+#           user-mode-linux (a 6.1 kernel with sch_netem, booted when the host kernel lacks netem)
 #   python: requirements.txt (pinned) + netslo itself (editable, registers the pytest plugin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS=(iproute2 util-linux procps iptables nftables iputils-ping iperf3 irtt gcc ethtool mosquitto)
+PKGS=(iproute2 util-linux procps iptables nftables iputils-ping iperf3 irtt gcc ethtool mosquitto user-mode-linux)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -32,7 +32,6 @@ Every error is a one-line ``SpecError`` naming the field, the value and the expe
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 
 from .. import units
@@ -154,9 +153,9 @@ class Impairment:
         """The YAML/JSON form with units (``parse(to_doc())`` gives the same Impairment)."""
         doc: dict = {"name": self.name, "direction": self.direction}
         if self.delay or self.jitter:
-            doc["delay"] = f"{self.delay * 1e6:.3f}us"
+            doc["delay"] = f"{self.delay * 1e3:.12g}ms"
         if self.jitter:
-            doc["jitter"] = f"{self.jitter * 1e6:.3f}us"
+            doc["jitter"] = f"{self.jitter * 1e3:.12g}ms"
             doc["distribution"] = self.distribution
         for k in PERCENT_KEYS:
             v = getattr(self, k)

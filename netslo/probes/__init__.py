@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 class ProbeSpec:
     """What one probe run does. Times in seconds, sizes in bytes (application payload)."""
 
-    protocol: str                 # udp | tcp-rr | tcp-crr | http | http-new
+    protocol: str                 # udp | tcp-rr | tcp-crr | http | http-new (+ PROTOCOL_PROBES below)
     host: str
     port: int
     count: int = 1000
@@ -31,6 +31,17 @@ def run(spec: ProbeSpec):
     """Dispatch to the protocol's probe. Returns a SampleSet."""
     from . import http, tcp, udp
     table = {"udp": udp.run, "tcp-rr": tcp.run, "tcp-crr": tcp.run, "http": http.run, "http-new": http.run}
+    table.update(protocol_probes())
     if spec.protocol not in table:
         raise ValueError(f"protocol: value {spec.protocol!r} — expected one of {sorted(table)}")
     return table[spec.protocol](spec)
+
+
+# Protocol breadth (issue 7): WebSocket, HTTPS, MQTT, ICMP. Names are also the agent's choices.
+PROTOCOL_PROBES = ("ws", "wss", "https", "https-new", "mqtt-qos0", "mqtt-qos1", "mqtt-qos2", "icmp")
+
+
+def protocol_probes() -> dict:
+    from . import http, icmp, mqtt, websocket
+    return {"ws": websocket.run, "wss": websocket.run, "https": http.run, "https-new": http.run,
+            "mqtt-qos0": mqtt.run, "mqtt-qos1": mqtt.run, "mqtt-qos2": mqtt.run, "icmp": icmp.run}

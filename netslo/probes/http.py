@@ -1,6 +1,7 @@
 """HTTP probe (aiohttp client), open loop: ``http`` keeps connections alive, ``http-new`` opens a
-new TCP connection per request (``force_close``). Each request is a task started at its scheduled
-time; RTT = from the task issuing the request to the full response body read.
+new TCP connection per request (``force_close``); ``https``/``https-new`` are the same over TLS 1.3.
+Each request is a task started at its scheduled time; RTT = from the task issuing the request to
+the full response body read.
 
 asyncio wakes timers with millisecond resolution: the timer error is recorded and reported.
 """
@@ -12,7 +13,7 @@ import socket
 
 import aiohttp
 
-from .. import samples
+from .. import samples, tlsca
 from ..sockopts import set_nodelay, set_tos
 from ..timing import now_ns, pin_cpu
 from . import ProbeSpec
@@ -24,23 +25,28 @@ def _socket_factory(spec: ProbeSpec):
         sock = socket.socket(family, type_, proto)
         sock.setblocking(False)
         set_tos(sock, spec.tos)
-        set_nodelay(sock, spec.nodelay)
+        set_nodelay(sock, spec.nodelay)  # aiohttp sets TCP_NODELAY again on connect; Nagle cannot stay on
         return sock
     return factory
 
 
 async def _run(spec: ProbeSpec, rows) -> None:
-    per_request = spec.protocol == "http-new"
+    per_request = spec.protocol in ("http-new", "https-new")
     connector = aiohttp.TCPConnector(force_close=per_request, limit=0,
                                      socket_factory=_socket_factory(spec))
-    url = f"http://{spec.host}:{spec.port}/rr"
+    tls = spec.protocol.startswith("https")
+    url = f"{'https' if tls else 'http'}://{spec.host}:{spec.port}/rr"
+    if tls:  # TLS 1.3 against the run's CA (netslo.tlsca); no session resumption: full handshakes
+        tls_args = {"ssl": tlsca.client_context(), "server_hostname": tlsca.SERVER_NAME}
+    else:
+        tls_args = {}
     body = bytes(spec.req_bytes)
     headers = {"X-Resp-Bytes": str(spec.resp_bytes)}
     arrivals = 0
     timeout = aiohttp.ClientTimeout(total=max(spec.wait, 1.0) + 5.0)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         if not per_request:  # open the keep-alive connection before the schedule starts
-            async with session.post(url, data=body, headers=headers) as resp:
+            async with session.post(url, data=body, headers=headers, **tls_args) as resp:
                 await resp.read()
 
         async def one(seq: int) -> None:
@@ -48,7 +54,7 @@ async def _run(spec: ProbeSpec, rows) -> None:
             row = rows[seq]
             row["send_ns"] = now_ns()
             try:
-                async with session.post(url, data=body, headers=headers) as resp:
+                async with session.post(url, data=body, headers=headers, **tls_args) as resp:
                     data = await resp.read()
                     t = now_ns()
                     if resp.status != 200:

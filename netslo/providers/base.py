@@ -15,7 +15,8 @@ from ..probes import ProbeSpec
 from ..samples import SampleSet
 
 # Well-known responder ports inside every responder pod (same on every provider).
-RESPONDER_PORTS = {"udp": 7000, "tcp": 7001, "http": 7080}
+RESPONDER_PORTS = {"udp": 7000, "tcp": 7001, "http": 7080,
+                   "ws": 7081, "tls": 7443, "mqtt": 1883, "proxy": 8080}  # last four: issue 7 kinds
 
 
 @dataclass

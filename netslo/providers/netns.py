@@ -127,6 +127,8 @@ def reap(dry_run: bool = False, keep_run: str | None = None) -> list[str]:
             said.append(f"reap: run {rid}: state dir {STATE_ROOT / rid}")
             if not dry_run:
                 shutil.rmtree(STATE_ROOT / rid, ignore_errors=True)
+    from ..kernels import uml  # user-mode-linux guests of dead runs (netem where the host lacks it)
+    said += uml.reap(dry_run=dry_run)
     return said
 
 
@@ -324,6 +326,8 @@ class NetnsCluster(Cluster):
             else:
                 ipr.addr("add", index=eth, address=ip, prefixlen=24)
                 ipr.route("add", dst="0.0.0.0/0", gateway=f"10.244.{i}.1")
+        from ..qos.bandwidth import apply_annotations  # kubernetes.io/{ingress,egress}-bandwidth (issue 6)
+        apply_annotations(node_ns, host_if, annotations)
         pod = Pod(name, node, ip, False, dict(annotations or {}))
         pod.host_interface = host_if
         self._pods[name], self._pod_ns[name] = pod, pod_ns

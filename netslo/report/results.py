@@ -32,6 +32,8 @@ def outcome_record(test_id: str, outcome, samples_file: str | None) -> dict:
         "batches": outcome.batches,
         "seconds": round(outcome.seconds, 3),
         "samples_file": samples_file,
+        "notes": list(getattr(outcome, "notes", [])),
+        "environment": outcome.environment,   # per record: e.g. kernel differs between host and UML tests
     }
 
 

@@ -9,13 +9,13 @@ persistent (WebSocket), per-request HTTP and TLS are measured against one server
 
 from __future__ import annotations
 
-import asyncio
 
 import aiohttp
 from aiohttp import web
 
 from .. import payload, tlsca, wire
 from ..timing import now_ns
+from .aioserve import run_app
 from . import http as http_responder
 
 
@@ -48,19 +48,4 @@ def make_app() -> web.Application:
 
 def serve(port: int, bind: str = "0.0.0.0", tls_dir=None, tls: bool = False, ready=None, stop=None) -> None:
     """Run until ``stop()`` returns True (checked every 0.2 s); TLS 1.3 when ``tls``."""
-    ssl_context = tlsca.server_context(tls_dir) if tls else None
-
-    async def main():
-        runner = web.AppRunner(make_app(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, bind, port, reuse_address=True, backlog=1024, ssl_context=ssl_context)
-        await site.start()
-        if ready:
-            ready()
-        try:
-            while not (stop and stop()):
-                await asyncio.sleep(0.2)
-        finally:
-            await runner.cleanup()
-
-    asyncio.run(main())
+    run_app(make_app(), port, bind, tlsca.server_context(tls_dir) if tls else None, ready, stop)

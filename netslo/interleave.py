@@ -1,0 +1,75 @@
+"""A/B comparisons on a host whose load drifts: measure the alternatives in alternating rounds.
+
+Measuring A for a minute and then B for a minute confounds A-vs-B with whatever the host did in
+between (on a shared 2-core runner the P50 of one path moved by 30 % between consecutive runs).
+``interleaved`` runs round 1 of every alternative, then round 2, ... (each round starting with the
+next alternative, so none is always first), and concatenates each one's rounds: slow drifts and
+position effects hit all alternatives alike. ``p50_shift`` is then the P50 difference with a
+bootstrap CI, and ``judge`` applies the SLO file to such fixed-size samples (no extra sampling).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import slo as slo_mod
+from .errors import Unsupported
+from .runner import Outcome, check_pace, host_stall
+from .samples import SampleSet
+from .stats import Estimate, analyze, bootstrap_quantile_diff
+
+
+def interleaved(cluster, client, specs: dict, rounds: int = 3, between=None) -> dict[str, SampleSet]:
+    """{name: ProbeSpec} -> {name: SampleSet of ``rounds`` runs of spec.count requests each}.
+
+    ``between(name, samples)`` is called after each run (e.g. to read rule counters)."""
+    if rounds < 1:
+        raise ValueError(f"rounds: value {rounds!r} — expected a whole number >= 1")
+    parts: dict[str, list] = {name: [] for name in specs}
+    names = list(specs)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:  # rotate: no alternative always first
+            s = cluster.probe(client, specs[name])
+            parts[name].append(s)
+            if between:
+                between(name, s)
+    return {name: SampleSet.concat(p) if len(p) > 1 else p[0] for name, p in parts.items()}
+
+
+def rtt(samples: SampleSet) -> np.ndarray:
+    """Application RTTs (s) of the answered requests."""
+    r = samples.rows
+    got = r["recv_ns"] >= 0
+    return (r["recv_ns"][got] - r["send_ns"][got]) * 1e-9
+
+
+def p50_shift(a: SampleSet, b: SampleSet, confidence: float = 0.95) -> Estimate:
+    """P50(b) - P50(a) in seconds, with a percentile-bootstrap CI."""
+    return bootstrap_quantile_diff(rtt(a), rtt(b), 50.0, confidence)
+
+
+def judge(cluster, scenario, samples: SampleSet, spec: slo_mod.SloSpec, interval: float,
+          remeasure=None) -> Outcome:
+    """The SLO verdict of fixed-size samples (what ``runner.run`` does, without extra sampling).
+
+    As in ``runner.run``, a failing verdict on samples taken while the measuring host stalled is
+    judged again once on fresh samples from ``remeasure()`` (if given), and the notes say so."""
+    out = _judge(cluster, scenario, samples, spec, interval)
+    stall = host_stall(out.analysis)
+    if out.failed and stall is not None and remeasure is not None:
+        out = _judge(cluster, scenario, remeasure(), spec, interval)
+        out.notes.append(f"re-measured: the previous run failed while the measuring host stalled "
+                         f"(sender timer error max {stall * 1e3:.1f} ms)")
+    return out
+
+
+def _judge(cluster, scenario, samples: SampleSet, spec: slo_mod.SloSpec, interval: float) -> Outcome:
+    analysis = analyze(samples, spec.sampling.confidence)
+    check_pace(analysis, interval)
+    thresholds = spec.thresholds_for({**scenario.labels(), "datapath": cluster.datapath})
+    missing = sorted({t.metric for t in thresholds if t.metric not in analysis.metrics})
+    if missing:
+        raise Unsupported(f"{', '.join(missing)} cannot be measured for {scenario.id} on provider {cluster.provider}")
+    checks = [slo_mod.decide(analysis.metrics[t.metric], t) for t in thresholds]
+    samples.meta.update(scenario=scenario.id)
+    return Outcome(scenario, samples, analysis, checks, cluster.environment(), batches=int(samples.meta.get("runs", 1)))
