@@ -21,7 +21,7 @@ from netslo.report.results import ResultsWriter
 from netslo.runner import SloBreach
 from netslo.units import format_duration, format_percent
 
-pytest_plugins = ["fixtures.cluster", "fixtures.impair", "fixtures.protocols"]
+pytest_plugins = ["fixtures.cluster", "fixtures.impair", "fixtures.protocols", "plugins.netslo_report"]
 
 OPTIONS = pytest.StashKey["NetsloOptions"]()
 OUTCOME = pytest.StashKey[object]()
@@ -41,6 +41,7 @@ class NetsloOptions:
     nodes: int
     slo: slo_mod.SloSpec
     results_dir: Path
+    provider_options: dict  # keyword arguments for make_provider(provider, ...)
 
 
 def pytest_addoption(parser):
@@ -51,6 +52,12 @@ def pytest_addoption(parser):
     g.addoption("--slo-file", default=None, help="SLO YAML file (default: slo.yaml in the project root)")
     g.addoption("--netslo-results", default="netslo-results",
                 help="directory for results.json and raw samples (default netslo-results)")
+    g.addoption("--cni", default="calico", help="kind/minikube: CNI to install: calico, cilium, antrea")
+    g.addoption("--encapsulation", default=None, help="kind/minikube: CNI encapsulation overlay (e.g. vxlan)")
+    g.addoption("--keep-cluster", action="store_true", help="kind/minikube: reuse/keep the cluster")
+    g.addoption("--kubeconfig", default=None, help="existing: kubeconfig (default $NETSLO_KUBECONFIG/$KUBECONFIG)")
+    g.addoption("--context", default=None, help="existing: kubeconfig context")
+    g.addoption("--agent-image", default=None, help="Kubernetes: netslo agent image (default $NETSLO_AGENT_IMAGE)")
 
 
 _MAIN_PID = os.getpid()
@@ -76,14 +83,31 @@ def pytest_configure(config):
             raise SpecError("--datapath", datapath, f"one of {', '.join(DATAPATHS)}")
         if not str(nodes_text).isdigit() or not 1 <= int(nodes_text) <= 16:
             raise SpecError("--nodes", nodes_text, "a whole number 1..16")
+        provider_options = _provider_options(config, provider, datapath, int(nodes_text))
         slo_path = config.getoption("--slo-file") or Path(config.rootpath) / "slo.yaml"
         spec = slo_mod.load(slo_path)
     except SpecError as e:
         raise pytest.UsageError(f"netslo: {e}") from None
     config.stash[OPTIONS] = NetsloOptions(provider, datapath, int(nodes_text), spec,
-                                          Path(config.getoption("--netslo-results")))
+                                          Path(config.getoption("--netslo-results")), provider_options)
     config.stash[RESULTS] = ResultsWriter(config.stash[OPTIONS].results_dir)
     signal.signal(signal.SIGTERM, _sigterm_to_interrupt)  # so SIGTERM tears down like Ctrl-C
+
+
+def _provider_options(config, provider: str, datapath: str, nodes: int) -> dict:
+    """The keyword arguments the chosen provider takes, validated (SpecError on bad values)."""
+    if provider == "netns":
+        return {"nodes": nodes, "datapath": datapath}
+    image = config.getoption("--agent-image")
+    if provider == "existing":
+        return {"kubeconfig": config.getoption("--kubeconfig"), "context": config.getoption("--context"),
+                "image": image}
+    from netslo.providers.cni import CNIS
+    cni = config.getoption("--cni")
+    if cni not in CNIS:
+        raise SpecError("--cni", cni, f"one of {', '.join(CNIS)}")
+    return {"cni": cni, "nodes": nodes, "keep_cluster": config.getoption("--keep-cluster"),
+            "encapsulation": config.getoption("--encapsulation"), "image": image}
 
 
 def pytest_report_header(config):

@@ -12,7 +12,13 @@ def make_provider(name: str, **options):
     if name == "netns":
         from .netns import NetnsProvider
         return NetnsProvider(**options)
-    if name in PROVIDERS:
-        from ..errors import Unsupported
-        raise Unsupported(f"provider {name!r} is not available in this build")
+    if name == "existing":
+        from .existing import ExistingProvider
+        return ExistingProvider(**options)
+    if name == "kind":
+        from .kind import KindProvider
+        return KindProvider(**options)
+    if name == "minikube":
+        from .minikube import MinikubeProvider
+        return MinikubeProvider(**options)
     raise SpecError("--provider", name, f"one of {', '.join(PROVIDERS)}")

@@ -10,7 +10,11 @@ it is gone; it never touches anything else. Timeouts are seconds.
 from __future__ import annotations
 
 import logging
+import os
+import shlex
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import InfrastructureError, SpecError
 from . import kube_manifests as km
@@ -24,6 +28,9 @@ log = logging.getLogger("netslo.kube")
 CNI_SIGNATURES = (("calico-node", "calico"), ("cilium", "cilium"), ("antrea-agent", "antrea"),
                   ("kindnet", "kindnet"), ("kube-flannel-ds", "flannel"))
 CNI_NODE_LABEL = "netslo.io/cni"  # set by scripts/local-k8s.sh on its node
+TLS_ENV = "NETSLO_TLS_DIR"                      # see netslo.tlsca: the run's CA + server certificate
+POD_TLS_DIR = f"{km.READY_DIR}/tls"             # where a pod gets a copy of that directory
+EXEC_KINDS = ("ws", "tls", "mqtt", "proxy")     # responders started on demand inside the agent container
 
 
 @dataclass
@@ -40,8 +47,6 @@ class KubeService:
 
 class KubeCluster(Cluster):
     """Agent pods in a run-scoped namespace of any reachable Kubernetes cluster."""
-
-    shared_clock = False
 
     def __init__(self, kubectl: Kubectl, *, provider: str = "existing", image: str = km.DEFAULT_IMAGE,
                  pull_policy: str = "Never", datapath: str | None = None, run_id: str | None = None,
@@ -64,6 +69,7 @@ class KubeCluster(Cluster):
         self._node_objs: dict[str, dict] = {}
         self._created = False
         self._closed = False
+        self._tls_synced: dict[str, str] = {}   # pod name -> host TLS dir copied into it
 
     # ---- lifecycle --------------------------------------------------------------------------
     def open(self, ready_timeout: float = 60.0) -> "KubeCluster":
@@ -164,8 +170,9 @@ class KubeCluster(Cluster):
                 annotations: dict | None = None, responders=None) -> Pod:
         """Create an agent pod on ``node`` and wait until it is Ready (all responders listening).
 
-        ``responders`` defaults to all protocols for pod-network pods and none for hostNetwork pods
-        (those share the node's ports).
+        ``responders`` defaults to udp/tcp/http for pod-network pods and none for hostNetwork pods
+        (those share the node's ports). Placement uses the node's ``kubernetes.io/hostname`` label,
+        which is not always its name (cloud providers).
         """
         if self._closed:
             raise InfrastructureError(f"cluster of run {self.run_id} is closed")
@@ -174,8 +181,10 @@ class KubeCluster(Cluster):
         if name in self._pods:
             raise SpecError("pod name", name, "a name not used before in this run")
         if responders is None:
-            responders = () if host_network else tuple(RESPONDER_PORTS)
-        manifest = km.agent_pod_manifest(name, self.run_id, node, image=self.image,
+            responders = () if host_network else km.BASIC_RESPONDERS
+        hostname = self._node_objs.get(node, {}).get("metadata", {}).get("labels", {}).get(
+            "kubernetes.io/hostname", node)
+        manifest = km.agent_pod_manifest(name, self.run_id, hostname, image=self.image,
                                          pull_policy=self.pull_policy, host_network=host_network,
                                          annotations=annotations, responders=responders)
         pod_name = manifest["metadata"]["name"]
@@ -207,21 +216,71 @@ class KubeCluster(Cluster):
     def pod_object(self, pod: Pod) -> dict:
         return self.kubectl.get("pod", self.k8s_pod_name(pod), self.namespace)
 
-    def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http")) -> dict[str, int]:
-        """The pod's responders run from its creation; check they listen; protocol -> port."""
+    def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http"), *,
+                         upstream: str | None = None) -> dict[str, int]:
+        """protocol -> port once each responder listens.
+
+        udp/tcp/http run as containers from the pod's creation (checked here); ws/tls/mqtt are started
+        on demand inside the agent container (``kubectl exec``, in the background) with the run's TLS
+        directory ($NETSLO_TLS_DIR) copied into the pod first; ``proxy`` needs ``upstream`` (HOST:PORT).
+        """
         have = self._responders.get(pod.name, ())
-        missing = [p for p in protocols if p not in have]
-        if missing:
-            raise InfrastructureError(f"pod {pod.name}: created without responders {missing} "
+        unknown = [p for p in protocols if p not in have and p not in EXEC_KINDS]
+        if unknown:
+            raise InfrastructureError(f"pod {pod.name}: created without responders {unknown} "
                                       f"(add_pod(..., responders=...))")
-        obj = self.pod_object(pod)
-        started = {cs["name"]: bool(cs.get("started")) and "running" in cs.get("state", {})
-                   for cs in obj.get("status", {}).get("containerStatuses", [])}
-        down = [p for p in protocols if not started.get(p)]
-        if down:
-            raise InfrastructureError(f"pod {pod.name}: responders {down} not running; "
-                                      f"last status: {self._summary(obj)}")
-        return {p: RESPONDER_PORTS[p] for p in protocols}
+        ports = {}
+        as_containers = [p for p in protocols if p in have]
+        if as_containers:
+            obj = self.pod_object(pod)
+            started = {cs["name"]: bool(cs.get("started")) and "running" in cs.get("state", {})
+                       for cs in obj.get("status", {}).get("containerStatuses", [])}
+            down = [p for p in as_containers if not started.get(p)]
+            if down:
+                raise InfrastructureError(f"pod {pod.name}: responders {down} not running; "
+                                          f"last status: {self._summary(obj)}")
+            ports.update({p: RESPONDER_PORTS[p] for p in as_containers})
+        if "proxy" in protocols and not upstream:
+            raise SpecError("upstream", upstream, "HOST:PORT of the HTTP responder the proxy forwards to")
+        for p in protocols:
+            if p not in have:
+                ports[p] = self._start_exec_responder(pod, p, extra=["--upstream", upstream] if p == "proxy" else [])
+        return ports
+
+    def _start_exec_responder(self, pod: Pod, kind: str, timeout: float = 30.0, extra=()) -> int:
+        port = RESPONDER_PORTS[kind]
+        ready = f"{km.READY_DIR}/{kind}.ready"
+        log = f"/tmp/netslo-{kind}.log"
+        env = self._pod_env(pod)
+        serve = " ".join(shlex.quote(a) for a in ["env", *env, "python", "-m", "netslo.agent", "serve", kind,
+                                                   "--port", str(port), "--ready-file", ready, *extra])
+        self._exec(pod, ["sh", "-c", f"rm -f {ready}; nohup {serve} >{log} 2>&1 </dev/null &"], 30)
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self._exec(pod, ["sh", "-c", f"test -e {ready} && echo ready || tail -c 400 {log}"], 30)
+            if out.strip() == b"ready":
+                return port
+            if time.monotonic() > deadline:
+                raise InfrastructureError(f"responder {kind} in pod {pod.name}: not ready after {timeout:.0f}s; "
+                                          f"log: {out.decode(errors='replace').strip() or '(empty)'}")
+            time.sleep(0.3)
+
+    def _pod_env(self, pod: Pod) -> list[str]:
+        """NAME=VALUE settings the agent needs in ``pod`` (the run's TLS directory, copied over)."""
+        host_dir = os.environ.get(TLS_ENV)
+        if not host_dir or not Path(host_dir).is_dir():
+            return []
+        if self._tls_synced.get(pod.name) != host_dir:
+            for f in sorted(Path(host_dir).iterdir()):
+                if f.is_file():
+                    self._exec(pod, ["sh", "-c", f"mkdir -p {POD_TLS_DIR} && cat > {POD_TLS_DIR}/{shlex.quote(f.name)}"],
+                               30, input=f.read_bytes())
+            self._tls_synced[pod.name] = host_dir
+        return [f"{TLS_ENV}={POD_TLS_DIR}"]
+
+    def _exec(self, pod: Pod, command: list[str], timeout: float, input: bytes | None = None) -> bytes:
+        return self.kubectl.exec(self.namespace, self.k8s_pod_name(pod), "agent", command, timeout=timeout,
+                                 input=input)
 
     @staticmethod
     def _summary(obj: dict) -> str:
@@ -229,17 +288,19 @@ class KubeCluster(Cluster):
         return pod_summary(obj)
 
     def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
-        return self.kubectl.exec(self.namespace, self.k8s_pod_name(pod), "agent",
-                                 ["python", "-m", "netslo.agent"] + list(args), timeout=timeout)
+        env = self._pod_env(pod)
+        prefix = ["env", *env] if env else []
+        return self._exec(pod, prefix + ["python", "-m", "netslo.agent"] + list(args), timeout)
 
     # ---- services ---------------------------------------------------------------------------
     def add_service(self, name: str, pod: Pod, *, type: str = "ClusterIP",
                     external_traffic_policy: str | None = None,
-                    protocols=("udp", "tcp", "http"), timeout: float = 60.0) -> KubeService:
+                    protocols=("udp", "tcp", "http"), ports: list | None = None,
+                    timeout: float = 60.0) -> KubeService:
         """A Service in front of ``pod``'s responders; returns once its endpoints are ready."""
         manifest = km.service_manifest(name, self.run_id, pod.name, type=type,
                                        external_traffic_policy=external_traffic_policy,
-                                       protocols=protocols)
+                                       protocols=protocols, ports=ports)
         svc_name = manifest["metadata"]["name"]
         self.kubectl.create(manifest, what=f"create service {self.namespace}/{svc_name}")
 

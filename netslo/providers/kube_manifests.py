@@ -20,12 +20,17 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "netslo"}
 DEFAULT_IMAGE = "localhost/netslo-agent:dev"
 READY_DIR = "/run/netslo"
 PULL_POLICIES = ("Never", "IfNotPresent", "Always")
+BASIC_RESPONDERS = ("udp", "tcp", "http")  # need no options; other kinds (tls, proxy...) do
 SERVICE_TYPES = ("ClusterIP", "NodePort")
 TRAFFIC_POLICIES = ("Cluster", "Local")
 # Bandwidth annotations the CNI bandwidth plugin (and Cilium's Bandwidth Manager) read, e.g. "10M".
 BANDWIDTH_ANNOTATIONS = ("kubernetes.io/egress-bandwidth", "kubernetes.io/ingress-bandwidth")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(k|M|G|T|Ki|Mi|Gi|Ti)?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Every agent container runs as nobody with no capabilities: probes and responders need none, and a
+# non-root mosquitto (mqtt responder) does not try to drop privileges it could not drop.
+SECURITY_CONTEXT = {"runAsUser": 65534, "runAsGroup": 65534, "runAsNonRoot": True,
+                    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 # The idle process of the exec target container: exits at once on SIGTERM.
 IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
 
@@ -89,14 +94,14 @@ def _responder_container(protocol: str, image: str, pull_policy: str) -> dict:
                    "protocol": "UDP" if protocol == "udp" else "TCP"}],
         "startupProbe": {**startup, "periodSeconds": 1, "failureThreshold": 600},
         "resources": {"requests": {"cpu": "10m", "memory": "48Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": SECURITY_CONTEXT,
         "volumeMounts": [{"name": "netslo-run", "mountPath": READY_DIR}],
     }
 
 
 def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAULT_IMAGE,
                        pull_policy: str = "Never", host_network: bool = False,
-                       annotations: dict | None = None, responders=("udp", "tcp", "http"),
+                       annotations: dict | None = None, responders=BASIC_RESPONDERS,
                        role: str = "agent") -> dict:
     """An agent pod pinned to ``node`` (required node affinity on kubernetes.io/hostname).
 
@@ -116,7 +121,7 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
         "imagePullPolicy": pull_policy,
         "command": IDLE_COMMAND,
         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": SECURITY_CONTEXT,
         "volumeMounts": [{"name": "netslo-run", "mountPath": READY_DIR}],
     }] + [_responder_container(p, image, pull_policy) for p in responders]
     spec = {
@@ -149,8 +154,9 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
 
 def service_manifest(name: str, run_id: str, pod_name: str, *, type: str = "ClusterIP",
                      external_traffic_policy: str | None = None,
-                     protocols=("udp", "tcp", "http")) -> dict:
-    """A Service selecting one agent pod's responders (same port numbers as the pod)."""
+                     protocols=("udp", "tcp", "http"), ports: list | None = None) -> dict:
+    """A Service selecting one agent pod's responders (same port numbers as the pod, or ``ports``:
+    a list of Service port dicts with name/port/targetPort/protocol)."""
     if type not in SERVICE_TYPES:
         raise SpecError("service type", type, f"one of {', '.join(SERVICE_TYPES)}")
     if external_traffic_policy is not None:
@@ -162,8 +168,8 @@ def service_manifest(name: str, run_id: str, pod_name: str, *, type: str = "Clus
     spec = {
         "type": type,
         "selector": {POD_LABEL: k8s_name(pod_name), RUN_LABEL: run_id},
-        "ports": [{"name": p, "port": RESPONDER_PORTS[p], "targetPort": RESPONDER_PORTS[p],
-                   "protocol": "UDP" if p == "udp" else "TCP"} for p in protocols],
+        "ports": ports or [{"name": p, "port": RESPONDER_PORTS[p], "targetPort": RESPONDER_PORTS[p],
+                            "protocol": "UDP" if p == "udp" else "TCP"} for p in protocols],
     }
     if external_traffic_policy:
         spec["externalTrafficPolicy"] = external_traffic_policy

@@ -103,10 +103,12 @@ class Kubectl:
         self.run(args, what=f"delete {kind}/{name}")
 
     def exec(self, namespace: str, pod: str, container: str, command: list[str],
-             timeout: float) -> bytes:
-        """``kubectl exec`` without a TTY: stdout bytes exactly as the command wrote them."""
-        proc = self.run(["exec", "-n", namespace, pod, "-c", container, "--"] + list(command),
-                        timeout=timeout, check=False, what=f"exec in pod {namespace}/{pod}")
+             timeout: float, input: bytes | None = None) -> bytes:
+        """``kubectl exec`` without a TTY: stdout bytes exactly as the command wrote them
+        (``input``: bytes for the command's stdin, via ``-i``)."""
+        flags = ["-i"] if input is not None else []
+        proc = self.run(["exec", *flags, "-n", namespace, pod, "-c", container, "--"] + list(command),
+                        input=input, timeout=timeout, check=False, what=f"exec in pod {namespace}/{pod}")
         if proc.returncode != 0:
             raise InfrastructureError(f"exec {' '.join(command[:5])} in pod {namespace}/{pod}: "
                                       f"exit {proc.returncode}: {_tail(proc.stderr)}")

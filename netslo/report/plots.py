@@ -1,10 +1,11 @@
 """Plots of one scenario's raw samples, as PNG bytes (matplotlib, Agg canvas, no pyplot state).
 
-Every delay axis is in milliseconds on a log scale (latency tails span decades). Three figures:
-  ecdf_png          ECDF F(x) and its tail 1-F(x) (log), with each SLO threshold and the measured
+Every delay axis is in milliseconds on a log scale (latency tails span decades). Three figures
+(``*_figure`` returns the matplotlib Figure, ``*_png`` its PNG bytes):
+  ecdf              ECDF F(x) and its tail 1-F(x) (log), with each SLO threshold and the measured
                     percentile with its CI drawn at the quantile it constrains
-  distribution_png  log-binned histogram and a box plot (box P25-P75, whiskers P1-P99)
-  timeseries_png    delay per request over the run, a rolling median, lost requests marked
+  distribution      log-binned histogram and a box plot (box P25-P75, whiskers P1-P99)
+  timeseries        delay per request over the run, a rolling median, lost requests marked
 Inputs are plain arrays in seconds, so plots never reach back into the measurement.
 """
 
@@ -88,7 +89,19 @@ def _empty(ax, text: str) -> None:
     ax.set_yticks([])
 
 
-def ecdf_png(values_s, *, title: str, slo=(), marks=(), xlabel: str = "delay (ms)") -> bytes:
+def _ecdf_points(n: int) -> np.ndarray:
+    """Ranks (0-based) to draw: all of them up to MAX_POINTS, else evenly spaced ones plus every
+    rank of the slowest 0.1 % (the tail the log panel shows); the steps look the same at 100 dpi."""
+    if n <= MAX_POINTS:
+        return np.arange(n)
+    tail_from = int(n * 0.999)
+    body = np.linspace(0, tail_from, MAX_POINTS // 2, dtype=np.int64)
+    tail = np.arange(tail_from, n) if n - tail_from <= MAX_POINTS // 2 else \
+        np.unique(np.geomspace(1, n - tail_from, MAX_POINTS // 2).astype(np.int64)) * -1 + n
+    return np.unique(np.concatenate([body, tail, [n - 1]]))
+
+
+def ecdf_figure(values_s, *, title: str, slo=(), marks=(), xlabel: str = "delay (ms)") -> Figure:
     """ECDF (left, linear y) and tail 1-F (right, log y) of ``values_s`` with SLO lines and marks."""
     x = _positive_ms(values_s)
     n = len(x)
@@ -97,11 +110,12 @@ def ecdf_png(values_s, *, title: str, slo=(), marks=(), xlabel: str = "delay (ms
     if n == 0:
         _empty(left, "no samples")
         _empty(right, "no samples")
-        return _png(fig)
-    y = np.arange(1, n + 1) / n                     # F_n(x_(i)) = i/n (exact ECDF)
-    tail = np.maximum(1.0 - y + 1.0 / n, 1.0 / n)   # 1 - F just before x_(i): P(X >= x_(i))
-    left.step(x, y, where="post", color=MEASURED_COLOR, lw=1.4, label=f"ECDF (n={n})")
-    right.step(x, tail, where="post", color=MEASURED_COLOR, lw=1.4, label="1 − F (tail)")
+        return fig
+    idx = _ecdf_points(n)
+    y = (idx + 1) / n                               # F_n(x_(i)) = i/n (exact ECDF at the drawn points)
+    tail = 1.0 - idx / n                            # 1 - F just before x_(i): P(X >= x_(i))
+    left.step(x[idx], y, where="post", color=MEASURED_COLOR, lw=1.4, label=f"ECDF (n={n})")
+    right.step(x[idx], tail, where="post", color=MEASURED_COLOR, lw=1.4, label="1 − F (tail)")
     lo_x = min(x[0], *(s.limit * MS for s in slo)) if slo else x[0]
     hi_x = max(x[-1], *(s.limit * MS for s in slo)) if slo else x[-1]
     for ax in (left, right):
@@ -140,10 +154,10 @@ def ecdf_png(values_s, *, title: str, slo=(), marks=(), xlabel: str = "delay (ms
     left.plot([], [], "D", color="black", ms=4, label="measured P (95% CI)")
     left.legend(loc="lower right", fontsize=8, framealpha=0.9)
     right.legend(loc="lower left", fontsize=8, framealpha=0.9)
-    return _png(fig)
+    return fig
 
 
-def distribution_png(values_s, *, title: str, slo=(), xlabel: str = "delay (ms)") -> bytes:
+def distribution_figure(values_s, *, title: str, slo=(), xlabel: str = "delay (ms)") -> Figure:
     """Histogram with log-spaced bins (left) and a box plot with P1-P99 whiskers (right)."""
     x = _positive_ms(values_s)
     fig, (hist, box) = _figure(2, widths=(3, 2))
@@ -151,9 +165,9 @@ def distribution_png(values_s, *, title: str, slo=(), xlabel: str = "delay (ms)"
     if len(x) == 0:
         _empty(hist, "no samples")
         _empty(box, "no samples")
-        return _png(fig)
+        return fig
     lo, hi = x[0], x[-1]
-    if hi <= lo * 1.01:
+    if hi <= lo * 1.01:                      # (nearly) constant: give the axes some width
         lo, hi = lo / 1.1, hi * 1.1
     bins = np.geomspace(lo, hi, 60)
     hist.hist(x, bins=bins, color=MEASURED_COLOR, alpha=0.8, label=f"requests (n={len(x)})")
@@ -161,6 +175,7 @@ def distribution_png(values_s, *, title: str, slo=(), xlabel: str = "delay (ms)"
     hist.set_ylabel("requests per bin (log)")
     for ax in (hist, box):
         _log_ms_axis(ax, "x")
+        ax.set_xlim(lo / 1.2, max(hi, *(s.limit * MS for s in slo)) * 1.2 if slo else hi * 1.2)
         ax.set_xlabel(xlabel)
         ax.grid(True, which="major", alpha=0.3)
     q = {p: float(np.percentile(x, p, method="inverted_cdf")) for p in (50, 90, 99, 99.9)}
@@ -177,7 +192,7 @@ def distribution_png(values_s, *, title: str, slo=(), xlabel: str = "delay (ms)"
     box.set_title("box P25–P75, whiskers P1–P99, ▲ mean", fontsize=9)
     for i, s in enumerate(slo):
         box.axvline(s.limit * MS, color=SLO_COLOR, ls=SLO_STYLES[i % len(SLO_STYLES)], lw=1.2)
-    return _png(fig)
+    return fig
 
 
 def _thin(t: np.ndarray, d: np.ndarray, limit: int, rng) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -192,8 +207,8 @@ def _thin(t: np.ndarray, d: np.ndarray, limit: int, rng) -> tuple[np.ndarray, np
     return t[keep], d[keep], True
 
 
-def timeseries_png(t_s, delay_s, lost_t_s=(), *, title: str, slo=(), ylabel: str = "RTT (ms)",
-                   window: int = 51) -> bytes:
+def timeseries_figure(t_s, delay_s, lost_t_s=(), *, title: str, slo=(), ylabel: str = "RTT (ms)",
+                      window: int = 51) -> Figure:
     """Delay per request against time since the first scheduled send (s), log y, with a rolling
     median (``window`` requests) and each lost request marked along the top edge."""
     t = np.asarray(t_s, dtype=np.float64)
@@ -203,7 +218,7 @@ def timeseries_png(t_s, delay_s, lost_t_s=(), *, title: str, slo=(), ylabel: str
     fig.suptitle(title, fontsize=11)
     if len(d) == 0 and len(lost) == 0:
         _empty(ax, "no samples")
-        return _png(fig)
+        return fig
     d = np.maximum(d, 1e-6)
     tt, dd, thinned = _thin(t, d, MAX_POINTS, np.random.default_rng(0))
     ax.plot(tt, dd, ".", ms=2, color=MEASURED_COLOR, alpha=0.5,
@@ -227,4 +242,16 @@ def timeseries_png(t_s, delay_s, lost_t_s=(), *, title: str, slo=(), ylabel: str
     ax.set_ylabel(ylabel + " (log)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8, ncol=5, frameon=False)
-    return _png(fig)
+    return fig
+
+
+def ecdf_png(values_s, **kw) -> bytes:
+    return _png(ecdf_figure(values_s, **kw))
+
+
+def distribution_png(values_s, **kw) -> bytes:
+    return _png(distribution_figure(values_s, **kw))
+
+
+def timeseries_png(t_s, delay_s, lost_t_s=(), **kw) -> bytes:
+    return _png(timeseries_figure(t_s, delay_s, lost_t_s, **kw))

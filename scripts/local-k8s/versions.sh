@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the other scripts use these
 # Pinned versions and paths of the local single-node cluster (sourced by the other scripts).
 # v1.34 on purpose: this machine mounts cgroup v1; kubelet >= 1.35 refuses it by default.
 KVER=${NETSLO_KVER:-v1.34.4}
@@ -22,4 +23,3 @@ HOST_IP=198.18.0.1
 NODE_IP=198.18.0.2
 POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/16
-CLUSTER_DNS=10.96.0.10

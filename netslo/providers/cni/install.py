@@ -1,0 +1,177 @@
+"""Install a pinned CNI into a cluster: fetch, apply our overlays, wait until every component is ready.
+
+Overlays (our own, applied to the fetched upstream documents in memory):
+- calico: CALICO_IPV4POOL_CIDR = the cluster's pod subnet; IPIP/VXLAN per ``encapsulation`` (VXLAN-only:
+  backend "vxlan" and calico-node's BIRD health flags dropped); the bandwidth CNI plugin chained in
+  calico-config's cni_network_config if upstream lacks it.
+- antrea: trafficEncapMode/tunnelType in antrea-agent.conf per ``encapsulation``.
+- cilium: Helm values (Bandwidth Manager on, routing mode per ``encapsulation``).
+Timeouts are seconds; a component that never becomes ready raises InfrastructureError naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from ...errors import InfrastructureError
+from ..kube_wait import node_ready, wait_until, wait_workload
+from . import CniSpec, encapsulation as check_encapsulation, fetch
+
+BANDWIDTH_PLUGIN = {"type": "bandwidth", "capabilities": {"bandwidth": True}}
+
+
+def _set_env(container: dict, name: str, value: str) -> None:
+    env = container.setdefault("env", [])
+    for e in env:
+        if e.get("name") == name:
+            e.clear()
+            e.update({"name": name, "value": value})
+            return
+    env.append({"name": name, "value": value})
+
+
+def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> list[dict]:
+    """Calico manifest documents with our pool, encapsulation and bandwidth-plugin settings."""
+    ipip = "Always" if encapsulation == "ipip" else "Never"
+    vxlan = "Always" if encapsulation == "vxlan" else "Never"
+    seen_node = seen_cfg = False
+    for d in docs:
+        if d.get("kind") == "DaemonSet" and d["metadata"]["name"] == "calico-node":
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                if c["name"] == "calico-node":
+                    _set_env(c, "CALICO_IPV4POOL_CIDR", pod_subnet)
+                    _set_env(c, "CALICO_IPV4POOL_IPIP", ipip)
+                    _set_env(c, "CALICO_IPV4POOL_VXLAN", vxlan)
+                    if encapsulation == "vxlan":  # no BIRD runs: its health flags would never pass
+                        for probe in ("livenessProbe", "readinessProbe"):
+                            cmd = c.get(probe, {}).get("exec", {}).get("command")
+                            if cmd:
+                                c[probe]["exec"]["command"] = [a for a in cmd if a not in ("-bird-live", "-bird-ready")]
+                    seen_node = True
+        if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == "calico-config":
+            if encapsulation == "vxlan":
+                d["data"]["calico_backend"] = "vxlan"   # no BIRD/BGP needed for VXLAN-only pools
+            d["data"]["cni_network_config"] = _with_bandwidth(d["data"]["cni_network_config"])
+            seen_cfg = True
+    if not (seen_node and seen_cfg):
+        raise InfrastructureError("CNI calico: manifest has no calico-node DaemonSet / calico-config "
+                                  "ConfigMap; the overlay does not fit this version")
+    return docs
+
+
+def _with_bandwidth(conflist_text: str) -> str:
+    """Chain the bandwidth plugin into a CNI conflist template (upstream placeholders kept)."""
+    if '"bandwidth"' in conflist_text:
+        return conflist_text
+    # The template is JSON with __PLACEHOLDERS__ (some unquoted, e.g. __CNI_MTU__): edit as text.
+    idx = conflist_text.rfind("]")
+    if idx < 0:
+        raise InfrastructureError("CNI calico: cni_network_config has no plugin list")
+    head = conflist_text[:idx].rstrip()
+    return head + ",\n    " + json.dumps(BANDWIDTH_PLUGIN) + "\n  " + conflist_text[idx:]
+
+
+def antrea_overlay(docs: list[dict], encapsulation: str) -> list[dict]:
+    """Antrea documents with trafficEncapMode / tunnelType set in antrea-agent.conf."""
+    mode = "noEncap" if encapsulation == "none" else "encap"
+    found = False
+    for d in docs:
+        if d.get("kind") == "ConfigMap" and "antrea-agent.conf" in (d.get("data") or {}):
+            conf = d["data"]["antrea-agent.conf"]
+            conf = _set_conf_line(conf, "trafficEncapMode", mode)
+            if encapsulation != "none":
+                conf = _set_conf_line(conf, "tunnelType", encapsulation)
+            d["data"]["antrea-agent.conf"] = conf
+            found = True
+    if not found:
+        raise InfrastructureError("CNI antrea: manifest has no ConfigMap with antrea-agent.conf; "
+                                  "the overlay does not fit this version")
+    return docs
+
+
+def _set_conf_line(conf: str, key: str, value: str) -> str:
+    """Set a top-level 'key: value' in a YAML text, uncommenting '#key:' if that is all there is."""
+    pat = re.compile(rf"^#?{re.escape(key)}:.*$", re.M)
+    line = f"{key}: {value}"
+    if pat.search(conf):
+        return pat.sub(line, conf, count=1)
+    return conf.rstrip("\n") + "\n" + line + "\n"
+
+
+def cilium_values(spec: CniSpec, encapsulation: str, pod_subnet: str) -> dict:
+    """Helm --set values: the data file's, plus routing per encapsulation."""
+    values = dict(spec.values)
+    if encapsulation == "none":
+        values.update({"routingMode": "native", "autoDirectNodeRoutes": "true",
+                       "ipv4NativeRoutingCIDR": pod_subnet})
+    else:
+        values.update({"routingMode": "tunnel", "tunnelProtocol": encapsulation})
+    return values
+
+
+def helm_command(spec: CniSpec, chart: str, values: dict, kubeconfig: str | None,
+                 context: str | None, helm: str = "helm") -> list[str]:
+    """``helm upgrade --install`` command line for a chart archive (no --wait: we wait ourselves)."""
+    argv = [helm, "upgrade", "--install", spec.release, chart, "--namespace", spec.namespace]
+    if kubeconfig:
+        argv += ["--kubeconfig", kubeconfig]
+    if context:
+        argv += ["--kube-context", context]
+    for k in sorted(values):
+        argv += ["--set", f"{k}={values[k]}"]
+    return argv
+
+
+def render(spec: CniSpec, data: bytes, encapsulation: str, pod_subnet: str) -> list[dict]:
+    """Upstream manifest bytes -> documents with our overlay (manifest kinds only)."""
+    docs = [d for d in yaml.safe_load_all(data) if d]
+    if spec.name == "calico":
+        return calico_overlay(docs, encapsulation, pod_subnet)
+    if spec.name == "antrea":
+        return antrea_overlay(docs, encapsulation)
+    return docs
+
+
+def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_subnet: str | None = None,
+            timeout: float = 300.0, helm: str = "helm", allow_unrecorded: bool | None = None) -> dict:
+    """Install ``spec`` and wait for its components and the nodes; returns what to report."""
+    enc = check_encapsulation(spec, encapsulation)
+    subnet = pod_subnet or spec.pod_subnet
+    data, digest = fetch(spec, allow_unrecorded=allow_unrecorded)
+    if spec.kind == "manifest":
+        docs = render(spec, data, enc, subnet)
+        kubectl.apply(docs, what=f"install CNI {spec.name} {spec.version}", server_side=True)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            chart = Path(tmp) / f"{spec.name}-{spec.version}.tgz"
+            chart.write_bytes(data)
+            argv = helm_command(spec, str(chart), cilium_values(spec, enc, subnet),
+                                kubectl.kubeconfig, kubectl.context, helm)
+            try:
+                proc = subprocess.run(argv, capture_output=True, timeout=timeout)
+            except FileNotFoundError:
+                raise InfrastructureError(f"CNI {spec.name}: helm not found ({helm})") from None
+            if proc.returncode:
+                raise InfrastructureError(f"CNI {spec.name}: helm exit {proc.returncode}: "
+                                          f"{proc.stderr.decode(errors='replace').strip()[-400:]}")
+    wait_ready(kubectl, spec, timeout)
+    return {"cni": spec.name, "cni_version": spec.version, "encapsulation": enc, "cni_sha256": digest,
+            "bandwidth": spec.bandwidth}
+
+
+def wait_ready(kubectl, spec: CniSpec, timeout: float) -> None:
+    """Every workload of the CNI ready, then every node Ready (a CNI makes nodes Ready)."""
+    for w in spec.ready:
+        wait_workload(kubectl, w.kind, w.namespace, w.name, f"CNI {spec.name}", timeout)
+
+    def nodes():
+        items = kubectl.get("nodes")
+        bad = [f"{n['metadata']['name']}: {node_ready(n)[1]}" for n in items if not node_ready(n)[0]]
+        return bool(items) and not bad, "; ".join(bad) or f"{len(items)} nodes Ready"
+    wait_until(f"CNI {spec.name}: nodes", timeout, nodes)

@@ -1,0 +1,54 @@
+"""summary.md: the SLO verdicts of one run as Markdown, for ``$GITHUB_STEP_SUMMARY``.
+
+Built from results.json records (``report.results.outcome_record``): one row per test with its
+verdict and each gated statistic as value (CI) against its threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from .. import units
+
+
+def _fmt(value, unit_is_fraction: bool) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if value in ("inf", "-inf"):
+        return "∞" if value == "inf" else "−∞"
+    return units.format_percent(value) if unit_is_fraction else units.format_duration(value)
+
+
+def check_cell(check: dict) -> str:
+    frac = check["metric"].startswith(("loss", "dup", "reorder"))
+    mark = {"pass": "✅", "fail": "❌"}.get(check["verdict"], "⚠️")
+    note = " (point estimate)" if check.get("by_point") else ""
+    return (f"{mark} {check['metric']} {_fmt(check['value'], frac)} "
+            f"({_fmt(check['lo'], frac)}–{_fmt(check['hi'], frac)}) ≤ {check['threshold']}{note}")
+
+
+def markdown(records: list[dict], environment: dict) -> str:
+    failed = [r for r in records if r["verdict"] != "pass"]
+    head = f"❌ {len(failed)} of {len(records)} SLO tests failed" if failed else f"✅ all {len(records)} SLO tests met their SLOs"
+    env = ", ".join(f"{k}={v}" for k, v in environment.items() if k in
+                    ("provider", "datapath", "cni", "nodes", "pod_mtu", "kernel", "congestion_control"))
+    lines = [f"### netslo SLO gate: {head}", "", f"Environment: {env}", "",
+             "| test | verdict | samples | checks (value, 95% CI, threshold) |", "|---|---|---:|---|"]
+    for r in records:
+        checks = "<br>".join(check_cell(c) for c in r["checks"]) or "–"
+        lines.append(f"| `{r['scenario']}` | {'✅ pass' if r['verdict'] == 'pass' else '❌ ' + r['verdict']} | "
+                     f"{r['counts']['sent']} | {checks} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def append_to_step_summary(text: str) -> Path | None:
+    """Append ``text`` to the file named by $GITHUB_STEP_SUMMARY, if set."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    with open(target, "a", encoding="utf-8") as f:
+        f.write(text.rstrip("\n") + "\n\n")
+    return Path(target)

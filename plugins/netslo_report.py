@@ -1,0 +1,268 @@
+"""The netslo reports plugin: Allure results, SLO regression against a baseline, pytest-benchmark
+records and the GitHub job summary. Options only; the work is in ``netslo.report``.
+
+  --baseline PATH             results.json / results dir / dir of past runs -> regression.md + .json;
+                              the session fails on a regression (unless --regression-warn-only)
+  --regression-*              the regression policy (metrics, effect floors, alpha, block, resamples)
+  --netslo-benchmark[=SERIES] record each SLO test's raw delays (default rtt) as pytest-benchmark data,
+                              so --benchmark-save/--benchmark-compare/--benchmark-compare-fail apply
+  --allure-severity OBJ=LEVEL Allure severity per SLO objective (default: tail-gated critical, else normal)
+Fixture ``record_outcome(outcome, name)``: report each extra Outcome of a multi-scenario test.
+With --alluredir, every SLO test gets labels, plots, raw CSV and a statistics table, and the run
+gets environment.properties and categories.json.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from netslo.errors import SpecError
+from netslo.report import regression as regression_mod
+from netslo.report import summary as summary_mod
+from netslo.report.series import DELAY_SERIES, series
+from netslo.units import format_duration, format_percent
+from plugins.netslo_plugin import OPTIONS, OUTCOME, RESULTS
+
+STATE = pytest.StashKey["ReportState"]()
+
+
+class ReportState:
+    """What this plugin keeps during a session."""
+
+    def __init__(self):
+        self.baseline: regression_mod.Run | None = None
+        self.baseline_label = ""
+        self.policy = regression_mod.Policy()
+        self.current = regression_mod.Run()
+        self.report: regression_mod.Report | None = None
+        self.written: list = []
+        self.environment: dict = {}
+        self.severity: dict = {}
+        self.bench_series: tuple = ()
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("netslo-report", "netslo reports (Allure, regression, benchmark)")
+    g.addoption("--baseline", default=None, metavar="PATH",
+                help="compare with a baseline: results.json, a results dir, or a dir of past runs")
+    g.addoption("--regression-metrics", default=None,
+                help=f"metrics to compare (default {','.join(regression_mod.DEFAULT_METRICS)})")
+    g.addoption("--regression-min-effect", default=None,
+                help=f"smallest relative change that counts (default {regression_mod.Policy.min_effect_rel:.0%})")
+    g.addoption("--regression-min-abs", default=None,
+                help=f"smallest delay change that counts (default {regression_mod.Policy.min_effect_abs * 1e6:g}us)")
+    g.addoption("--regression-min-loss", default=None,
+                help=f"smallest loss change that counts (default {regression_mod.Policy.min_loss_abs:.1%})")
+    g.addoption("--regression-alpha", default=None,
+                help=f"family-wise error rate, Holm (default {regression_mod.Policy.alpha:.0%})")
+    g.addoption("--regression-block", default=None,
+                help=f"bootstrap block length (default {regression_mod.Policy.block_s * 1e3:g}ms)")
+    g.addoption("--regression-resamples", default=None,
+                help=f"bootstrap resamples (default {regression_mod.Policy.n_boot})")
+    g.addoption("--regression-report", default=None, metavar="DIR",
+                help="where to write regression.md/json (default: the --netslo-results dir)")
+    g.addoption("--regression-warn-only", action="store_true",
+                help="report regressions without failing the session")
+    g.addoption("--netslo-benchmark", nargs="?", const="rtt", default=None, metavar="SERIES",
+                help="record SLO tests' raw delays in pytest-benchmark (comma-separated series, default rtt)")
+    g.addoption("--allure-severity", default=None, metavar="OBJECTIVE=LEVEL,...",
+                help="Allure severity per SLO objective (blocker/critical/normal/minor/trivial)")
+
+
+def _parse_severity(text: str | None) -> dict:
+    from netslo.report.allure import SEVERITIES
+    out = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        name, _, level = part.partition("=")
+        if not name or level not in SEVERITIES:
+            raise SpecError("--allure-severity", part, f"OBJECTIVE=LEVEL with LEVEL one of {', '.join(SEVERITIES)}")
+        out[name] = level
+    return out
+
+
+def pytest_configure(config):
+    state = ReportState()
+    opt = config.getoption
+    try:
+        state.policy = regression_mod.policy_from_text(
+            opt("--regression-metrics"), opt("--regression-min-effect"), opt("--regression-min-abs"),
+            opt("--regression-min-loss"), opt("--regression-alpha"), opt("--regression-block"),
+            opt("--regression-resamples"))
+        state.severity = _parse_severity(opt("--allure-severity"))
+        bench = opt("--netslo-benchmark")
+        if bench:
+            state.bench_series = tuple(s.strip() for s in bench.split(",") if s.strip())
+            bad = [s for s in state.bench_series if s not in DELAY_SERIES]
+            if bad:
+                raise SpecError("--netslo-benchmark", bad[0], f"comma-separated series of {', '.join(DELAY_SERIES)}")
+            if not (config.pluginmanager.hasplugin("benchmark") or config.pluginmanager.hasplugin("pytest_benchmark.plugin")):
+                raise SpecError("--netslo-benchmark", bench, "pytest-benchmark installed and enabled")
+        if opt("--baseline"):
+            # read now: the current run may overwrite the very directory the baseline lives in
+            state.baseline = regression_mod.load(opt("--baseline"))
+            state.baseline_label = opt("--baseline")
+    except SpecError as e:
+        raise pytest.UsageError(f"netslo: {e}") from None
+    except FileNotFoundError as e:
+        raise pytest.UsageError(f"netslo: {e}") from None
+    except (OSError, ValueError, KeyError) as e:
+        raise pytest.UsageError(f"netslo: --baseline: value {opt('--baseline')!r} — expected readable "
+                                f"netslo results ({type(e).__name__}: {e})") from None
+    config.stash[STATE] = state
+
+
+def _allure_on(config) -> bool:
+    return bool(getattr(config.option, "allure_report_dir", None))
+
+
+def _environment_of(item, outcome) -> dict:
+    if outcome is not None:
+        return outcome.environment
+    cluster = getattr(item, "funcargs", {}).get("cluster")
+    if cluster is not None:
+        try:
+            return cluster.environment()
+        except Exception:   # a half-built cluster: labels fall back to the options
+            pass
+    o = item.config.stash.get(OPTIONS, None)
+    return {"provider": o.provider, "datapath": o.datapath, "nodes": str(o.nodes)} if o else {}
+
+
+def _record_benchmark(item, outcome, state, suffix: str = "") -> None:
+    """One pytest-benchmark entry per series whose 'rounds' are the raw per-request delays (s)."""
+    from pytest_benchmark.stats import Metadata
+    bs = getattr(item.config, "_benchmarksession", None)
+    if bs is None or bs.disabled:
+        return
+    for name in state.bench_series:
+        values = series(outcome.samples, name)
+        if not len(values):
+            continue
+        owner = SimpleNamespace(
+            name=f"{item.name}{suffix}::{name}", fullname=f"{item.nodeid}{suffix}::{name}", group=f"netslo {name} (s)",
+            param=outcome.scenario.id, params={"scenario": outcome.scenario.id}, cprofile_stats=None,
+            has_error=False,
+            extra_info={"netslo_series": name, "samples": len(outcome.samples),
+                        "p99": float(sorted(values)[max(0, math.ceil(0.99 * len(values)) - 1)])})
+        meta = Metadata(owner, iterations=1, options={"netslo_series": name, "unit": "s"})
+        for v in values.tolist():
+            meta.update(v)
+        bs.benchmarks.append(meta)
+
+
+@pytest.fixture
+def record_outcome(request):
+    """For tests that measure several scenarios: ``record_outcome(outcome, name)`` reports one more
+    Outcome under ``<test id>::<name>`` — results.json (so a later --baseline compares it), this
+    run's regression comparison, pytest-benchmark (--netslo-benchmark) and, with --alluredir, an
+    Allure step '<name>: <verdict>' holding its plots, statistics table and raw CSV."""
+    config = request.config
+    state = config.stash[STATE]
+
+    def record(outcome, name: str) -> None:
+        test_id = f"{request.node.nodeid}::{name}"
+        writer = config.stash.get(RESULTS, None)
+        if writer is not None:
+            writer.add(test_id, outcome)
+        state.current.add(test_id, outcome.samples)
+        if not state.environment:
+            state.environment = outcome.environment
+        if not state.current.environment:
+            state.current.environment.append(outcome.environment)
+        if state.bench_series:
+            _record_benchmark(request.node, outcome, state, suffix=f"::{name}")
+        if _allure_on(config):
+            import allure
+            from netslo.report import allure as allure_mod
+            with allure.step(f"{name}: {outcome.verdict}"):
+                allure_mod.attach_files(outcome, prefix=f"{name}: ")
+
+    return record
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    state = item.config.stash.get(STATE, None)
+    if state is None:
+        return
+    outcome = item.stash.get(OUTCOME, None)
+    scenario = getattr(getattr(item, "callspec", None), "params", {}).get("scenario")
+    if report.when == "call" and outcome is not None:
+        state.environment = outcome.environment
+        state.current.add(item.nodeid, outcome.samples)
+        if not state.current.environment:
+            state.current.environment.append(outcome.environment)
+        if state.bench_series:
+            _record_benchmark(item, outcome, state)
+        if _allure_on(item.config):
+            from netslo.report import allure as allure_mod
+            allure_mod.attach_outcome(outcome, outcome.environment, state.severity)
+    elif report.when == "setup" and not report.passed and scenario is not None and _allure_on(item.config):
+        from netslo.report import allure as allure_mod
+        allure_mod.apply_labels(scenario, _environment_of(item, None))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    state = config.stash.get(STATE, None)
+    if state is None or getattr(config, "workerinput", None) is not None:
+        return
+    writer = config.stash.get(RESULTS, None)
+    env = state.environment or (writer.environment if writer else {})
+    if _allure_on(config):
+        from netslo.report import allure as allure_mod
+        o = config.stash.get(OPTIONS, None)
+        extra = {"slo_file": o.slo.source, "samples_per_batch": o.slo.sampling.samples,
+                 "max_samples": o.slo.sampling.max_samples,
+                 "confidence": f"{o.slo.sampling.confidence:.0%}"} if o else {}
+        if not env and o:
+            extra.update({"provider": o.provider, "datapath": o.datapath, "nodes": o.nodes})
+        state.written += allure_mod.write_run_files(config.option.allure_report_dir,
+                                                    allure_mod.environment_info(env, extra))
+    out_dir = config.getoption("--regression-report") or (writer.dir if writer else "netslo-results")
+    if writer and writer.records:
+        text = summary_mod.markdown(writer.records, env)
+        path = writer.dir / "summary.md"
+        writer.dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        state.written.append(path)
+        if state.baseline is None:
+            summary_mod.append_to_step_summary(text)
+    if state.baseline is not None and state.current.samples:
+        state.report = regression_mod.compare(state.baseline, state.current, state.policy, state.baseline_label)
+        state.written += list(state.report.write(out_dir))
+        summary_mod.append_to_step_summary(
+            (summary_mod.markdown(writer.records, env) + "\n" if writer and writer.records else "")
+            + state.report.to_markdown())
+        if state.report.failed and not config.getoption("--regression-warn-only") \
+                and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    state = config.stash.get(STATE, None)
+    if state is None:
+        return
+    tr = terminalreporter
+    rep = state.report
+    if rep is not None:
+        tr.section("netslo regression vs baseline")
+        noisy = [c for c in rep.comparisons if c.verdict == regression_mod.HOST_NOISE]
+        for c in rep.regressions:
+            fmt = format_percent if c.unit == "1" else format_duration
+            rel = f", {c.rel:+.0%}" if math.isfinite(c.rel) else ""
+            tr.write_line(f"REGRESSION {c.test} {c.metric}: {fmt(c.baseline)} -> {fmt(c.current)} "
+                          f"(delta {fmt(c.delta)}{rel}; allowed {fmt(c.allowed)}; p={c.p_adj:.2g} Holm)", red=True)
+        for c in noisy:
+            tr.write_line(f"host noise (not failed) {c.test} {c.metric}: {format_duration(c.baseline)} -> "
+                          f"{format_duration(c.current)} while the sender's own timer error P99 went "
+                          f"{format_duration(c.timer_p99[0])} -> {format_duration(c.timer_p99[1])}", yellow=True)
+        verdict = (f"{len(rep.regressions)} regression(s)" + (" (warn only)" if config.getoption("--regression-warn-only") else "")
+                   if rep.failed else "no regression")
+        tr.write_line(f"{verdict} in {len(rep.comparisons)} comparisons against {rep.baseline.sessions} baseline run(s)")
+    for p in state.written:
+        tr.write_line(f"netslo report: {p}")

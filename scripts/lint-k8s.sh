@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Offline checks of what netslo ships for Kubernetes and GitHub Actions:
+#   1. actionlint on .github/workflows/*.yml (built from the Go module proxy, pinned, cached)
+#   2. every manifest in manifests/ (agent templates) and every object the providers generate
+#      (agent pods, hostNetwork pod, Services, namespace) against the OpenAPI schemas of the pinned
+#      Kubernetes version (kubernetes-validate, strict: unknown fields are errors)
+#   3. the committed kind configs equal what the kind provider writes; CNI data files load
+#   4. bash -n on the scripts
+# No cluster and no network beyond the Go module proxy / PyPI (for the first install of the tools).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+cd "$REPO"
+# shellcheck source=scripts/local-k8s/versions.sh
+. "$HERE/local-k8s/versions.sh"
+
+ACTIONLINT_VERSION=v1.7.12
+KUBERNETES_VALIDATE_VERSION=1.37.0
+TOOLS=${NETSLO_TOOLS:-/var/cache/netslo/tools}
+PY=${PYTHON:-python3}
+fail=0
+say() { printf '[lint-k8s] %s\n' "$*" >&2; }
+
+# 1. actionlint
+ACTIONLINT=$TOOLS/actionlint-$ACTIONLINT_VERSION
+if [[ ! -x $ACTIONLINT ]]; then
+  say "building actionlint $ACTIONLINT_VERSION (go install)"
+  mkdir -p "$TOOLS"
+  tmp=$(mktemp -d)
+  GOBIN=$tmp nice -n 19 go install "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
+  mv "$tmp/actionlint" "$ACTIONLINT"
+  rmdir "$tmp"
+fi
+if "$ACTIONLINT" -no-color -oneline .github/workflows/*.yml; then
+  say "actionlint: clean"
+else
+  say "actionlint: FAILED"; fail=1
+fi
+
+# 2. manifests against the pinned Kubernetes version's schemas
+if ! "$PY" -c 'import kubernetes_validate' 2>/dev/null; then
+  say "installing kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+  "$PY" -m pip install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+fi
+gen=$(mktemp -d)
+trap 'rm -rf "$gen"' EXIT
+"$PY" - "$gen" <<'EOF'
+import sys, yaml
+from netslo.providers import kube_manifests as km
+out = sys.argv[1]
+objs = {
+    "namespace": km.namespace_manifest("lint0001"),
+    "agent-pod": km.agent_pod_manifest("server", "lint0001", "node-a", annotations={
+        "kubernetes.io/egress-bandwidth": "10M", "kubernetes.io/ingress-bandwidth": "20M"}),
+    "hostnet-pod": km.agent_pod_manifest("base", "lint0001", "node-a", host_network=True, responders=()),
+    "svc-clusterip": km.service_manifest("srv", "lint0001", "server"),
+    "svc-nodeport-local": km.service_manifest("srv-l", "lint0001", "server", type="NodePort",
+                                              external_traffic_policy="Local"),
+    "svc-nodeport-cluster": km.service_manifest("srv-c", "lint0001", "server", type="NodePort",
+                                                external_traffic_policy="Cluster"),
+}
+for name, obj in objs.items():
+    with open(f"{out}/{name}.yaml", "w") as f:
+        yaml.safe_dump(obj, f, sort_keys=False)
+EOF
+kver=${KVER#v}
+if "$PY" -m kubernetes_validate --strict --quiet -k "$kver" manifests/agent/*.yaml "$gen"/*.yaml; then
+  say "manifests: manifests/agent/*.yaml and generated objects valid against Kubernetes $kver (strict)"
+else
+  say "manifests: FAILED against Kubernetes $kver"; fail=1
+fi
+
+# 3. generated kind configs / CNI data in sync
+if "$PY" - <<'EOF'
+import sys
+from pathlib import Path
+from netslo.providers import cni
+from netslo.providers.kind import KindProvider
+bad = 0
+for name in cni.CNIS:
+    cni.load(name)
+    committed = Path(f"manifests/kind/kind-{name}.yaml").read_text()
+    body = KindProvider(cni=name, nodes=2, workdir="/nonexistent").config_yaml().split("\n", 1)[1]
+    if committed.split("\n", 2)[2] != body:
+        print(f"manifests/kind/kind-{name}.yaml differs from what KindProvider writes", file=sys.stderr)
+        bad = 1
+sys.exit(bad)
+EOF
+then say "kind configs and CNI data files consistent"; else fail=1; fi
+
+# 4. scripts parse (and pass shellcheck at warning level where shellcheck is installed)
+for f in scripts/*.sh scripts/local-k8s/*.sh; do bash -n "$f" || { say "bash -n $f failed"; fail=1; }; done
+if command -v shellcheck >/dev/null; then
+  if shellcheck -S warning scripts/*.sh scripts/local-k8s/*.sh; then say "shellcheck: clean"; else fail=1; fi
+fi
+
+if ((fail)); then say "FAILED"; exit 1; fi
+say "all checks passed"

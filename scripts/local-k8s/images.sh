@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Container images of the local cluster, built without a registry or a Docker engine.
+#
+#   images.sh build           pause image + netslo agent image (docker-archive tarballs, cached)
+#   images.sh import SOCK     import both into containerd's k8s.io namespace at socket SOCK
+#
+# The agent image has the same contents as the repo's Dockerfile (Python 3.11, requirements.txt, mosquitto, the
+# netslo package at /opt/netslo): a Debian bookworm minbase rootfs (debootstrap from Debian's mirror)
+# with a venv holding the pinned requirements is one cached layer, keyed by requirements.txt; the
+# netslo package is a second, small layer rebuilt from the work tree every time.
+set -euo pipefail
+shopt -s inherit_errexit
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=scripts/local-k8s/versions.sh
+. "$HERE/versions.sh"
+
+IMAGES=${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}
+AGENT_TAG=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:dev}
+PAUSE_TAG=registry.k8s.io/pause:3.10
+DEBIAN_MIRROR=${NETSLO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SUITE=bookworm
+RECIPE=4   # bump when the base recipe below changes
+PACK=(python3 "$HERE/image_pack.py")
+log() { printf '[local-k8s images] %s\n' "$*" >&2; }
+
+base_key() { { cat "$REPO/requirements.txt"; echo "$SUITE $RECIPE"; } | sha256sum | cut -c1-16; }
+
+CLEANUP=()
+cleanup() {  # runs on every exit, also when a step fails under "set -e"
+  local m d
+  for m in $(awk '{print $5}' /proc/self/mountinfo | grep "^$IMAGES/rootfs-" | sort -r); do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  done
+  for d in "${CLEANUP[@]}"; do rm -rf "$d"; done
+}
+trap cleanup EXIT
+
+in_root() {  # in_root ROOT CMD...: run CMD chrooted, with a clean environment
+  local root=$1; shift
+  chroot "$root" env -i PATH=/opt/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"
+}
+
+build_base() {  # sets BASE_TAR: path of the cached base layer tar
+  local key out root wheels
+  key=$(base_key)
+  out=$IMAGES/agent-base-$key.tar
+  BASE_TAR=$out
+  if [[ -f $out ]]; then return; fi
+  root=$IMAGES/rootfs-$key
+  wheels=$IMAGES/wheels-$key
+  CLEANUP+=("$root")
+  rm -rf "$root"; mkdir -p "$root" "$wheels"
+  # Wheels come through this machine's own pip set-up (index, proxy CA); the chroot installs offline.
+  log "pip download (cp311 wheels) into $wheels"
+  nice -n 19 python3 -m pip download -q --only-binary=:all: --python-version 3.11 --implementation cp \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+    --platform linux_x86_64 --platform any -d "$wheels" -r "$REPO/requirements.txt"
+  log "debootstrap $SUITE minbase into $root (cached as $out)"
+  nice -n 19 debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,iproute2,mosquitto \
+    "$SUITE" "$root" "$DEBIAN_MIRROR" >"$IMAGES/debootstrap-$key.log" 2>&1 \
+    || { tail -n 20 "$IMAGES/debootstrap-$key.log" >&2; return 1; }
+  mkdir -p "$root/tmp/wheels"
+  cp "$wheels"/* "$root/tmp/wheels/"
+  cp "$REPO/requirements.txt" "$root/tmp/requirements.txt"
+  mount -t proc proc "$root/proc"
+  in_root "$root" python3 -m venv /opt/venv
+  nice -n 19 chroot "$root" env -i PATH=/opt/venv/bin:/usr/bin:/bin HOME=/root \
+    /opt/venv/bin/pip install -q --no-index --find-links /tmp/wheels --disable-pip-version-check \
+    --no-compile -r /tmp/requirements.txt
+  in_root "$root" python3 -c 'import numpy, scipy, yaml, pyroute2, aiohttp' \
+    || { log "agent base: the venv cannot import its requirements"; return 1; }
+  umount "$root/proc"
+  rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \
+    "${root:?}"/usr/share/man/* "${root:?}"/usr/share/locale/* "${root:?}"/tmp/* "${root:?}"/root/.cache \
+    "${root:?}"/dev/* "${root:?}"/var/log/*
+  : > "$root/etc/resolv.conf"
+  find "$root/opt/venv" -name __pycache__ -type d -prune -exec rm -rf {} +
+  "${PACK[@]}" layer "$root" "$out.tmp"
+  mv "$out.tmp" "$out"
+  rm -rf "$root"
+  # Older base layers (other requirements / recipe) are dead weight in the cache now.
+  local old
+  for old in "$IMAGES"/agent-base-*.tar "$IMAGES"/wheels-* "$IMAGES"/debootstrap-*.log; do
+    [[ $old == *"$key"* ]] || rm -rf "$old" "$old.sha256"
+  done
+}
+
+build_agent() {
+  local app stage
+  build_base
+  stage=$(mktemp -d)
+  CLEANUP+=("$stage")
+  mkdir -p "$stage/root/opt/netslo"
+  tar -C "$REPO" -cf - --exclude=__pycache__ --exclude='*.pyc' netslo | tar -C "$stage/root/opt/netslo" -xf -
+  app=$IMAGES/agent-app.tar
+  "${PACK[@]}" layer "$stage/root" "$app"
+  "${PACK[@]}" image --tag "$AGENT_TAG" --layer "$BASE_TAR" --layer "$app" \
+    --env PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --env PYTHONPATH=/opt/netslo --env PYTHONDONTWRITEBYTECODE=1 --env PYTHONUNBUFFERED=1 \
+    --workdir /opt/netslo --entrypoint '["python", "-m", "netslo.agent"]' "$IMAGES/agent.tar" > "$IMAGES/agent.tar.id"
+  log "agent image $AGENT_TAG -> $IMAGES/agent.tar"
+}
+
+build_pause() {
+  local out=$IMAGES/pause-$KVER.tar
+  [[ -f $out ]] && return
+  "${PACK[@]}" layer --file "$K8S_DIR/bin/pause:/pause:0755" "$IMAGES/pause-layer.tar"
+  "${PACK[@]}" image --tag "$PAUSE_TAG" --layer "$IMAGES/pause-layer.tar" --entrypoint '["/pause"]' "$out" > "$out.id"
+  rm -f "$IMAGES/pause-layer.tar" "$IMAGES/pause-layer.tar.sha256"
+  log "pause image $PAUSE_TAG -> $out"
+}
+
+import() {  # import SOCK: each archive whose image id containerd does not already have under its tag
+  local sock=$1 f tag id have
+  for f in "$IMAGES/pause-$KVER.tar:$PAUSE_TAG" "$IMAGES/agent.tar:$AGENT_TAG"; do
+    tag=${f#*.tar:}; f=${f%%:*}
+    id=$(cat "$f.id" 2>/dev/null || true)
+    have=$(ctr --address "$sock" -n k8s.io images ls "name==$tag" 2>/dev/null | awk 'NR>1 {print $3}')
+    if [[ -n $id && -n $have ]] && ctr --address "$sock" -n k8s.io content get "$have" 2>/dev/null \
+         | grep -q "\"${id}\""; then
+      log "$tag: already imported ($id)"
+      continue
+    fi
+    ctr --address "$sock" -n k8s.io images import --snapshotter overlayfs "$f" >/dev/null
+  done
+}
+
+mkdir -p "$IMAGES"
+case ${1:-} in
+  build) build_pause; build_agent ;;
+  import) import "${2:?socket}" ;;
+  *) echo "usage: images.sh build | import SOCKET" >&2; exit 2 ;;
+esac

@@ -1,0 +1,184 @@
+"""The reports plugin inside real pytest sessions: --baseline fails the session on a regression and
+writes regression.md/json and the GitHub step summary; --netslo-benchmark feeds pytest-benchmark so
+--benchmark-save/--benchmark-compare-fail work; bad options stop at start-up.
+
+The sessions run a small test file whose ``outcome`` fixture builds a judged Outcome from synthetic
+samples (no cluster, no root), with per-scenario slowdowns chosen through the environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _report_plugin_args() -> list[str]:
+    """``-p plugins.netslo_report`` unless an installed pytest11 entry point already loads it (pytest
+    refuses one module registered under two names)."""
+    from importlib.metadata import entry_points
+    loaded = {ep.value for ep in entry_points(group="pytest11")}
+    return [] if "plugins.netslo_report" in loaded else ["-p", "plugins.netslo_report"]
+
+FAKE_TESTS = '''
+import os, zlib
+import numpy as np
+import pytest
+from netslo import slo as slo_mod
+from netslo.runner import Outcome
+from netslo.samples import SampleSet, empty
+from netslo.scenario import Scenario
+from netslo.stats import analyze
+from plugins.netslo_plugin import OUTCOME
+
+SCALE = dict((k, float(v)) for k, v in (p.split("=") for p in os.environ.get("FAKE_SCALE", "").split(",") if p))
+
+
+@pytest.fixture
+def outcome(request, scenario, slo_spec):
+    n = 1000
+    seed = zlib.crc32(scenario.id.encode()) + int(os.environ.get("FAKE_SEED", "0"))
+    rng = np.random.default_rng(seed)
+    rows = empty(n)
+    rows["sched_ns"] = np.arange(n, dtype=np.int64) * 2_000_000
+    rows["send_ns"] = rows["sched_ns"] + 30_000
+    rtt = SCALE.get(scenario.id, 1.0) * 1e5 * rng.lognormal(0, 0.5, n)
+    rows["recv_ns"] = rows["send_ns"] + rtt.astype(np.int64)
+    rows["arrival"] = np.arange(n)
+    s = SampleSet(rows, {"protocol": scenario.protocol})
+    a = analyze(s)
+    checks = [slo_mod.decide(a.metrics[t.metric], t) for t in slo_spec.thresholds_for(scenario.labels())]
+    o = Outcome(scenario, s, a, checks, {"provider": "fake", "datapath": "none",
+                                         "run_id": os.environ.get("FAKE_SEED", "0")}, 1, 0.1)
+    request.node.stash[OUTCOME] = o
+    return o
+
+
+@pytest.mark.parametrize("scenario", [Scenario("same-node", "udp", "1k"), Scenario("cross-node", "udp", "1k")], ids=str)
+def test_fake_slo(outcome):
+    outcome.assert_met()
+
+
+@pytest.mark.parametrize("scenario", [Scenario("same-node", "tcp-rr", "1k")], ids=str)
+def test_fake_sweep(request, outcome, record_outcome):
+    """A test that measures twice and reports both: the second one as an extra outcome."""
+    record_outcome(outcome, "first")
+    record_outcome(outcome, "again")
+'''
+
+SLO = """version: 1
+objectives:
+  - name: generous
+    select: {protocol: udp}
+    thresholds: {rtt.p50: 100ms, rtt.p99: 1s}
+"""
+SAME = "test_fake.py::test_fake_slo[same-node-udp-1k]"
+CROSS = "test_fake.py::test_fake_slo[cross-node-udp-1k]"
+
+
+@pytest.fixture
+def session(tmp_path):
+    (tmp_path / "test_fake.py").write_text(FAKE_TESTS)
+    (tmp_path / "slo.yaml").write_text(SLO)
+
+    def run(*args, seed: int, scale: str = "", summary: Path | None = None):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "FAKE_SEED": str(seed), "FAKE_SCALE": scale}
+        env.pop("GITHUB_STEP_SUMMARY", None)
+        if summary is not None:
+            env["GITHUB_STEP_SUMMARY"] = str(summary)
+        p = subprocess.run([sys.executable, "-m", "pytest", *_report_plugin_args(), "-p", "no:cacheprovider",
+                            "--rootdir", str(tmp_path), "--slo-file", str(tmp_path / "slo.yaml"), "test_fake.py", "-k", os.environ.get("FAKE_K", "fake_slo"), *args],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        return p.returncode, p.stdout + p.stderr
+
+    return tmp_path, run
+
+
+def test_baseline_regression_fails_the_session_and_names_the_test(session):
+    d, run = session
+    code, out = run("--netslo-results", "base", seed=1)
+    assert code == 0, out
+    summary = d / "step-summary.md"
+    code, out = run("--netslo-results", "cur", "--baseline", "base", seed=2, scale="cross-node-udp-1k=5", summary=summary)
+    assert code == 1, out
+    assert "2 passed" in out and f"REGRESSION {CROSS} rtt.p50" in out
+    doc = json.loads((d / "cur" / "regression.json").read_text())
+    assert sorted((r["test"], r["metric"]) for r in doc["regressions"]) == [(CROSS, "rtt.p50"), (CROSS, "rtt.p99")]
+    md = (d / "cur" / "regression.md").read_text()
+    assert md.startswith("### netslo SLO regression vs baseline: ❌ 2 regressions in 1 test")
+    step = summary.read_text()
+    assert "### netslo SLO gate: ✅ all 2 SLO tests met their SLOs" in step and "❌ 2 regressions" in step
+
+    code, out = run("--netslo-results", "warn", "--baseline", "base", "--regression-warn-only", seed=2,
+                    scale="cross-node-udp-1k=5")
+    assert code == 0, out
+    assert "(warn only)" in out and json.loads((d / "warn" / "regression.json").read_text())["verdict"] == "regression"
+
+    code, out = run("--netslo-results", "same", "--baseline", "base", seed=3)
+    assert code == 0, out
+    assert "no regression in 6 comparisons" in out
+
+
+def test_baseline_may_be_the_results_dir_the_run_overwrites(session):
+    d, run = session
+    assert run("--netslo-results", "res", seed=1)[0] == 0
+    code, out = run("--netslo-results", "res", "--baseline", "res", seed=2, scale="same-node-udp-1k=5")
+    assert code == 1, out
+    assert [r["test"] for r in json.loads((d / "res" / "regression.json").read_text())["regressions"]] == [SAME, SAME]
+
+
+def test_benchmark_records_latency_for_compare_fail(session):
+    d, run = session
+    storage = f"file://{d / 'bench'}"
+    code, out = run("--netslo-results", "b1", "--netslo-benchmark", "--benchmark-storage", storage,
+                    "--benchmark-save", "base", seed=1)
+    assert code == 0, out
+    saved = json.loads(next((d / "bench").rglob("*base.json")).read_text())
+    names = sorted(b["fullname"] for b in saved["benchmarks"])
+    assert names == sorted([f"{SAME}::rtt", f"{CROSS}::rtt"])
+    same = next(b for b in saved["benchmarks"] if b["fullname"] == f"{SAME}::rtt")
+    assert same["stats"]["rounds"] == 1000 and 50e-6 < same["stats"]["median"] < 200e-6   # seconds, raw RTTs
+    assert same["group"] == "netslo rtt (s)" and same["extra_info"]["samples"] == 1000
+
+    code, out = run("--netslo-results", "b2", "--netslo-benchmark", "--benchmark-storage", storage,
+                    "--benchmark-compare", "0001", "--benchmark-compare-fail", "median:50%", seed=2)
+    assert code == 0, out
+    code, out = run("--netslo-results", "b3", "--netslo-benchmark", "--benchmark-storage", storage,
+                    "--benchmark-compare", "0001", "--benchmark-compare-fail", "median:50%", seed=2,
+                    scale="cross-node-udp-1k=3")
+    assert code != 0, out
+    assert "Performance has regressed" in out and "cross-node-udp-1k" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--regression-min-effect", "20"), "--regression-min-effect: value '20'"),
+    (("--baseline", "/nonexistent/runs"), "--baseline: value '/nonexistent/runs'"),
+    (("--netslo-benchmark", "latency"), "--netslo-benchmark: value 'latency'"),
+    (("--allure-severity", "udp=urgent"), "--allure-severity: value 'udp=urgent'"),
+])
+def test_bad_options_stop_at_start_up(session, args, message):
+    _, run = session
+    code, out = run(*args, seed=1)
+    assert code == 4, out
+    assert message in out and "passed" not in out
+
+
+def test_record_outcome_reports_extra_outcomes(session, monkeypatch):
+    d, run = session
+    monkeypatch.setenv("FAKE_K", "fake_sweep")
+    code, out = run("--netslo-results", "r", "--alluredir", "al", seed=1)
+    assert code == 0, out
+    tests = [r["test"] for r in json.loads((d / "r" / "results.json").read_text())["results"]]
+    base = "test_fake.py::test_fake_sweep[same-node-tcp-rr-1k]"
+    assert tests == [f"{base}::first", f"{base}::again", base]     # extras during the call, the stashed one after
+    result = json.loads(next((d / "al").glob("*-result.json")).read_text())
+    steps = {st["name"]: [a["name"] for a in st["attachments"]] for st in result["steps"]}
+    assert set(steps) == {"first: pass", "again: pass"}
+    assert "first: ECDF of RTT" in steps["first: pass"] and "again: RTT time series" in steps["again: pass"]
+    code, out = run("--netslo-results", "r2", "--baseline", "r", seed=2)
+    assert code == 0 and "no regression in 9 comparisons" in out, out

@@ -1,0 +1,123 @@
+"""Allure results content: labels, severity, parameters, statistics table, per-run files,
+and that each category's regex (Java syntax, here checked with Python's compatible subset)
+catches the message netslo produces for that kind of outcome."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from netslo import slo as slo_mod
+from netslo.report import allure as al
+from netslo.runner import Outcome
+from netslo.samples import SampleSet, empty
+from netslo.scenario import Scenario
+from netslo.stats import analyze
+
+ENV = {"provider": "netns (emulated pod network)", "emulated": "yes", "datapath": "bridge (kindnet/host-gw-like)",
+       "nodes": "2", "pod_mtu": "1500", "kernel": "host 6.1.0", "run_id": "abc123", "clock": "CLOCK_MONOTONIC µs"}
+
+
+def outcome(thresholds: dict, lost=(), scenario=Scenario("cross-node", "udp", "1k")) -> Outcome:
+    n = 1000
+    rows = empty(n)
+    rows["sched_ns"] = np.arange(n) * 2_000_000
+    rows["send_ns"] = rows["sched_ns"] + 30_000
+    rows["recv_ns"] = rows["send_ns"] + (1e5 * np.random.default_rng(0).lognormal(0, 0.5, n)).astype(np.int64)
+    rows["arrival"] = np.arange(n)
+    rows["recv_ns"][list(lost)] = -1
+    s = SampleSet(rows, {"protocol": "udp"})
+    a = analyze(s)
+    spec = slo_mod.parse({"version": 1, "objectives": [{"name": "udp-latency", "thresholds": thresholds}]})
+    checks = [slo_mod.decide(a.metrics[t.metric], t) for t in spec.thresholds_for(scenario.labels())]
+    return Outcome(scenario, s, a, checks, dict(ENV), batches=1, seconds=2.5)
+
+
+def test_labels_follow_the_scheme():
+    lab = al.labels(Scenario("same-node", "tcp-rr", "10k"), ENV)
+    assert lab["epic"] == "netns/bridge" and lab["feature"] == "tcp-rr" and lab["story"] == "same-node-tcp-rr-10k"
+    assert set(lab["tags"]) == {"datapath:bridge", "placement:same-node", "profile:10k", "impairment:none", "emulated"}
+    lab = al.labels(Scenario("same-node", "udp", "1k"), {"provider": "kind", "cni": "calico", "impairment": "delay 5ms"})
+    assert lab["epic"] == "kind/calico" and "impairment:delay 5ms" in lab["tags"] and "emulated" not in lab["tags"]
+
+
+def test_severity_by_tier():
+    tail = outcome({"rtt.p50": "1ms", "rtt.p99": "10ms"}).checks
+    median = outcome({"rtt.p50": "1ms", "loss": "1%"}).checks
+    assert al.severity(tail) == "critical"
+    assert al.severity(median) == "normal"
+    assert al.severity([]) == "minor"
+    assert al.severity(median, {"udp-latency": "blocker"}) == "blocker"
+    assert al.severity(tail, {"other": "trivial"}) == "critical"
+
+
+def test_run_varying_parameters_are_excluded():
+    params = {name: (value, excluded) for name, value, excluded in al.parameters(outcome({"rtt.p50": "1ms"}), ENV)}
+    assert params["provider"] == ("netns", False) and params["datapath"] == ("bridge", False)
+    for name in ("samples", "batches", "run id", "kernel", "measured in"):
+        assert params[name][1] is True
+    assert params["run id"][0] == "abc123" and params["samples"][0] == "1000"
+
+
+def test_statistics_table_lists_gated_metrics_first_with_ci_threshold_and_verdict():
+    o = outcome({"rtt.p99": "10us", "loss": "1%"}, lost=[5, 6])
+    page = al.stats_table_html(o)
+    rows = re.findall(r"<tr class='(\w*)'><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>(\d+)</td><td>([^<]*)</td>", page)
+    assert [r[1] for r in rows[:2]] == ["rtt.p99", "loss"]
+    assert rows[0][0] == "fail" and rows[0][5] == "10us"
+    assert rows[1][0] == "pass" and rows[1][2] == "0.2%" and rows[1][5] == "1%"
+    assert len(rows) == len(o.analysis.metrics) and "rtt.p50" in {r[1] for r in rows}
+    assert o.scenario.id in page and "FAIL" in page
+
+
+def test_figures_cover_ecdf_per_gated_series_histogram_and_timeseries():
+    names = [n for n, png in al.figures(outcome({"rtt.p99": "10ms", "ipdv.p99": "5ms", "loss": "1%"}, lost=[3]))]
+    assert names == ["ECDF of RTT", "ECDF of |IPDV|", "RTT histogram and box plot", "RTT time series"]
+
+
+def test_environment_properties_escape_for_java():
+    text = al.environment_properties({"a key": "x=y:z", "clock": "µs", "pod_mtu": "1500"})
+    assert "a\\ key=x\\=y\\:z\n" in text and "clock=\\u00b5s\n" in text and "pod_mtu=1500\n" in text
+    text.encode("latin-1")
+
+
+def test_environment_info_adds_versions():
+    info = al.environment_info(ENV, {"slo_file": "slo.yaml"})
+    for key in ("provider", "pod_mtu", "kernel", "slo_file", "netslo", "python", "pytest", "allure-pytest", "numpy"):
+        assert info[key]
+
+
+def test_run_files_written(tmp_path, monkeypatch):
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    written = al.write_run_files(tmp_path, al.environment_info(ENV))
+    assert sorted(p.name for p in written) == ["categories.json", "environment.properties"]
+    cats = json.loads((tmp_path / "categories.json").read_text())
+    assert [c["name"] for c in cats][:4] == ["Impairment not realized", "Infrastructure", "SLO breach", "Unsupported"]
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "o/r")
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    written = al.write_run_files(tmp_path, {})
+    assert json.loads((tmp_path / "executor.json").read_text())["buildUrl"].endswith("/o/r/actions/runs/42")
+
+
+def category_of(status: str, message: str) -> str | None:
+    """The first category matching, as Allure does (Java String.matches = full match)."""
+    for c in al.CATEGORIES:
+        if status in c["matchedStatuses"] and re.fullmatch(c.get("messageRegex", ".*"), message, re.S if "(?s)" not in c.get("messageRegex", "") else 0):
+            return c["name"]
+    return None
+
+
+@pytest.mark.parametrize("status,message,expected", [
+    ("failed", "netslo.runner.SloBreach: SLO breach: cross-node-udp-1k\n  rtt.p99 = 12ms (CI ...) > threshold 10ms", "SLO breach"),
+    ("broken", "netslo.errors.InfrastructureError: probe could not keep its schedule: median ...", "Infrastructure"),
+    ("broken", "netslo.errors.InfrastructureError: impairment not realized: delay 4.1ms measured, 10ms set", "Impairment not realized"),
+    ("skipped", "Skipped: one-way delay cannot be measured for x on provider kind", "Unsupported"),
+    ("broken", "ZeroDivisionError: division by zero", "Other test errors"),
+    ("passed", "", None),
+])
+def test_categories_catch_each_kind(status, message, expected):
+    assert category_of(status, message) == expected

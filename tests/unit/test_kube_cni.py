@@ -1,0 +1,179 @@
+"""CNI data files, checksum policy, our overlays and the Helm command line.
+
+The overlay tests use small documents written here (shaped like the upstream objects they touch),
+not copies of upstream manifests, which are fetched at install time only.
+"""
+
+import hashlib
+import json
+
+import pytest
+import yaml
+
+from netslo.errors import InfrastructureError, SpecError
+from netslo.providers import cni
+from netslo.providers.cni.install import (antrea_overlay, calico_overlay, cilium_values, helm_command,
+                                          render)
+
+
+@pytest.mark.parametrize("name", cni.CNIS)
+def test_every_cni_data_file_is_pinned_and_valid(name):
+    spec = cni.load(name)
+    assert spec.name == name and spec.version[0] in "v1"
+    assert spec.url.startswith("https://") and spec.version.lstrip("v") in spec.url
+    assert spec.ready and all(w.kind in ("DaemonSet", "Deployment") for w in spec.ready)
+    assert spec.default_encapsulation in spec.encapsulations and "none" in spec.encapsulations
+    assert spec.bandwidth in ("cni-plugin", "bandwidth-manager")
+
+
+def test_unknown_cni_and_bad_data_files_are_spec_errors(tmp_path):
+    with pytest.raises(SpecError, match="--cni: value 'weave'"):
+        cni.load("weave")
+    (tmp_path / "cni").mkdir()
+    good = yaml.safe_load((cni.manifests_dir() / "cni" / "calico.yaml").read_text())
+    good["source"]["url"] = "http://example.invalid/calico.yaml"
+    (tmp_path / "cni" / "calico.yaml").write_text(yaml.safe_dump(good))
+    with pytest.raises(SpecError, match="source.url: value 'http://example.invalid/calico.yaml'"):
+        cni.load("calico", tmp_path)
+    good["source"]["url"] = "https://example.invalid/calico.yaml"
+    good["source"]["sha256"] = "abc"
+    (tmp_path / "cni" / "calico.yaml").write_text(yaml.safe_dump(good))
+    with pytest.raises(SpecError, match="source.sha256: value 'abc'"):
+        cni.load("calico", tmp_path)
+
+
+def _spec_with(sha):
+    import dataclasses
+    return dataclasses.replace(cni.load("antrea"), sha256=sha)
+
+
+def test_checksum_is_enforced_when_recorded():
+    data = b"kind: List\n"
+    good = hashlib.sha256(data).hexdigest()
+    assert cni.verify(_spec_with(good), data) == good
+    with pytest.raises(InfrastructureError, match=f"has sha256 {good}, expected {'0' * 64}"):
+        cni.verify(_spec_with("0" * 64), data)
+
+
+def test_unrecorded_checksum_is_refused_unless_allowed(monkeypatch):
+    data = b"x"
+    monkeypatch.delenv(cni.ALLOW_UNRECORDED_ENV, raising=False)
+    with pytest.raises(InfrastructureError, match=f"no sha256 recorded .* has sha256 {hashlib.sha256(data).hexdigest()}"):
+        cni.verify(_spec_with(""), data)
+    monkeypatch.setenv(cni.ALLOW_UNRECORDED_ENV, "1")
+    assert cni.verify(_spec_with(""), data) == hashlib.sha256(data).hexdigest()
+
+
+def test_fetch_uses_the_cache_and_still_verifies(tmp_path):
+    spec = _spec_with(hashlib.sha256(b"cached").hexdigest())
+    key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]
+    (tmp_path / f"antrea-{spec.version}-{key}").write_bytes(b"cached")
+    assert cni.fetch(spec, directory=tmp_path)[0] == b"cached"
+    (tmp_path / f"antrea-{spec.version}-{key}").write_bytes(b"tampered")
+    with pytest.raises(InfrastructureError, match="has sha256"):
+        cni.fetch(spec, directory=tmp_path)
+
+
+CALICO_LIKE = """
+kind: ConfigMap
+apiVersion: v1
+metadata: {name: calico-config, namespace: kube-system}
+data:
+  calico_backend: bird
+  cni_network_config: |-
+    {
+      "name": "k8s-pod-network",
+      "cniVersion": "0.3.1",
+      "plugins": [
+        {"type": "calico", "mtu": __CNI_MTU__},
+        {"type": "portmap", "snat": true, "capabilities": {"portMappings": true}}
+      ]
+    }
+---
+kind: DaemonSet
+apiVersion: apps/v1
+metadata: {name: calico-node, namespace: kube-system}
+spec:
+  template:
+    spec:
+      containers:
+      - name: calico-node
+        env:
+        - {name: CALICO_IPV4POOL_IPIP, value: Always}
+        - {name: CALICO_IPV4POOL_VXLAN, value: Never}
+        livenessProbe: {exec: {command: [/bin/calico-node, -felix-live, -bird-live]}}
+        readinessProbe: {exec: {command: [/bin/calico-node, -felix-ready, -bird-ready]}}
+"""
+
+
+def test_calico_overlay_sets_pool_encapsulation_and_chains_bandwidth():
+    docs = calico_overlay(list(yaml.safe_load_all(CALICO_LIKE)), "vxlan", "192.168.0.0/16")
+    env = {e["name"]: e["value"] for e in docs[1]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env == {"CALICO_IPV4POOL_IPIP": "Never", "CALICO_IPV4POOL_VXLAN": "Always",
+                   "CALICO_IPV4POOL_CIDR": "192.168.0.0/16"}
+    assert docs[0]["data"]["calico_backend"] == "vxlan"
+    node = docs[1]["spec"]["template"]["spec"]["containers"][0]
+    assert node["livenessProbe"]["exec"]["command"] == ["/bin/calico-node", "-felix-live"]
+    assert node["readinessProbe"]["exec"]["command"] == ["/bin/calico-node", "-felix-ready"]
+    conf = docs[0]["data"]["cni_network_config"]
+    parsed = json.loads(conf.replace("__CNI_MTU__", "1450"))
+    assert [p["type"] for p in parsed["plugins"]] == ["calico", "portmap", "bandwidth"]
+    # already chained: left alone
+    again = calico_overlay(docs, "ipip", "10.0.0.0/16")
+    assert again[0]["data"]["cni_network_config"].count('"type": "bandwidth"') == 1
+
+
+def test_calico_overlay_ipip_keeps_bird():
+    docs = calico_overlay(list(yaml.safe_load_all(CALICO_LIKE)), "ipip", "192.168.0.0/16")
+    node = docs[1]["spec"]["template"]["spec"]["containers"][0]
+    assert docs[0]["data"]["calico_backend"] == "bird"
+    assert "-bird-ready" in node["readinessProbe"]["exec"]["command"]
+    assert {e["name"]: e["value"] for e in node["env"]}["CALICO_IPV4POOL_IPIP"] == "Always"
+
+
+def test_calico_overlay_refuses_a_manifest_it_does_not_fit():
+    with pytest.raises(InfrastructureError, match="overlay does not fit"):
+        calico_overlay([{"kind": "ConfigMap", "metadata": {"name": "other"}, "data": {}}], "ipip", "x")
+
+
+ANTREA_LIKE = """
+kind: ConfigMap
+apiVersion: v1
+metadata: {name: antrea-config, namespace: kube-system}
+data:
+  antrea-agent.conf: |
+    featureGates:
+    #  AntreaProxy: true
+    #trafficEncapMode: encap
+    #tunnelType: geneve
+"""
+
+
+@pytest.mark.parametrize("enc,mode,tunnel", [("none", "noEncap", None), ("vxlan", "encap", "vxlan"),
+                                             ("geneve", "encap", "geneve")])
+def test_antrea_overlay_sets_encap_mode(enc, mode, tunnel):
+    conf = antrea_overlay(list(yaml.safe_load_all(ANTREA_LIKE)), enc)[0]["data"]["antrea-agent.conf"]
+    parsed = yaml.safe_load(conf)
+    assert parsed["trafficEncapMode"] == mode
+    assert parsed.get("tunnelType") == tunnel
+
+
+def test_cilium_values_bandwidth_manager_and_routing():
+    spec = cni.load("cilium")
+    tunnel = cilium_values(spec, "vxlan", "10.244.0.0/16")
+    assert tunnel["bandwidthManager.enabled"] == "true" and tunnel["routingMode"] == "tunnel"
+    assert tunnel["tunnelProtocol"] == "vxlan"
+    native = cilium_values(spec, "none", "10.244.0.0/16")
+    assert native["routingMode"] == "native" and native["ipv4NativeRoutingCIDR"] == "10.244.0.0/16"
+
+
+def test_cilium_helm_command_would_install_the_fetched_chart():
+    spec = cni.load("cilium")
+    argv = helm_command(spec, "/tmp/c.tgz", {"b": "2", "a": "1"}, "/k/config", None)
+    assert argv == ["helm", "upgrade", "--install", "cilium", "/tmp/c.tgz", "--namespace", "kube-system",
+                    "--kubeconfig", "/k/config", "--set", "a=1", "--set", "b=2"]
+
+
+def test_render_passes_manifests_through_the_right_overlay():
+    docs = render(cni.load("antrea"), ANTREA_LIKE.encode(), "none", "10.244.0.0/16")
+    assert "trafficEncapMode: noEncap" in docs[0]["data"]["antrea-agent.conf"]

@@ -1,0 +1,110 @@
+"""Kubernetes objects netslo creates: names, labels, placement, responders, annotations, Services."""
+
+import pytest
+
+from netslo.errors import SpecError
+from netslo.providers import kube_manifests as km
+
+
+def test_run_scoped_namespace_is_labelled_with_the_run_id():
+    ns = km.namespace_manifest("6b03abcd12ef")
+    assert ns["metadata"]["name"] == "netslo-6b03abcd12ef"
+    assert ns["metadata"]["labels"] == {km.RUN_LABEL: "6b03abcd12ef", "app.kubernetes.io/managed-by": "netslo"}
+
+
+def test_new_run_ids_are_unique_valid_namespace_names():
+    ids = {km.new_run_id() for _ in range(50)}
+    assert len(ids) == 50
+    for i in ids:
+        assert km._DNS_LABEL.match(km.namespace_name(i))
+
+
+def test_bad_run_id_is_a_one_line_spec_error():
+    with pytest.raises(SpecError, match="run id: value 'Bad_ID'"):
+        km.namespace_name("Bad_ID")
+
+
+@pytest.mark.parametrize("name,expected", [("server", "server"), ("Client Same", "client-same"),
+                                           ("x" * 80, "x" * 63), ("--a__b--", "a-b")])
+def test_pod_names_become_dns_labels(name, expected):
+    assert km.k8s_name(name) == expected
+
+
+def test_agent_pod_is_pinned_to_its_node_with_required_affinity():
+    pod = km.agent_pod_manifest("server", "r1", "worker-2")
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["worker-2"]}]}]
+    assert pod["metadata"]["namespace"] == "netslo-r1"
+    assert pod["metadata"]["labels"][km.RUN_LABEL] == "r1"
+    assert pod["metadata"]["labels"][km.POD_LABEL] == "server"
+
+
+def test_agent_pod_runs_one_container_per_responder_plus_the_exec_target():
+    pod = km.agent_pod_manifest("server", "r1", "n1", image="img:1", pull_policy="Never")
+    cs = {c["name"]: c for c in pod["spec"]["containers"]}
+    assert list(cs) == ["agent", "udp", "tcp", "http"]
+    assert cs["udp"]["command"] == ["python", "-m", "netslo.agent", "serve", "udp", "--port", "7000",
+                                    "--ready-file", "/run/netslo/udp.ready"]
+    assert cs["tcp"]["ports"] == [{"name": "tcp", "containerPort": 7001, "protocol": "TCP"}]
+    assert cs["udp"]["ports"][0]["protocol"] == "UDP"
+    assert all(c["image"] == "img:1" and c["imagePullPolicy"] == "Never" for c in cs.values())
+    # startup probes only: nothing probes a responder once it listens (no noise during measurements)
+    for p in ("udp", "tcp", "http"):
+        assert "startupProbe" in cs[p] and "readinessProbe" not in cs[p] and "livenessProbe" not in cs[p]
+    assert cs["udp"]["startupProbe"]["exec"]["command"] == ["cat", "/run/netslo/udp.ready"]
+    assert cs["http"]["startupProbe"]["tcpSocket"]["port"] == 7080
+    spec = pod["spec"]
+    assert spec["automountServiceAccountToken"] is False and spec["terminationGracePeriodSeconds"] == 1
+    assert "hostNetwork" not in spec
+    for c in cs.values():  # requests only: a CPU limit would throttle (CFS) and add latency
+        assert "limits" not in c["resources"]
+        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert c["securityContext"]["runAsUser"] == 65534 and c["securityContext"]["runAsNonRoot"]
+
+
+def test_host_network_baseline_pod():
+    pod = km.agent_pod_manifest("base", "r1", "n1", host_network=True, responders=())
+    assert pod["spec"]["hostNetwork"] is True
+    assert pod["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["agent"]
+
+
+def test_bandwidth_annotations_are_carried_and_checked():
+    pod = km.agent_pod_manifest("c", "r1", "n1", annotations={
+        "kubernetes.io/egress-bandwidth": "10M", "kubernetes.io/ingress-bandwidth": "1G", "x/y": 3})
+    assert pod["metadata"]["annotations"] == {"kubernetes.io/egress-bandwidth": "10M",
+                                              "kubernetes.io/ingress-bandwidth": "1G", "x/y": "3"}
+    with pytest.raises(SpecError, match=r"annotation kubernetes.io/egress-bandwidth: value '10 mbit'"):
+        km.agent_pod_manifest("c", "r1", "n1", annotations={"kubernetes.io/egress-bandwidth": "10 mbit"})
+
+
+@pytest.mark.parametrize("kw,field", [({"pull_policy": "Sometimes"}, "imagePullPolicy"),
+                                      ({"responders": ("udp", "quic")}, "responders")])
+def test_bad_pod_options_name_the_field(kw, field):
+    with pytest.raises(SpecError, match=f"^{field}: value"):
+        km.agent_pod_manifest("c", "r1", "n1", **kw)
+
+
+def test_clusterip_service_selects_the_pod_of_this_run_only():
+    svc = km.service_manifest("srv", "r1", "server")
+    assert svc["spec"]["selector"] == {km.POD_LABEL: "server", km.RUN_LABEL: "r1"}
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert [(p["name"], p["port"], p["protocol"]) for p in svc["spec"]["ports"]] == [
+        ("udp", 7000, "UDP"), ("tcp", 7001, "TCP"), ("http", 7080, "TCP")]
+    assert "externalTrafficPolicy" not in svc["spec"]
+
+
+def test_nodeport_service_with_traffic_policy():
+    svc = km.service_manifest("srv", "r1", "server", type="NodePort", external_traffic_policy="Local")
+    assert svc["spec"]["type"] == "NodePort" and svc["spec"]["externalTrafficPolicy"] == "Local"
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"type": "LoadBalancer"}, "service type: value 'LoadBalancer'"),
+    ({"external_traffic_policy": "Local"}, "externalTrafficPolicy: value 'Local' — expected only with type NodePort"),
+    ({"type": "NodePort", "external_traffic_policy": "local"}, "externalTrafficPolicy: value 'local'"),
+])
+def test_bad_service_options(kw, msg):
+    with pytest.raises(SpecError, match=msg):
+        km.service_manifest("srv", "r1", "server", **kw)
