@@ -57,8 +57,11 @@ mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 mkdir -p {run_dir} /run/netns
 mount -t hostfs none {run_dir} -o {run_dir}
+# the project may live under /tmp or /run (a CI clone), which the tmpfs mounts above just hid
+mkdir -p {project} 2>/dev/null
+mount -t hostfs none {project} -o {project}
 cd {project}
-export PYTHONPATH={project} PYTHONDONTWRITEBYTECODE=1 HOME=/tmp
+export PYTHONPATH={project} PYTHONDONTWRITEBYTECODE=1 HOME=/tmp NETSLO_UML_GUEST=1
 exec {python} -m netslo.kernels.uml_guest {run_dir} >>{run_dir}/guest.log 2>&1
 """
 

@@ -127,8 +127,9 @@ def reap(dry_run: bool = False, keep_run: str | None = None) -> list[str]:
             said.append(f"reap: run {rid}: state dir {STATE_ROOT / rid}")
             if not dry_run:
                 shutil.rmtree(STATE_ROOT / rid, ignore_errors=True)
-    from ..kernels import uml  # user-mode-linux guests of dead runs (netem where the host lacks it)
-    said += uml.reap(dry_run=dry_run)
+    if not os.environ.get("NETSLO_UML_GUEST"):  # inside a guest the host's owner PIDs look dead
+        from ..kernels import uml  # user-mode-linux guests of dead runs (netem where the host lacks it)
+        said += uml.reap(dry_run=dry_run)
     return said
 
 
