@@ -38,6 +38,7 @@ from pathlib import Path
 from ..errors import InfrastructureError, SpecError, Unsupported
 from ..impair import capability
 from ..providers.base import Cluster, Pod
+from ..procs import alive
 
 STATE_ROOT = Path("/run/netslo")
 DIR_RE = re.compile(r"^uml-([0-9a-f]{6})$")
@@ -67,15 +68,6 @@ exec {python} -m netslo.kernels.uml_guest {run_dir} >>{run_dir}/guest.log 2>&1
 
 
 # ---- process helpers -----------------------------------------------------------------------------
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def _group_members(pgid: int, marker: str) -> list[int]:
@@ -131,7 +123,7 @@ def reap(dry_run: bool = False, keep_run: str | None = None) -> list[str]:
             owner = int((d / "owner.pid").read_text().strip())
         except (OSError, ValueError):
             owner = None
-        if owner is not None and owner != os.getpid() and _alive(owner):
+        if owner is not None and owner != os.getpid() and alive(owner):
             continue
         try:
             pgid = int((d / "uml.pid").read_text().strip())

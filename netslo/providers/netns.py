@@ -35,6 +35,7 @@ from pathlib import Path
 from pyroute2 import NetNS, netns
 
 from ..errors import InfrastructureError, SpecError
+from ..procs import alive
 from .base import RESPONDER_PORTS, Cluster, Pod
 
 STATE_ROOT = Path("/run/netslo")
@@ -47,15 +48,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---- process helpers --------------------------------------------------------------------------
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def pids_in_netns(name: str) -> list[int]:
@@ -83,9 +75,9 @@ def _kill_all(pids: list[int], grace: float = 1.0) -> None:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
             time.sleep(0.02)
-        pids = [p for p in pids if _alive(p)]
+        pids = [p for p in pids if alive(p)]
         if not pids:
             return
 
@@ -112,7 +104,7 @@ def reap(dry_run: bool = False, keep_run: str | None = None) -> list[str]:
             pid = int(owner.read_text().strip())
         except (OSError, ValueError):
             pid = None
-        if pid is not None and _alive(pid) and pid != os.getpid():
+        if pid is not None and alive(pid) and pid != os.getpid():
             continue  # a live run owns it
         for name in names:
             pids = pids_in_netns(name)

@@ -7,8 +7,6 @@ Request bodies above ``wire.MAX_TCP_MESSAGE`` are refused with 413 by aiohttp it
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
 from .. import wire
@@ -38,18 +36,5 @@ def make_app() -> web.Application:
 
 def serve(port: int, bind: str = "0.0.0.0", ready=None, stop=None) -> None:
     """Run until ``stop()`` returns True (checked every 0.2 s) or forever."""
-
-    async def main():
-        runner = web.AppRunner(make_app(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, bind, port, reuse_address=True, backlog=1024)
-        await site.start()
-        if ready:
-            ready()
-        try:
-            while not (stop and stop()):
-                await asyncio.sleep(0.2)
-        finally:
-            await runner.cleanup()
-
-    asyncio.run(main())
+    from .aioserve import run_app
+    run_app(make_app(), port, bind, ready=ready, stop=stop)
