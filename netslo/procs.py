@@ -14,3 +14,15 @@ def alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+# Run ids owned by live objects of THIS process. Reaping skips them; a run dir that names this PID
+# but is not registered here is stale (its PID was reused), so it is reaped like any dead run.
+LIVE_RUNS: set[str] = set()
+
+
+def owned_elsewhere_or_here(run_id: str, owner_pid: int | None) -> bool:
+    """True if the run is still in use: registered in this process, or owned by another live process."""
+    if run_id in LIVE_RUNS:
+        return True
+    return owner_pid is not None and owner_pid != os.getpid() and alive(owner_pid)

@@ -21,7 +21,7 @@ from netslo.report.results import ResultsWriter
 from netslo.runner import SloBreach
 from netslo.units import format_duration, format_percent
 
-pytest_plugins = ["fixtures.cluster", "fixtures.impair", "fixtures.protocols", "plugins.netslo_report"]
+pytest_plugins = ["fixtures.cluster", "fixtures.impair", "fixtures.protocols", "fixtures.qos", "plugins.netslo_report"]
 
 OPTIONS = pytest.StashKey["NetsloOptions"]()
 OUTCOME = pytest.StashKey[object]()

@@ -38,7 +38,7 @@ from pathlib import Path
 from ..errors import InfrastructureError, SpecError, Unsupported
 from ..impair import capability
 from ..providers.base import Cluster, Pod
-from ..procs import alive
+from ..procs import LIVE_RUNS, owned_elsewhere_or_here
 
 STATE_ROOT = Path("/run/netslo")
 DIR_RE = re.compile(r"^uml-([0-9a-f]{6})$")
@@ -123,7 +123,7 @@ def reap(dry_run: bool = False, keep_run: str | None = None) -> list[str]:
             owner = int((d / "owner.pid").read_text().strip())
         except (OSError, ValueError):
             owner = None
-        if owner is not None and owner != os.getpid() and alive(owner):
+        if owned_elsewhere_or_here(f"uml-{m.group(1)}", owner):
             continue
         try:
             pgid = int((d / "uml.pid").read_text().strip())
@@ -203,6 +203,7 @@ class UmlCluster(Cluster):
         self._seq = 0
         self._pods: dict[str, Pod] = {}
         self._closed = False
+        LIVE_RUNS.add(f"uml-{self.run_id}")
         self.reaped = reap(keep_run=self.run_id)
         self.boot_seconds = None
         self.ready: dict = {}
@@ -346,6 +347,7 @@ class UmlCluster(Cluster):
             except subprocess.TimeoutExpired:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
+        LIVE_RUNS.discard(f"uml-{self.run_id}")
         try:
             atexit.unregister(self.close)
         except Exception:

@@ -35,7 +35,7 @@ from pathlib import Path
 from pyroute2 import NetNS, netns
 
 from ..errors import InfrastructureError, SpecError
-from ..procs import alive
+from ..procs import LIVE_RUNS, alive, owned_elsewhere_or_here
 from .base import RESPONDER_PORTS, Cluster, Pod
 
 STATE_ROOT = Path("/run/netslo")
@@ -104,7 +104,7 @@ def reap(dry_run: bool = False, keep_run: str | None = None) -> list[str]:
             pid = int(owner.read_text().strip())
         except (OSError, ValueError):
             pid = None
-        if pid is not None and alive(pid) and pid != os.getpid():
+        if owned_elsewhere_or_here(rid, pid):
             continue  # a live run owns it
         for name in names:
             pids = pids_in_netns(name)
@@ -177,6 +177,7 @@ class NetnsCluster(Cluster):
         self._next_host = {}
         self._closed = False
         self.mtu = VXLAN_MTU if datapath == "vxlan" else 1500
+        LIVE_RUNS.add(self.run_id)
         self.reaped = reap(keep_run=self.run_id)
         self.state.mkdir(parents=True, exist_ok=True)
         (self.state / "owner.pid").write_text(str(os.getpid()))
@@ -433,6 +434,7 @@ class NetnsCluster(Cluster):
             except OSError:
                 pass
         shutil.rmtree(self.state, ignore_errors=True)
+        LIVE_RUNS.discard(self.run_id)
         try:
             atexit.unregister(self.close)
         except Exception:

@@ -92,3 +92,10 @@ def test_kill_9_leaves_orphans_that_the_next_run_reaps():
     agents = subprocess.run(["pgrep", "-f", "ready-server"], capture_output=True, text=True).stdout.split()
     assert not [p for p in agents if Path(f"/proc/{p}/cmdline").exists()
                 and run_id in Path(f"/proc/{p}/cmdline").read_text()]
+
+
+def test_two_clusters_in_one_process_do_not_reap_each_other():
+    with NetnsCluster(nodes=1) as first:
+        with NetnsCluster(nodes=1) as second:
+            assert len(_ours(first.run_id)) == 2 and len(_ours(second.run_id)) == 2
+        assert len(_ours(first.run_id)) == 2  # still alive after the second came and went

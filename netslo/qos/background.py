@@ -1,0 +1,106 @@
+"""Bounded helper processes in a pod's network namespace: start, stop by PID, collect their output.
+
+``Background(cluster, pod, argv, limit_s)`` starts ``argv`` (``["-m", "netslo.qos.tcpflow", ...]`` runs
+this Python) in the pod's namespace with ``nsenter``; ``stop()`` sends SIGTERM (the process reports
+and exits), waits, then SIGKILLs its own process group only; ``json()`` is the last stdout line parsed.
+Every process is also killed by ``limit_s`` (hard bound) and when the ``with`` block exits.
+
+``run(cluster, pod, argv, timeout)`` runs one synchronously with the cluster's ``exec_in`` (works in a
+user-mode-linux guest too) and returns the parsed JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import InfrastructureError, Unsupported
+
+NETNS_DIR = Path("/run/netns")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def host_netns(cluster, pod) -> str:
+    """The namespace name of ``pod`` as this process sees it; Unsupported when it cannot enter it."""
+    netns_of = getattr(cluster, "netns_of", None)
+    name = netns_of(pod) if netns_of else None
+    if not name or not (NETNS_DIR / name).exists():
+        raise Unsupported(f"provider {cluster.provider}: pod {pod.name}'s network namespace is not "
+                          f"reachable from this process (needs the embedded netns provider on this kernel)")
+    return name
+
+
+class Background:
+    """One helper process in a pod namespace (context manager; always reaped)."""
+
+    def __init__(self, cluster, pod, argv: list[str], limit_s: float):
+        self.pod = pod
+        self.limit_s = limit_s
+        ns = host_netns(cluster, pod)
+        full = argv if argv[:1] != ["-m"] else [sys.executable, *argv]
+        self.proc = subprocess.Popen(["timeout", "-s", "KILL", f"{limit_s:.0f}", "nsenter",
+                                      f"--net={NETNS_DIR / ns}", *full],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+                                     cwd=str(PROJECT_ROOT), start_new_session=True)
+        self.out = b""
+        self.err = b""
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM to our process group, then SIGKILL after ``grace`` s; collects the output."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            self.out, self.err = self.proc.communicate(timeout=grace)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.out, self.err = self.proc.communicate()
+
+    def wait(self, timeout: float | None = None) -> None:
+        try:
+            self.out, self.err = self.proc.communicate(timeout=timeout if timeout is not None else self.limit_s + 5)
+        except subprocess.TimeoutExpired:
+            self.stop()
+
+    def json(self) -> dict:
+        lines = self.out.decode(errors="replace").strip().splitlines()
+        try:
+            return json.loads(lines[-1])
+        except (IndexError, ValueError):
+            tail = self.err.decode(errors="replace").strip().splitlines()
+            raise InfrastructureError(f"helper in pod {self.pod.name} exited with {self.proc.returncode}: "
+                                      f"{tail[-1] if tail else 'no output'}") from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def run(cluster, pod, argv: list[str], timeout: float) -> dict:
+    """Run ``python -m ...`` synchronously in ``pod`` (any cluster with ``exec_in``); parsed JSON."""
+    exec_in = getattr(cluster, "exec_in", None)
+    if exec_in is None:
+        raise Unsupported(f"provider {cluster.provider} cannot run helper programs in pods")
+    full = argv if argv[:1] != ["-m"] else [sys.executable, *argv]
+    out = exec_in(pod, full, timeout)
+    try:
+        return json.loads(out.decode().strip().splitlines()[-1])
+    except (IndexError, ValueError) as e:
+        raise InfrastructureError(f"helper in pod {pod.name}: unreadable output ({e})") from None

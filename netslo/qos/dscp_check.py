@@ -1,0 +1,364 @@
+"""Does a DSCP mark survive the pod network? Per-hop verdicts from scapy-crafted packets sniffed on the way.
+
+``check(cluster, client, server, marks)`` crafts IPv4/UDP packets with scapy (client pod address ->
+server pod address, one TOS per mark, a random marker in the payload), sends them from the client
+pod's namespace through a raw socket (the kernel routes them like any pod traffic) and sniffs every
+hop at once with AF_PACKET sockets opened inside each hop's namespace:
+
+    client pod eth0 -> client node host veth [-> node flannel.1 -> underlay (switch port) -> server
+    node eth0]  -> server node host veth -> server pod eth0
+
+Frames are decoded with scapy; on VXLAN hops both the outer and the inner IPv4 header are judged.
+Verdict per hop and layer, comparing DSCP only (ECN bits ignored):
+  preserved          every packet carried the DSCP it was sent with
+  rewritten to X     it carried another non-zero DSCP (X by name, e.g. AF11)
+  stripped           it carried DSCP 0
+  not seen           no marked packet passed this hop (dropped, or not on this path)
+
+``end_to_end(cluster, client, server, ports, marks)`` is the provider-independent check: the UDP probe
+marks its requests and the responder reports the TOS it received (IP_RECVTOS) and marks its replies.
+
+The capture runs as ``python -m netslo.qos.dscp_check PLAN`` (a short-lived child: it switches
+namespaces with setns, which must not happen in the test process). ``run_matrix(datapath, cases)``
+checks one embedded datapath (placements x variants: plain, rewrite by an iptables DSCP target,
+VXLAN 'tos inherit') in a child that builds and removes its own 2-node cluster.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import secrets
+import select
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..dscp import DSCP_NAMES, dscp_of, tos_byte
+from ..errors import InfrastructureError, Unsupported
+
+NETNS_DIR = Path("/run/netns")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CLONE_NEWNET = 0x40000000
+ETH_P_ALL = 0x0003
+CHECK_PORT = 7999
+PACKETS_PER_MARK = 3
+SEND_GAP_S = 0.002
+DEFAULT_MARKS = ("EF", "AF41", "CS1")
+
+
+@dataclass(frozen=True)
+class Hop:
+    """A point of observation: ``ifname`` in namespace ``netns``; ``encap``: frames are VXLAN there."""
+
+    name: str
+    netns: str
+    ifname: str
+    encap: bool = False
+
+
+@dataclass(frozen=True)
+class HopVerdict:
+    hop: str
+    layer: str         # ip | outer | inner
+    sent: int          # DSCP sent
+    seen: tuple        # DSCP values observed (one per packet)
+    verdict: str
+
+    def line(self) -> str:
+        return f"{self.hop} [{self.layer}] {name_of(self.sent)}: {self.verdict} ({len(self.seen)} packets)"
+
+
+def name_of(dscp: int) -> str:
+    names = [k for k, v in DSCP_NAMES.items() if v == dscp and k not in ("BE", "DF", "CS0")]
+    return names[0] if names else ("CS0" if dscp == 0 else str(dscp))
+
+
+def verdict(sent: int, seen) -> str:
+    """preserved | rewritten to X | stripped | not seen | mixed: ... (DSCP values)."""
+    seen = list(seen)
+    if not seen:
+        return "not seen"
+    kinds = sorted(set(seen))
+    if len(kinds) > 1:
+        return "mixed: " + ", ".join(name_of(d) for d in kinds)
+    got = kinds[0]
+    if got == sent:
+        return "preserved"
+    if got == 0:
+        return "stripped"
+    return f"rewritten to {name_of(got)}"
+
+
+@dataclass
+class DscpReport:
+    """Verdicts of one check, in path order."""
+
+    verdicts: list
+    placement: str
+
+    def at(self, hop: str, layer: str | None = None, sent: int | None = None) -> list:
+        return [v for v in self.verdicts if v.hop == hop and (layer is None or v.layer == layer)
+                and (sent is None or v.sent == sent)]
+
+    def hops(self) -> list:
+        return list(dict.fromkeys(v.hop for v in self.verdicts))
+
+    def text(self) -> str:
+        return "\n".join(v.line() for v in self.verdicts)
+
+
+# ---- the path --------------------------------------------------------------------------------------
+
+def hops(cluster, client, server) -> list[Hop]:
+    """Observation points from client pod to server pod in the embedded provider."""
+    if getattr(cluster, "provider", "") != "netns" or not hasattr(cluster, "node_netns") \
+            or not hasattr(cluster, "ns_name"):
+        raise Unsupported(f"per-hop DSCP capture needs the embedded netns provider, not {cluster.provider} "
+                          f"(use dscp_check.end_to_end)")
+    for pod in (client, server):
+        if pod.host_network or not getattr(pod, "host_interface", None):
+            raise Unsupported(f"pod {pod.name} is a hostNetwork pod: no pod-network path to observe")
+    vx = cluster.datapath == "vxlan"
+    cnode, snode = cluster.node_netns(client.node), cluster.node_netns(server.node)
+    path = [Hop("client pod eth0", cluster.netns_of(client), "eth0"),
+            Hop(f"{client.node} {client.host_interface}", cnode, client.host_interface)]
+    if client.node != server.node:
+        if vx:
+            path.append(Hop(f"{client.node} flannel.1", cnode, "flannel.1"))
+        path.append(Hop(f"underlay {client.node}", cluster.ns_name("sw"), f"n{cluster.nodes.index(client.node)}", vx))
+        path.append(Hop(f"{server.node} eth0", snode, "eth0", vx))
+    path.append(Hop(f"{server.node} {server.host_interface}", snode, server.host_interface))
+    path.append(Hop("server pod eth0", cluster.netns_of(server), "eth0"))
+    return path
+
+
+def check(cluster, client, server, marks=DEFAULT_MARKS, per_mark: int = PACKETS_PER_MARK,
+          timeout: float = 3.0) -> DscpReport:
+    """Send ``per_mark`` crafted packets per DSCP mark from ``client`` to ``server``; verdict per hop."""
+    path = hops(cluster, client, server)
+    dscps = [tos_byte(m, "marks") >> 2 for m in marks]
+    plan = {"hops": [[h.netns, h.ifname] for h in path], "sender": cluster.netns_of(client),
+            "src": client.ip, "dst": server.ip, "port": CHECK_PORT, "dscps": dscps, "per_mark": per_mark,
+            "marker": secrets.token_hex(6), "timeout": timeout}
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        run = subprocess.run([sys.executable, "-m", "netslo.qos.dscp_check", json.dumps(plan)],
+                             capture_output=True, text=True, env=env, cwd=str(PROJECT_ROOT), timeout=timeout + 60)
+    except subprocess.TimeoutExpired:
+        raise InfrastructureError("DSCP capture did not finish in time") from None
+    if run.returncode:
+        tail = run.stderr.strip().splitlines()
+        raise InfrastructureError(f"DSCP capture failed: {tail[-1] if tail else run.returncode}")
+    seen = json.loads(run.stdout.strip().splitlines()[-1])["seen"]
+    out = []
+    for i, hop in enumerate(path):
+        rows = seen[i]
+        for d in dscps:
+            mine = [r for r in rows if r[0] == d]
+            if hop.encap:
+                out.append(HopVerdict(hop.name, "outer", d, tuple(dscp_of(r[2]) for r in mine if r[2] is not None),
+                                      verdict(d, [dscp_of(r[2]) for r in mine if r[2] is not None])))
+                out.append(HopVerdict(hop.name, "inner", d, tuple(dscp_of(r[3]) for r in mine),
+                                      verdict(d, [dscp_of(r[3]) for r in mine])))
+            else:
+                out.append(HopVerdict(hop.name, "ip", d, tuple(dscp_of(r[3]) for r in mine),
+                                      verdict(d, [dscp_of(r[3]) for r in mine])))
+    placement = "same-node" if client.node == server.node else "cross-node"
+    return DscpReport(out, placement)
+
+
+def end_to_end(cluster, client, server, ports, marks=DEFAULT_MARKS, count: int = 20) -> DscpReport:
+    """Any provider: UDP probe with each mark; verdicts 'at responder' (request) and 'at client' (reply)."""
+    from ..probes import ProbeSpec
+    out = []
+    for m in marks:
+        tos = tos_byte(m, "marks")
+        s = cluster.probe(client, ProbeSpec("udp", server.ip, ports["udp"], count=count, interval=0.002,
+                                            req_bytes=64, resp_bytes=64, tos=tos, wait=1.0))
+        r = s.rows[s.rows["recv_ns"] >= 0]
+        d = tos >> 2
+        srv = [dscp_of(x) for x in r["tos_srv"] if x >= 0]
+        cli = [dscp_of(x) for x in r["tos_cli"] if x >= 0]
+        out.append(HopVerdict("at responder (request)", "ip", d, tuple(srv), verdict(d, srv)))
+        out.append(HopVerdict("at client (reply)", "ip", d, tuple(cli), verdict(d, cli)))
+    placement = "same-node" if client.node == server.node else "cross-node"
+    return DscpReport(out, placement)
+
+
+# ---- the capture child -----------------------------------------------------------------------------
+
+def _setns(path: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {path}")
+    finally:
+        os.close(fd)
+
+
+def _decode(frame: bytes, marker: bytes):
+    """(dscp_sent, k, outer_tos | None, inner_tos) of one of our frames, else None."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.layers.vxlan import VXLAN
+    if marker not in frame:
+        return None
+    pkt = Ether(frame)
+    ip = pkt.getlayer(IP)
+    if ip is None:
+        return None
+    outer = None
+    if pkt.haslayer(VXLAN):
+        outer = ip.tos
+        ip = pkt[VXLAN].getlayer(IP)
+        if ip is None:
+            return None
+    udp = ip.getlayer(UDP)
+    payload = bytes(udp.payload) if udp is not None else b""
+    if not payload.startswith(marker) or len(payload) < len(marker) + 2:
+        return None
+    return payload[len(marker)], payload[len(marker) + 1], outer, ip.tos
+
+
+def _capture(plan: dict) -> dict:
+    """Open every hop's sniffer in its namespace, send the crafted packets, collect what passed."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.packet import Raw
+    marker = bytes.fromhex(plan["marker"])
+    home = os.open("/proc/self/ns/net", os.O_RDONLY)
+    libc = ctypes.CDLL(None, use_errno=True)
+    socks = []
+    try:
+        for ns, ifname in plan["hops"]:
+            _setns(str(NETNS_DIR / ns))
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+            s.bind((ifname, 0))
+            s.setblocking(False)
+            socks.append(s)
+        _setns(str(NETNS_DIR / plan["sender"]))
+        tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    finally:
+        libc.setns(home, CLONE_NEWNET)
+        os.close(home)
+    seen = [dict() for _ in socks]
+
+    def drain(timeout: float) -> None:
+        ready, _, _ = select.select(socks, [], [], timeout)
+        for s in ready:
+            i = socks.index(s)
+            while True:
+                try:
+                    frame = s.recv(65535)
+                except BlockingIOError:
+                    break
+                got = _decode(frame, marker)
+                if got is not None:
+                    seen[i].setdefault((got[0], got[1]), list(got))
+
+    for d in plan["dscps"]:
+        for k in range(plan["per_mark"]):
+            pkt = IP(src=plan["src"], dst=plan["dst"], tos=(d << 2) & 0xFC, ttl=64) / \
+                UDP(sport=41000 + k, dport=plan["port"]) / Raw(marker + bytes([d, k]) + bytes(32))
+            tx.sendto(bytes(pkt), (plan["dst"], 0))
+            drain(SEND_GAP_S)
+    want = len(plan["dscps"]) * plan["per_mark"]
+    deadline = time.monotonic() + plan["timeout"]
+    while time.monotonic() < deadline and any(len(x) < want for x in seen[-1:]):
+        drain(0.05)
+    drain(0.2)  # late copies at other hops
+    tx.close()
+    for s in socks:
+        s.close()
+    return {"seen": [list(x.values()) for x in seen]}
+
+
+# ---- one datapath, every placement and variant, in a child process -----------------------------------
+
+VARIANTS = ("plain", "rewrite", "tos-inherit")
+
+
+def _set_vxlan_tos(cluster, value: int) -> None:
+    from pyroute2 import NetNS
+    for node in cluster.nodes:
+        with NetNS(cluster.node_netns(node)) as ipr:
+            ipr.link("set", index=ipr.link_lookup(ifname="flannel.1")[0], kind="vxlan", vxlan_tos=value)
+
+
+def matrix(datapath: str, cases: list, marks, per_mark: int, rewrite_to: int) -> dict:
+    """Build a 2-node cluster of ``datapath``, check each (placement, variant), close it again.
+
+    Variants: plain; rewrite (iptables DSCP target --set-dscp ``rewrite_to`` in the server node's
+    mangle POSTROUTING); tos-inherit (VXLAN devices copy the inner DSCP to the outer header).
+    Returns {"placement/variant": [verdict dicts]} plus the rule's packet count for rewrite."""
+    from ..providers.netns import NetnsCluster
+    from .shaping import netfilter_rule
+    out = {}
+    with NetnsCluster(nodes=2, datapath=datapath) as c:
+        server = c.add_pod("dscp-server", "node0")
+        clients = {"same-node": c.add_pod("dscp-same", "node0"), "cross-node": c.add_pod("dscp-cross", "node1")}
+        for placement, variant in cases:
+            client = clients[placement]
+            key = f"{placement}/{variant}"
+            if variant == "rewrite":
+                spec = ["-p", "udp", "--dport", str(CHECK_PORT), "-j", "DSCP", "--set-dscp", str(rewrite_to)]
+                with netfilter_rule(c.node_netns(server.node), "mangle", "POSTROUTING", spec) as rule:
+                    rep = check(c, client, server, marks, per_mark)
+                    out[key + "/rule_packets"] = rule.packets()
+            elif variant == "tos-inherit":
+                if datapath != "vxlan":
+                    raise Unsupported("tos-inherit needs the vxlan datapath")
+                _set_vxlan_tos(c, 1)
+                try:
+                    rep = check(c, client, server, marks, per_mark)
+                finally:
+                    _set_vxlan_tos(c, 0)
+            else:
+                rep = check(c, client, server, marks, per_mark)
+            out[key] = [{"hop": v.hop, "layer": v.layer, "sent": v.sent, "seen": list(v.seen), "verdict": v.verdict}
+                        for v in rep.verdicts]
+            out[key + "/server_hops"] = [f"{server.node} {server.host_interface}", "server pod eth0"]
+    return out
+
+
+def run_matrix(datapath: str, cases: list, marks=DEFAULT_MARKS, per_mark: int = PACKETS_PER_MARK,
+               rewrite_to: str = "AF11", timeout: float = 120.0) -> dict:
+    """``matrix`` in a child process (its own cluster, owned and reaped by the child), JSON back.
+
+    Verdict dicts are turned back into ``HopVerdict``s under each "placement/variant" key."""
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NETSLO_RUN_ID", None)
+    doc = {"datapath": datapath, "cases": [list(c) for c in cases], "marks": list(marks), "per_mark": per_mark,
+           "rewrite_to": tos_byte(rewrite_to, "rewrite_to") >> 2}
+    try:
+        run = subprocess.run([sys.executable, "-m", "netslo.qos.dscp_check", "matrix", json.dumps(doc)],
+                             capture_output=True, text=True, env=env, cwd=str(PROJECT_ROOT), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise InfrastructureError(f"DSCP matrix on {datapath} did not finish within {timeout:.0f} s") from None
+    if run.returncode:
+        tail = run.stderr.strip().splitlines()
+        raise InfrastructureError(f"DSCP matrix on {datapath} failed: {tail[-1] if tail else run.returncode}")
+    raw = json.loads(run.stdout.strip().splitlines()[-1])
+    out = {}
+    for key, value in raw.items():
+        if key.count("/") == 1:
+            out[key] = DscpReport([HopVerdict(v["hop"], v["layer"], v["sent"], tuple(v["seen"]), v["verdict"])
+                                   for v in value], key.split("/")[0])
+        else:
+            out[key] = value
+    return out
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["matrix"]:
+        d = json.loads(sys.argv[2])
+        print(json.dumps(matrix(d["datapath"], [tuple(c) for c in d["cases"]], d["marks"], d["per_mark"],
+                                d["rewrite_to"])))
+    else:
+        print(json.dumps(_capture(json.loads(sys.argv[1]))))

@@ -1,0 +1,97 @@
+"""Known CNI limitations as data: (CNI, feature, placement) -> reason, or None when supported.
+
+    limitation("cilium", "bandwidth-ingress", "cross-node")  -> "Cilium Bandwidth Manager ..."
+    limitation("netns-bridge", "bandwidth-ingress", "same-node") -> None
+
+CNI names are what providers call their datapath: ``calico``, ``cilium``, ``antrea``, ``flannel``,
+``kindnet`` on Kubernetes, ``netns-bridge``, ``netns-routed``, ``netns-vxlan`` for the embedded
+provider (``cni_of(cluster)``). Placement is ``same-node`` or ``cross-node``; a row with ``*`` covers
+both. An unknown CNI has no known limitation (None); an unknown feature or placement is a SpecError,
+so a typo never turns a check off.
+
+Tests use a reason as a strict xfail: the check still runs, must fail for that reason's sake, and an
+unexpected pass fails the run (the table is then out of date). Every row says where it comes from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import SpecError
+
+FEATURES = {
+    "dscp-preserve": "a DSCP mark set by a pod arrives unchanged at the destination pod",
+    "dscp-outer-header": "a tunnel copies the pod's DSCP into the outer (underlay) IP header",
+    "dscp-priority-default": "DSCP-marked traffic is prioritized without any QoS configuration",
+    "bandwidth-egress": "kubernetes.io/egress-bandwidth limits what the pod sends",
+    "bandwidth-ingress": "kubernetes.io/ingress-bandwidth limits what the pod receives",
+}
+PLACEMENTS = ("same-node", "cross-node")
+KUBE_CNIS = ("calico", "cilium", "antrea", "flannel", "kindnet")
+EMBEDDED = ("netns-bridge", "netns-routed", "netns-vxlan")
+
+
+@dataclass(frozen=True)
+class Limitation:
+    cni: str
+    feature: str
+    placement: str        # same-node | cross-node | *
+    reason: str
+    source: str
+
+
+_NO_DEFAULT_PRIORITY = ("no CNI prioritizes by DSCP by default: a marked stream competing with an "
+                        "unmarked one gets no precedence")
+_STUDY = "study 002 (QoS in cloud native) §5.4/§5.5 and domain-notes.md"
+
+TABLE = tuple(
+    [Limitation(c, "dscp-priority-default", "*", _NO_DEFAULT_PRIORITY, _STUDY) for c in KUBE_CNIS]
+    + [Limitation(c, "dscp-priority-default", "*",
+                  "the embedded datapaths install no qdisc: every class shares one FIFO",
+                  "measured here: tests/cni/test_qos.py control run") for c in EMBEDDED]
+    + [
+        Limitation("cilium", "bandwidth-ingress", "*",
+                   "Cilium Bandwidth Manager enforces egress only: kubernetes.io/ingress-bandwidth is ignored",
+                   _STUDY),
+        Limitation("cilium", "bandwidth-egress", "same-node",
+                   "Cilium Bandwidth Manager has no effect on same-node (pod-to-pod on one node) traffic", _STUDY),
+        Limitation("calico", "bandwidth-ingress", "*",
+                   "bandwidth-plugin ingress policing is unreliable with TCP control connections "
+                   "(iperf3: 'control socket has closed unexpectedly')", _STUDY),
+        Limitation("antrea", "bandwidth-ingress", "*",
+                   "bandwidth-plugin ingress policing is unreliable with TCP control connections "
+                   "(iperf3: 'control socket has closed unexpectedly')", _STUDY),
+        Limitation("netns-vxlan", "dscp-outer-header", "cross-node",
+                   "the VXLAN device uses tos 0 (as Flannel creates it): the outer header carries DSCP 0, "
+                   "only the inner header keeps the mark; classify on the inner header or set 'tos inherit'",
+                   "measured here: netslo.qos.dscp_check on the vxlan datapath"),
+    ])
+
+
+def _check(feature: str, placement: str) -> None:
+    if feature not in FEATURES:
+        raise SpecError("feature", feature, f"one of {', '.join(FEATURES)}")
+    if placement not in PLACEMENTS:
+        raise SpecError("placement", placement, f"one of {', '.join(PLACEMENTS)}")
+
+
+def find(cni: str, feature: str, placement: str) -> Limitation | None:
+    """The table row that applies, or None."""
+    _check(feature, placement)
+    for row in TABLE:
+        if row.cni == cni and row.feature == feature and row.placement in ("*", placement):
+            return row
+    return None
+
+
+def limitation(cni: str, feature: str, placement: str) -> str | None:
+    """Why ``feature`` does not work on ``cni`` for ``placement`` (None: supported / not known to fail)."""
+    row = find(cni, feature, placement)
+    return row.reason if row else None
+
+
+def cni_of(cluster) -> str:
+    """The table's CNI name for a cluster: 'netns-<datapath>' for the embedded provider, else its datapath."""
+    if getattr(cluster, "provider", "") == "netns":
+        return f"netns-{cluster.datapath}"
+    return str(getattr(cluster, "datapath", "") or "unknown")

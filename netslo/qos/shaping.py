@@ -1,0 +1,178 @@
+"""Bottlenecks and random loss on a node's links, removed again on exit (also on failure).
+
+- ``bottleneck(netns, ifname, rate_bits, queue_s)``: a root ``tbf`` (rate in bits/s, queue bound in
+  seconds of the rate, burst ``BURST_MTUS`` full frames), i.e. a shaped link whose queue adds at most
+  ``queue_s`` of delay. Read back from the kernel; InfrastructureError if it holds another rate.
+- ``netfilter_rule(netns, table, chain, spec)``: one iptables rule (e.g. ``-m statistic`` random drop,
+  ``-j DSCP``) tagged with a comment; ``packets()`` reads how many packets it matched (exact count).
+
+Used for what this kernel can do without sch_netem: a bandwidth bottleneck (tbf/htb) and random loss
+(xt_statistic). Delay needs netem (user-mode-linux, see ``netslo.kernels.uml``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import subprocess
+from dataclasses import dataclass
+
+from pyroute2 import NetNS
+from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netlink.rtnl import TC_H_ROOT
+
+from ..errors import InfrastructureError, Unsupported
+
+NETNS_DIR = "/run/netns"
+BURST_MTUS = 4
+ROOT_HANDLE = 0x10000
+COMMENT = "netslo-qos"
+
+
+def _link(ipr, netns: str, ifname: str) -> int:
+    found = ipr.link_lookup(ifname=ifname)
+    if not found:
+        raise InfrastructureError(f"no interface {ifname} in namespace {netns}")
+    return found[0]
+
+
+def clear_root(netns: str, ifname: str) -> None:
+    """Remove whatever root qdisc netslo put on ``ifname`` (idempotent)."""
+    try:
+        with NetNS(netns) as ipr:
+            found = ipr.link_lookup(ifname=ifname)
+            if found:
+                try:
+                    ipr.tc("del", index=found[0], parent=TC_H_ROOT, handle=0)
+                except NetlinkError:
+                    pass
+    except OSError:
+        pass
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """A tbf bottleneck as installed: rate (bits/s), queue limit (bytes), burst (bytes)."""
+
+    netns: str
+    ifname: str
+    rate_bits: float
+    limit_bytes: int
+    burst_bytes: int
+
+    @property
+    def max_queue_delay(self) -> float:
+        """Seconds a full queue adds (limit / rate)."""
+        return self.limit_bytes * 8 / self.rate_bits
+
+
+@contextlib.contextmanager
+def bottleneck(netns: str, ifname: str, rate_bits: float, queue_s: float = 0.05):
+    """Root tbf on ``ifname`` for the ``with`` block; yields the read-back ``Bottleneck``."""
+    rate = int(rate_bits // 8)
+    try:
+        with NetNS(netns) as ipr:
+            dev = _link(ipr, netns, ifname)
+            mtu = ipr.get_links(dev)[0].get_attr("IFLA_MTU") + 14
+            burst = BURST_MTUS * mtu
+            limit = max(int(rate * queue_s), 2 * mtu)
+            try:
+                ipr.tc("del", index=dev, parent=TC_H_ROOT, handle=0)
+            except NetlinkError:
+                pass
+            ipr.tc("add", "tbf", dev, ROOT_HANDLE, rate=rate, burst=burst, limit=limit)
+            held = [m.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS") for m in ipr.get_qdiscs(index=dev)
+                    if m.get_attr("TCA_KIND") == "tbf"]
+    except NetlinkError as e:
+        clear_root(netns, ifname)
+        raise InfrastructureError(f"tbf bottleneck on {ifname} in {netns} failed: {e}") from None
+    try:
+        if not held or held[0]["rate"] != rate or held[0]["limit"] != limit:
+            raise InfrastructureError(f"tbf on {ifname} in {netns}: kernel holds "
+                                      f"{held[0] if held else 'nothing'}, configured rate {rate} B/s limit {limit} B")
+        yield Bottleneck(netns, ifname, rate * 8.0, limit, burst)
+    finally:
+        clear_root(netns, ifname)
+
+
+# ---- netfilter ---------------------------------------------------------------------------------
+
+def iptables(netns: str, args: list[str], check: bool = True) -> str:
+    """Run iptables in a namespace (waits for the xtables lock); stdout."""
+    argv = ["nsenter", f"--net={NETNS_DIR}/{netns}", "iptables", "-w", "30", *args]
+    try:
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise Unsupported("iptables is not installed (Debian package iptables)") from None
+    if check and run.returncode:
+        raise InfrastructureError(f"iptables {shlex.join(args)} in {netns} failed: {run.stderr.strip()}")
+    return run.stdout
+
+
+class Rule:
+    """One iptables rule in a namespace; ``packets()`` = how many packets it matched so far."""
+
+    def __init__(self, netns: str, table: str, chain: str, spec: list[str], tag: str):
+        self.netns, self.table, self.chain, self.tag = netns, table, chain, tag
+        self.spec = [*spec, "-m", "comment", "--comment", tag]
+
+    def packets(self) -> int:
+        out = iptables(self.netns, ["-t", self.table, "-L", self.chain, "-v", "-x", "-n"])
+        for line in out.splitlines():
+            if f"/* {self.tag} */" in line:
+                return int(line.split()[0])
+        raise InfrastructureError(f"iptables rule {self.tag} not found in {self.table}/{self.chain} of {self.netns}")
+
+    def delete(self) -> None:
+        iptables(self.netns, ["-t", self.table, "-D", self.chain, *self.spec], check=False)
+
+
+@contextlib.contextmanager
+def netfilter_rule(netns: str, table: str, chain: str, spec: list[str], tag: str = COMMENT):
+    """Append ``spec`` to ``table``/``chain`` for the ``with`` block; yields the ``Rule``."""
+    rule = Rule(netns, table, chain, spec, tag)
+    iptables(netns, ["-t", table, "-A", chain, *rule.spec])
+    try:
+        yield rule
+    finally:
+        rule.delete()
+
+
+class RandomDrop:
+    """A random-drop rule and a counting rule in front of it: realized loss = dropped / matched."""
+
+    def __init__(self, counter: Rule, drop: Rule, probability: float):
+        self.counter, self.drop, self.probability = counter, drop, probability
+
+    def counts(self) -> tuple[int, int]:
+        """(packets dropped, packets that reached the rule)."""
+        return self.drop.packets(), self.counter.packets()
+
+
+@contextlib.contextmanager
+def random_drop(netns: str, probability: float, match: list[str], chain: str = "FORWARD"):
+    """Drop packets matching ``match`` with this probability (xt_statistic, independent draws).
+
+    Netfilter sees one GSO/TSO packet as one packet: turn segmentation offloads off at the sender
+    (``offloads_off``) when the loss must apply per TCP segment."""
+    if not 0.0 < probability < 1.0:
+        raise InfrastructureError(f"random drop: probability {probability} — expected 0 < p < 1")
+    spec = [*match, "-m", "statistic", "--mode", "random", "--probability", f"{probability:.6f}", "-j", "DROP"]
+    with netfilter_rule(netns, "filter", chain, list(match), tag=f"{COMMENT}-seen") as counter:
+        with netfilter_rule(netns, "filter", chain, spec, tag=f"{COMMENT}-drop") as drop:
+            yield RandomDrop(counter, drop, probability)
+
+
+@contextlib.contextmanager
+def offloads_off(netns: str, ifname: str = "eth0"):
+    """TSO/GSO off on ``ifname`` for the ``with`` block (one packet = one segment), then on again."""
+    def ethtool(state: str) -> None:
+        run = subprocess.run(["nsenter", f"--net={NETNS_DIR}/{netns}", "ethtool", "-K", ifname, "tso", state,
+                              "gso", state], capture_output=True, text=True, timeout=30)
+        if run.returncode:
+            raise InfrastructureError(f"ethtool -K {ifname} tso/gso {state} in {netns} failed: {run.stderr.strip()}")
+    ethtool("off")
+    try:
+        yield
+    finally:
+        ethtool("on")

@@ -1,0 +1,276 @@
+"""TCP flows for QoS tests: a bulk sender and a message sender that sample TCP_INFO over time.
+
+    python -m netslo.qos.tcpflow send --target HOST:PORT [--duration 5s] [--cc cubic|bbr|reno]
+                                      [--tos EF] [--sample 100ms] [--sndbuf 4MiB]
+    python -m netslo.qos.tcpflow messages --target HOST:PORT [--size 100kB] [--resp-size 1k]
+                                          [--count 6] [--interval 1s] [--cc cubic]
+
+Both talk to netslo's TCP responder (framed requests, see ``netslo.wire``): ``send`` streams 1 MiB
+frames whose 32-byte answers it reads and ignores; ``messages`` sends one request every
+``--interval`` on one persistent connection and times each until its response has arrived.
+
+``send`` samples at every multiple of ``--sample`` after the start (row = one sample):
+  t_s          seconds since the connection was established
+  written      bytes the application had handed to the socket (what iperf3's sender counts)
+  acked        bytes the receiver acknowledged (tcpi_bytes_acked: delivered)
+  rtt_us rttvar_us min_rtt_us   smoothed RTT, its mean deviation, minimum (µs, kernel's view)
+  cwnd ssthresh                 congestion window and slow-start threshold (segments)
+  retrans total_retrans         segments retransmitted and unacknowledged now / over the life
+  delivery_bps                  the kernel's most recent delivery-rate estimate (bits/s)
+  data_segs_out                 data segments sent so far (retransmissions included)
+``messages`` reports per message: t_s, fct_s (first byte sent -> full response received), cwnd_start
+(the window right after the request was queued under TCP_CORK: after the kernel's restart-after-idle
+check, before any segment left), ssthresh, rtt_us, total_retrans.
+
+SIGTERM stops early and still prints the JSON (one object on stdout). Bad options: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import select
+import signal
+import socket
+import sys
+import time
+
+from .. import units, wire
+from ..errors import SpecError
+
+FRAME_BYTES = 1024 * 1024
+SEND_FIELDS = ("t_s", "written", "acked", "rtt_us", "rttvar_us", "min_rtt_us", "cwnd", "ssthresh",
+               "retrans", "total_retrans", "delivery_bps", "data_segs_out")
+MESSAGE_FIELDS = ("t_s", "fct_s", "cwnd_start", "ssthresh", "rtt_us", "total_retrans")
+INFINITE_SSTHRESH = 0x7FFFFFFF
+
+
+def tcp_info(sock) -> dict:
+    from ..probes.bulk import tcp_info as read  # issue 3's TCP_INFO reader (offsets of linux/tcp.h)
+    return read(sock)
+
+
+def _connect(host: str, port: int, cc: str | None, tos: int, sndbuf: int | None) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if cc:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+        except OSError as e:
+            sock.close()
+            raise SpecError("--cc", cc, f"a congestion control this kernel allows ({e.strerror})") from None
+    if tos:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos & 0xFF)
+    if sndbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+    sock.settimeout(10.0)
+    sock.connect((host, port))
+    return sock
+
+
+def _cc_of(sock) -> str:
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0")[0].decode()
+
+
+def _row(t: float, written: int, info: dict) -> list:
+    ss = info.get("snd_ssthresh", 0)
+    return [round(t, 4), written, info.get("bytes_acked", 0), info.get("rtt", 0), info.get("rttvar", 0),
+            info.get("min_rtt", 0), info.get("snd_cwnd", 0), -1 if ss >= INFINITE_SSTHRESH else ss,
+            info.get("retrans", 0), info.get("total_retrans", 0), info.get("delivery_rate", 0) * 8,
+            info.get("data_segs_out", 0)]
+
+
+class _Stop:
+    """Set by SIGTERM: the flow ends at the next sample and still reports."""
+
+    def __init__(self):
+        self.now = False
+        signal.signal(signal.SIGTERM, self._set)
+
+    def _set(self, *_):
+        self.now = True
+
+
+def send(host: str, port: int, duration: float, cc: str | None = None, tos: int = 0,
+         sample: float = 0.1, sndbuf: int | None = None) -> dict:
+    """Stream for ``duration`` s (or until SIGTERM); TCP_INFO time series as described above."""
+    stop = _Stop()
+    sock = _connect(host, port, cc, tos, sndbuf)
+    sock.setblocking(False)
+    used = _cc_of(sock)
+    chunk = memoryview(bytes(256 * 1024))
+    frame_left, seq, written = 0, 0, 0
+    t0 = time.monotonic()
+    k, rows = 0, []
+    while True:
+        now = time.monotonic()
+        if now >= t0 + k * sample:
+            rows.append(_row(now - t0, written, tcp_info(sock)))
+            k = int((now - t0) / sample) + 1
+            if now - t0 >= duration or stop.now:
+                break
+        r, w, _ = select.select([sock], [sock], [], max(0.0, t0 + k * sample - now))
+        if r:
+            try:
+                if not sock.recv(65536):
+                    break
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                break
+        if not w:
+            continue
+        try:
+            if frame_left == 0:
+                seq += 1
+                head = wire.TCP_REQ.pack(wire.TCP_REQ_MAGIC, seq, FRAME_BYTES, wire.TCP_RESP.size, tos & 0xFF)
+                sent = sock.send(head)
+                if sent != len(head):  # keep framing simple: headers go out whole or the flow ends
+                    break
+                frame_left = FRAME_BYTES - len(head)
+                written += sent
+                continue
+            sent = sock.send(chunk[:min(len(chunk), frame_left)])
+            frame_left -= sent
+            written += sent
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            break
+    sock.close()
+    return {"mode": "send", "cc": used, "tos": tos, "sample_s": sample, "duration_s": duration,
+            "fields": list(SEND_FIELDS), "rows": rows}
+
+
+def messages(host: str, port: int, size: int, resp_size: int, count: int, interval: float,
+             cc: str | None = None, tos: int = 0) -> dict:
+    """One ``size``-byte request every ``interval`` s on one connection; per-message FCT and cwnd."""
+    stop = _Stop()
+    sock = _connect(host, port, cc, tos, None)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    used = _cc_of(sock)
+    body = bytes(max(0, size - wire.TCP_REQ.size))
+    t0 = time.monotonic()
+    rows = []
+    for i in range(count):
+        while (left := t0 + i * interval - time.monotonic()) > 0 and not stop.now:
+            time.sleep(min(left, 0.05))
+        if stop.now:
+            break
+        start = time.monotonic()
+        # corked: the header is queued, not sent, so TCP_INFO shows the window right after the
+        # kernel's restart-after-idle check and before any ACK; the message leaves as one write would
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        sock.sendall(wire.TCP_REQ.pack(wire.TCP_REQ_MAGIC, i, max(size, wire.TCP_REQ.size), resp_size, tos & 0xFF))
+        info = tcp_info(sock)
+        sock.sendall(body)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+        need = resp_size
+        while need > 0:
+            got = sock.recv(min(need, 65536))
+            if not got:
+                raise ConnectionError("responder closed the connection")
+            need -= len(got)
+        end = time.monotonic()
+        after = tcp_info(sock)
+        ss = info.get("snd_ssthresh", 0)
+        rows.append([round(start - t0, 4), end - start, info.get("snd_cwnd", 0),
+                     -1 if ss >= INFINITE_SSTHRESH else ss, after.get("rtt", 0), after.get("total_retrans", 0)])
+    sock.close()
+    return {"mode": "messages", "cc": used, "size": size, "resp_size": resp_size, "interval_s": interval,
+            "fields": list(MESSAGE_FIELDS), "rows": rows}
+
+
+# ---- analysis helpers (run where the JSON is read) ------------------------------------------------
+
+def column(result: dict, name: str) -> list:
+    i = result["fields"].index(name)
+    return [r[i] for r in result["rows"]]
+
+
+def rates(result: dict, which: str = "acked", start: float = 0.0) -> tuple[list, list]:
+    """(interval end times s, rates bits/s) of ``written`` or ``acked`` between consecutive samples."""
+    t, b = column(result, "t_s"), column(result, which)
+    ts, rs = [], []
+    for i in range(1, len(t)):
+        dt = t[i] - t[i - 1]
+        if t[i - 1] >= start and dt > 0:
+            ts.append(t[i])
+            rs.append((b[i] - b[i - 1]) * 8 / dt)
+    return ts, rs
+
+
+def throughput(result: dict, omit: float = 0.5, which: str = "acked") -> float:
+    """Mean rate (bits/s) of ``which`` over [omit, end] (like iperf3 --omit)."""
+    t, b = column(result, "t_s"), column(result, which)
+    i = next((k for k, x in enumerate(t) if x >= omit), None)
+    if i is None or t[-1] - t[i] <= 0:
+        return math.nan
+    return (b[-1] - b[i]) * 8 / (t[-1] - t[i])
+
+
+def summary(result: dict, omit: float = 0.5) -> dict:
+    """Throughput and medians of TCP_INFO fields after ``omit`` s (for reports)."""
+    t = column(result, "t_s")
+    keep = [k for k, x in enumerate(t) if x >= omit] or list(range(len(t)))
+
+    def med(name):
+        v = sorted(column(result, name)[k] for k in keep)
+        return v[len(v) // 2] if v else math.nan
+
+    segs = column(result, "data_segs_out")
+    return {"cc": result["cc"], "throughput_bps": throughput(result, omit),
+            "rtt_p50_us": med("rtt_us"), "rttvar_p50_us": med("rttvar_us"), "cwnd_p50": med("cwnd"),
+            "ssthresh_p50": med("ssthresh"), "delivery_p50_bps": med("delivery_bps"),
+            "total_retrans": column(result, "total_retrans")[-1] if t else 0,
+            "data_segs_out": segs[-1] if segs else 0}
+
+
+def main(argv=None) -> int:
+    from ..agent import parse_target
+    from ..dscp import tos_byte
+    p = argparse.ArgumentParser(prog="python -m netslo.qos.tcpflow", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="mode", required=True)
+    s = sub.add_parser("send")
+    s.add_argument("--duration", default="5s")
+    s.add_argument("--sample", default="100ms")
+    s.add_argument("--sndbuf", default=None)
+    m = sub.add_parser("messages")
+    m.add_argument("--size", default="100kB")
+    m.add_argument("--resp-size", default="1k")
+    m.add_argument("--count", type=int, default=6)
+    m.add_argument("--interval", default="1s")
+    for q in (s, m):
+        q.add_argument("--target", required=True)
+        q.add_argument("--cc", default=None)
+        q.add_argument("--tos", default="0")
+    args = p.parse_args(argv)
+    try:
+        host, port = parse_target(args.target)
+        tos = tos_byte(args.tos, "--tos")
+        if args.mode == "send":
+            duration = units.duration(args.duration, "--duration")
+            sample = units.duration(args.sample, "--sample")
+            if duration <= 0 or sample <= 0:
+                raise SpecError("--duration/--sample", f"{args.duration}/{args.sample}", "durations > 0")
+            sndbuf = units.size(args.sndbuf, "--sndbuf") if args.sndbuf else None
+            out = send(host, port, duration, args.cc, tos, sample, sndbuf)
+        else:
+            if args.count < 1:
+                raise SpecError("--count", args.count, "a whole number >= 1")
+            size = units.size(args.size, "--size")
+            resp = units.size(args.resp_size, "--resp-size")
+            if not wire.TCP_REQ.size <= size <= wire.MAX_TCP_MESSAGE or not wire.TCP_RESP.size <= resp <= wire.MAX_TCP_MESSAGE:
+                raise SpecError("--size/--resp-size", f"{args.size}/{args.resp_size}",
+                                f"sizes from {wire.TCP_RESP.size} B to {wire.MAX_TCP_MESSAGE} B")
+            out = messages(host, port, size, resp, args.count, units.duration(args.interval, "--interval"),
+                           args.cc, tos)
+    except SpecError as e:
+        print(f"netslo.qos.tcpflow: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

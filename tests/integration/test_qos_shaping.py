@@ -1,0 +1,110 @@
+"""QoS qdiscs on real namespaces: the bandwidth plugin's tbf/ifb, htb policies read back, cleanup."""
+
+import subprocess
+
+import pytest
+
+from netslo.errors import InfrastructureError, SpecError
+from netslo.probes import ProbeSpec
+from netslo.providers.netns import NetnsCluster
+from netslo.qos import bandwidth, priority, shaping
+
+POLICY = priority.parse_policy({"link": "20mbit", "classes": [
+    {"name": "ef", "dscp": ["EF"], "rate": "4mbit", "prio": 0},
+    {"name": "be", "default": True, "rate": "16mbit", "prio": 1}]})
+
+
+def tc(ns: str, *args: str) -> str:
+    return subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "tc", *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def iptables_rules(ns: str, table: str) -> str:
+    return subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "iptables", "-w", "5", "-t", table, "-S"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def cl():
+    with NetnsCluster(nodes=2, datapath="bridge") as c:
+        yield c
+
+
+def test_annotations_install_the_plugins_qdiscs(cl):
+    pod = cl.add_pod("bw", "node1", annotations={bandwidth.INGRESS_KEY: "10M", bandwidth.EGRESS_KEY: "1M"})
+    ns = cl.node_netns("node1")
+    assert bandwidth.read(ns, pod.host_interface) == {"ingress": 10_000_000, "egress": 1_000_000}
+    qd = tc(ns, "qdisc", "show")
+    ifb = bandwidth.ifb_name(pod.host_interface)
+    assert f"qdisc tbf 1: dev {pod.host_interface} root" in qd and "rate 10Mbit" in qd
+    assert f"qdisc ingress ffff: dev {pod.host_interface}" in qd
+    assert f"qdisc tbf 1: dev {ifb} root" in qd and "rate 1Mbit" in qd
+    flt = tc(ns, "filter", "show", "dev", pod.host_interface, "ingress")
+    assert "u32" in flt and f"Egress Redirect to device {ifb}" in flt
+    bandwidth.remove(bandwidth.Shaping(ns, pod.host_interface, 10e6, 1e6, ifb))
+    qd = tc(ns, "qdisc", "show")
+    assert "tbf" not in qd and "ingress" not in qd and ifb not in qd
+
+
+def test_pod_without_annotations_is_not_shaped(cl):
+    pod = cl.add_pod("plain", "node1")
+    assert bandwidth.read(cl.node_netns("node1"), pod.host_interface) == {"ingress": None, "egress": None}
+
+
+def test_bad_annotation_is_a_one_line_spec_error(cl):
+    with pytest.raises(SpecError) as e:
+        cl.add_pod("badbw", "node1", annotations={bandwidth.EGRESS_KEY: "10mbit"})
+    assert str(e.value).startswith("kubernetes.io/egress-bandwidth: value '10mbit'") and "\n" not in str(e.value)
+
+
+def test_priority_policy_reads_back_and_is_removed(cl):
+    ns = cl.node_netns("node1")
+    with priority.installed(ns, "eth0", POLICY) as inst:
+        assert inst.filters == [{"flowid": "1:10", "match": {1: (0xB8, 0xFC)}}]
+        classes = tc(ns, "class", "show", "dev", "eth0")
+        assert "class htb 1:10" in classes and "class htb 1:11" in classes and "prio 0" in classes
+    assert "htb" not in tc(ns, "qdisc", "show", "dev", "eth0")
+
+
+def test_u32_key_at_the_wrong_byte_is_caught_on_read_back(cl):
+    """kernel-facts pitfall: '0xb8000000/0xfc000000+0' matches version/IHL, not TOS; install refuses."""
+    ns = cl.node_netns("node1")
+    with pytest.raises(InfrastructureError, match="read back as .*byte 0") as e:
+        priority.install(ns, "eth0", POLICY, keys=lambda match: ["0xb8000000/0xfc000000+0"])
+    assert "\n" not in str(e.value)
+    assert "htb" not in tc(ns, "qdisc", "show", "dev", "eth0")
+
+
+def test_ef_packets_land_in_the_ef_class(cl):
+    """Classification proof without load: EF probes are counted by class 1:10, unmarked by 1:11."""
+    server = cl.add_pod("prio-srv", "node0")
+    ports = cl.start_responders(server, ("udp",))
+    client = cl.add_pod("prio-cli", "node1")
+    ns = cl.node_netns("node1")
+    with priority.installed(ns, "eth0", POLICY):
+        before = priority.class_counters(ns, "eth0")
+        cl.probe(client, ProbeSpec("udp", server.ip, ports["udp"], count=50, interval=0.002, tos=0xB8,
+                                   req_bytes=1000, resp_bytes=64))
+        mid = priority.class_counters(ns, "eth0")
+        cl.probe(client, ProbeSpec("udp", server.ip, ports["udp"], count=50, interval=0.002, tos=0,
+                                   req_bytes=1000, resp_bytes=64))
+        after = priority.class_counters(ns, "eth0")
+    assert mid["1:10"] - before["1:10"] >= 50 * 1000 and mid["1:11"] - before["1:11"] < 5000
+    assert after["1:11"] - mid["1:11"] >= 50 * 1000 and after["1:10"] - mid["1:10"] < 5000
+
+
+def test_bottleneck_and_rules_are_removed_on_failure(cl):
+    ns = cl.node_netns("node1")
+    with pytest.raises(RuntimeError):
+        with shaping.bottleneck(ns, "eth0", 10e6, 0.02) as b:
+            assert "tbf" in tc(ns, "qdisc", "show", "dev", "eth0") and b.max_queue_delay == pytest.approx(0.02, rel=0.01)
+            raise RuntimeError("boom")
+    assert "tbf" not in tc(ns, "qdisc", "show", "dev", "eth0")
+    with pytest.raises(RuntimeError):
+        with shaping.random_drop(ns, 0.5, ["-p", "udp", "--dport", "9"]):
+            assert "netslo-qos-drop" in iptables_rules(ns, "filter")
+            raise RuntimeError("boom")
+    assert "netslo-qos" not in iptables_rules(ns, "filter")
+    with pytest.raises(InfrastructureError):
+        with shaping.random_drop(ns, 1.5, ["-p", "udp"]):
+            pass

@@ -1,0 +1,50 @@
+"""tcpflow result helpers, the slow-start model and the CLI's one-line errors."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netslo.qos import experiments, tcpflow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _result(rows):
+    return {"cc": "cubic", "fields": list(tcpflow.SEND_FIELDS), "rows": rows}
+
+
+def _row(t, written, acked, rtt=1000, cwnd=10, retrans=0, segs=0):
+    return [t, written, acked, rtt, 100, 900, cwnd, -1, 0, retrans, 8e6, segs]
+
+
+def test_rates_and_throughput():
+    r = _result([_row(0.0, 0, 0), _row(0.1, 200_000, 125_000), _row(0.2, 250_000, 250_000, retrans=3, segs=180)])
+    t, rates = tcpflow.rates(r, "acked")
+    assert t == [0.1, 0.2] and rates == pytest.approx([10e6, 10e6])
+    assert tcpflow.rates(r, "written")[1] == pytest.approx([16e6, 4e6])
+    assert tcpflow.throughput(r, omit=0.1) == pytest.approx(10e6)
+    s = tcpflow.summary(r, omit=0.0)
+    assert s["total_retrans"] == 3 and s["data_segs_out"] == 180 and s["cwnd_p50"] == 10
+
+
+def test_slow_start_rounds():
+    assert experiments.slow_start_rounds(100_000) == 3       # 70 segments: 10 + 20 + 40
+    assert experiments.slow_start_rounds(14_480) == 1        # fits the initial window
+    assert experiments.slow_start_rounds(1_000_000) == 7
+
+
+@pytest.mark.parametrize("args,field", [
+    (["send", "--target", "nohost"], "--target"),
+    (["send", "--target", "127.0.0.1:7001", "--duration", "5"], "--duration"),
+    (["send", "--target", "127.0.0.1:7001", "--tos", "XX"], "--tos"),
+    (["messages", "--target", "127.0.0.1:7001", "--count", "0"], "--count"),
+    (["messages", "--target", "127.0.0.1:7001", "--size", "1"], "--size"),
+])
+def test_cli_errors_are_one_line(args, field):
+    run = subprocess.run([sys.executable, "-m", "netslo.qos.tcpflow", *args], capture_output=True, text=True,
+                         cwd=str(ROOT), timeout=60)
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "expected" in lines[0]
