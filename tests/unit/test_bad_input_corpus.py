@@ -6,8 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import copy
+
 import pytest
 import yaml
+
+from netslo.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = yaml.safe_load((ROOT / "tests" / "corpus" / "bad_input.yaml").read_text())
@@ -72,3 +76,37 @@ def test_gate_option_case_stops_before_creating_anything(case, tmp_path):
         assert part in line, (part, line)
     assert not [n for n in os.listdir("/run/netns") if n.startswith(f"nsl-{run_id}")] if os.path.isdir("/run/netns") else True
     assert not Path(f"/run/netslo/{run_id}").exists()
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["kind"] == "impairment"], ids=lambda c: c["id"])
+def test_impairment_spec_case(case):
+    from netslo.impair.spec import parse
+    with pytest.raises(SpecError) as e:
+        parse(case["doc"])
+    line = _one_line(str(e.value))
+    for part in case["expect"]:
+        assert part in line, (part, line)
+
+
+def _set(doc, dotted: str, value):
+    *path, last = dotted.split(".")
+    for key in path:
+        doc = doc[int(key)] if isinstance(doc, list) else doc[key]
+    if isinstance(doc, list):
+        doc[int(last)] = value
+    else:
+        doc[last] = value
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["kind"] == "qos"], ids=lambda c: c["id"])
+def test_qos_spec_case(case):
+    from netslo.qos.spec import parse
+    doc = copy.deepcopy(yaml.safe_load((ROOT / "slo-qos.yaml").read_text()))
+    for dotted, value in case["set"].items():
+        _set(doc, dotted, value)
+    with pytest.raises(SpecError) as e:
+        parse(doc, "slo-qos.yaml")
+    line = _one_line(str(e.value))
+    assert line.startswith("slo-qos.yaml: ")
+    for part in case["expect"]:
+        assert part in line, (part, line)
