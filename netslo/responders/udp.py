@@ -2,7 +2,7 @@
 
 Keeps, per flow, a bitmap of the sequence numbers that arrived so the probe can split loss into
 upstream and downstream (FIN exchange). Memory is bounded: at most ``MAX_FLOWS`` flows (oldest
-evicted, 16 MiB in all) and ``wire.MAX_FIN_SEQS`` tracked sequence numbers per flow; anything malformed is dropped.
+evicted; a segmented LRU protects established flows) and ``wire.MAX_FIN_SEQS`` tracked sequence numbers per flow; anything malformed is dropped.
 """
 
 from __future__ import annotations
@@ -14,41 +14,62 @@ from .. import wire
 from ..sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
 from ..timing import now_ns
 
-MAX_FLOWS = 1024
-MAX_BITMAP_BYTES = 16 * 1024 * 1024  # all flows together
+MAX_NEW_FLOWS = 1024        # flows on probation (few packets so far)
+MAX_ESTABLISHED = 256       # flows that proved themselves; a flood of new ids cannot evict these
+PROMOTE_AFTER = 16          # packets that move a flow from probation to established
+MAX_FIRST_SEQ = 8 * 8192    # a new flow may start at most this far from 0 (no 60 kB bitmap for one packet)
 
 
 class FlowTable:
-    """Bounded map flow id -> bitmap of received seqs, least recently used flow evicted first.
+    """Bounded map flow id -> bitmap of received seqs, as a segmented LRU.
 
-    A flood of unknown flow ids or huge sequence numbers can neither grow memory past
-    ``MAX_BITMAP_BYTES`` nor evict a flow that is still sending (it is always recently used)."""
+    New flows go on probation (LRU, ``MAX_NEW_FLOWS``); after ``PROMOTE_AFTER`` packets a flow moves
+    to the established table (LRU, ``MAX_ESTABLISHED``). A flood of unknown flow ids or huge sequence
+    numbers churns only probation, so it can neither evict a real probe's flow (even while that flow
+    is silent, waiting for its last answers before the FIN) nor grow memory without bound
+    (worst case about 1024 x 8 kB + 256 x 60 kB, 23 MB)."""
 
-    def __init__(self, max_flows: int = MAX_FLOWS, max_bytes: int = MAX_BITMAP_BYTES):
-        self.max_flows, self.max_bytes = max_flows, max_bytes
-        self.flows: OrderedDict[int, bytearray] = OrderedDict()
-        self.bytes = 0
+    def __init__(self, max_new: int = MAX_NEW_FLOWS, max_established: int = MAX_ESTABLISHED):
+        self.max_new, self.max_established = max_new, max_established
+        self.new: OrderedDict[int, list] = OrderedDict()          # flow -> [bitmap, packets]
+        self.established: OrderedDict[int, list] = OrderedDict()
+
+    @property
+    def flows(self) -> dict:
+        """flow -> bitmap over both segments (for inspection)."""
+        return {f: e[0] for table in (self.new, self.established) for f, e in table.items()}
 
     def mark(self, flow: int, seq: int) -> None:
         if seq >= wire.MAX_FIN_SEQS:
             return
-        bits = self.flows.get(flow)
-        if bits is None:
-            bits = self.flows[flow] = bytearray()
+        entry = self.established.get(flow)
+        if entry is not None:
+            self.established.move_to_end(flow)
         else:
-            self.flows.move_to_end(flow)
+            entry = self.new.get(flow)
+            if entry is None:
+                if seq >= MAX_FIRST_SEQ:
+                    return
+                entry = self.new[flow] = [bytearray(), 0]
+                if len(self.new) > self.max_new:
+                    self.new.popitem(last=False)
+            else:
+                self.new.move_to_end(flow)
+        bits = entry[0]
         i = seq >> 3
         if i >= len(bits):
-            grow = i + 1 - len(bits)
-            bits.extend(bytes(grow))
-            self.bytes += grow
+            bits.extend(bytes(i + 1 - len(bits)))
         bits[i] |= 1 << (seq & 7)
-        while len(self.flows) > self.max_flows or (self.bytes > self.max_bytes and len(self.flows) > 1):
-            _, old = self.flows.popitem(last=False)
-            self.bytes -= len(old)
+        entry[1] += 1
+        if entry[1] == PROMOTE_AFTER and flow in self.new:
+            del self.new[flow]
+            self.established[flow] = entry
+            if len(self.established) > self.max_established:
+                self.established.popitem(last=False)
 
     def bitmap(self, flow: int) -> bytes:
-        return bytes(self.flows.get(flow, b""))
+        entry = self.established.get(flow) or self.new.get(flow)
+        return bytes(entry[0]) if entry else b""
 
 
 def handle(data: bytes, tos_seen: int, rx_ns: int, table: FlowTable) -> bytes | None:

@@ -59,8 +59,20 @@ def test_responder_drops_garbage_and_truncated_datagrams():
 
 
 def test_flow_table_memory_is_bounded():
-    table = FlowTable(max_flows=8)
+    table = FlowTable(max_new=8, max_established=4)
     for flow in range(100):
         table.mark(flow, 10)
         table.mark(flow, wire.MAX_FIN_SEQS + 5)    # beyond the tracked range: ignored
-    assert len(table.flows) == 8 and all(len(b) <= wire.MAX_FIN_SEQS // 8 for b in table.flows.values())
+        table.mark(flow + 1000, wire.MAX_FIN_SEQS - 1)  # a new flow may not start with a huge seq
+    assert len(table.flows) == 8 and all(len(b) <= 2 for b in table.flows.values())
+
+
+def test_a_flood_of_new_flows_cannot_evict_an_established_silent_flow():
+    table = FlowTable()
+    for seq in range(100):
+        table.mark(7, seq)                          # a real probe, then silent (waiting for answers)
+    for flow in range(100_000, 120_000):            # flood: 20 000 unknown flow ids
+        table.mark(flow, 0)
+    bits = table.bitmap(7)
+    assert all(wire.bit_is_set(bits, s) for s in range(100))
+    assert len(table.new) <= 1024 and len(table.established) == 1
