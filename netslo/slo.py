@@ -26,12 +26,10 @@ import fnmatch
 import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import jsonschema
-import yaml
 
-from . import units
+from . import units, yamlfile
 from .errors import SpecError
 from .stats import Estimate
 
@@ -218,18 +216,7 @@ def parse(doc, source: str = "<memory>") -> SloSpec:
 
 def load(path) -> SloSpec:
     """Read and validate an SLO YAML file; every problem is a one-line SpecError naming the file."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise SpecError("--slo-file", str(path), f"a readable YAML file ({e.strerror})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "?"
-        raise SpecError(where, getattr(e, "problem", str(e)), "valid YAML", where=str(path)) from None
-    return parse(doc, str(path))
+    return parse(yamlfile.read(path, "--slo-file"), str(path))
 
 
 # ---- verdicts ------------------------------------------------------------------------------------

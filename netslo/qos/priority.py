@@ -38,6 +38,7 @@ from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
 from .. import units
 from ..dscp import DSCP_NAMES, tos_byte
 from ..errors import InfrastructureError, SpecError
+from .shaping import clear_root
 
 ROOT, PARENT = 0x10000, 0x10001
 FIRST_LEAF = 0x10
@@ -268,13 +269,13 @@ def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=
                            target=_classid(i), keys=keys(match_bytes(d, layer)))
                     pref += 1
     except NetlinkError as e:
-        remove(netns, ifname)
+        clear_root(netns, ifname)
         raise InfrastructureError(f"htb policy on {ifname} in {netns} failed: {e}") from None
     try:
         inst.filters = read_filters(netns, ifname)
         _verify(inst)
     except BaseException:
-        remove(netns, ifname)
+        clear_root(netns, ifname)
         raise
     return inst
 
@@ -291,20 +292,6 @@ def _verify(inst: Installed) -> None:
                                   f"configured [{show(want)}]")
 
 
-def remove(netns: str, ifname: str) -> None:
-    """Delete the root qdisc (and with it classes and filters). Idempotent."""
-    try:
-        with NetNS(netns) as ipr:
-            found = ipr.link_lookup(ifname=ifname)
-            if found:
-                try:
-                    ipr.tc("del", index=found[0], parent=TC_H_ROOT, handle=0)
-                except NetlinkError:
-                    pass
-    except OSError:
-        pass
-
-
 @contextlib.contextmanager
 def installed(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip"):
     """The policy on ``ifname`` for the ``with`` block, removed afterwards (also on failure)."""
@@ -312,7 +299,7 @@ def installed(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip"):
     try:
         yield inst
     finally:
-        remove(netns, ifname)
+        clear_root(netns, ifname)
 
 
 def class_counters(netns: str, ifname: str) -> dict:

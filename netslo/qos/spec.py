@@ -10,12 +10,10 @@ Every problem is one line naming file, field, value and expected form.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-import yaml
 
 from .. import slo as slo_mod
-from .. import units
+from .. import units, yamlfile
 from ..dscp import tos_byte
 from ..errors import SpecError
 from . import bandwidth, priority
@@ -168,15 +166,4 @@ def parse(doc, source: str = "<memory>") -> QosSpec:
 
 
 def load(path) -> QosSpec:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise SpecError("--qos-slo-file", str(path), f"a readable YAML file ({e.strerror})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "?"
-        raise SpecError(where, getattr(e, "problem", str(e)), "valid YAML", where=str(path)) from None
-    return parse(doc, str(path))
+    return parse(yamlfile.read(path, "--qos-slo-file"), str(path))
