@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import slo as slo_mod
-from .errors import InfrastructureError, Unsupported
+from .errors import InfrastructureError, SpecError, Unsupported
 from .probes import ProbeSpec
 from .providers.base import Cluster, Pod
 from .samples import SampleSet
@@ -114,6 +114,9 @@ def _measure(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: 
     t0 = time.monotonic()
     sampling = spec.sampling
     thresholds = spec.thresholds_for({**scenario.labels(), "datapath": cluster.datapath})
+    if not thresholds:  # a scenario nobody set an objective for must not pass silently
+        raise SpecError(f"{spec.source}: objectives", scenario.id,
+                        "an objective whose select matches this scenario (protocol/placement/profile/datapath)")
     batches: list[SampleSet] = []
     total = 0
     while True:

@@ -127,6 +127,8 @@ def pytest_runtest_makereport(item, call):
             report.longrepr = str(exc)
         elif isinstance(exc, InfrastructureError):
             report.longrepr = f"infrastructure error (not an SLO verdict): {exc}"
+        elif isinstance(exc, SpecError):
+            report.longrepr = f"configuration error (not an SLO verdict): {exc}"
     if report.when == "call" and OUTCOME in item.stash:
         item.config.stash[RESULTS].add(item.nodeid, item.stash[OUTCOME])
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from netslo import runner, slo
+from netslo.errors import SpecError
 from netslo.providers.netns import NetnsCluster, pids_in_netns
 from netslo.scenario import Scenario
 
@@ -83,3 +84,11 @@ def test_a_passing_run_is_not_repeated_because_of_a_stall(env):
     t.join()
     assert out.verdict == "pass" and out.notes == []
     assert out.analysis.metrics["timer_error.max"].value > runner.HOST_STALL_S  # the stall was real
+
+
+def test_a_scenario_no_objective_selects_is_an_error_not_a_silent_pass(env):
+    c, srv, cli, ports = env
+    spec = slo.parse({"version": 1, "objectives": [{"name": "tcp-only", "select": {"protocol": "tcp-rr"},
+                                                     "thresholds": {"rtt.p99": "1s"}}]})
+    with pytest.raises(SpecError, match="objective whose select matches"):
+        runner.run(c, cli, srv, ports, SC, spec)
