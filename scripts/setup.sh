@@ -7,7 +7,7 @@
 #   python: requirements.txt (pinned) + netslo itself (editable, registers the pytest plugin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS=(iproute2 util-linux procps iptables nftables iputils-ping iperf3 irtt gcc ethtool mosquitto user-mode-linux
+PKGS=(iproute2 util-linux procps iptables nftables iputils-ping iperf3 irtt gcc libc6-dev ethtool mosquitto user-mode-linux
       chromium)
 command -v java >/dev/null 2>&1 || PKGS+=(default-jre-headless)   # the Allure CLI runs on Java
 missing=()
