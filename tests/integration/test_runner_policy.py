@@ -48,21 +48,35 @@ def test_inconclusive_verdict_samples_more_up_to_the_bound_then_decides_on_point
     assert out.checks[0].by_point and out.verdict == "pass"
 
 
-def _stall_probe_once(c, cli, after=0.3, pause=0.05):
-    """SIGSTOP the probe process in the client pod for ``pause`` s, once, ``after`` s after it starts."""
+def _udp_out_datagrams(pid):
+    """UDP datagrams sent so far in the network namespace of ``pid`` (count)."""
+    lines = [ln.split() for ln in open(f"/proc/{pid}/net/snmp") if ln.startswith("Udp:")]
+    return int(lines[1][lines[0].index("OutDatagrams")])
+
+
+def _stall_probe_once(c, cli, after_packets=25, pause=0.05):
+    """SIGSTOP the probe process in the client pod for ``pause`` s, once, after it has sent
+    ``after_packets`` datagrams (keyed on traffic, not on a delay: a cold interpreter may spend
+    longer importing than the whole run lasts)."""
     def work():
         deadline = time.monotonic() + 20
+        pids, start = [], None
         while time.monotonic() < deadline:
-            pids = [p for p in pids_in_netns(c.netns_of(cli)) if b"probe" in open(f"/proc/{p}/cmdline", "rb").read()]
-            if pids:
-                time.sleep(after)
-                for p in pids:
-                    os.kill(p, signal.SIGSTOP)
-                time.sleep(pause)
-                for p in pids:
-                    os.kill(p, signal.SIGCONT)
-                return
-            time.sleep(0.005)
+            try:
+                if not pids:
+                    pids = [p for p in pids_in_netns(c.netns_of(cli))
+                            if b"probe" in open(f"/proc/{p}/cmdline", "rb").read()]
+                    start = _udp_out_datagrams(pids[0]) if pids else None
+                elif _udp_out_datagrams(pids[0]) - start >= after_packets:
+                    for p in pids:
+                        os.kill(p, signal.SIGSTOP)
+                    time.sleep(pause)
+                    for p in pids:
+                        os.kill(p, signal.SIGCONT)
+                    return
+            except (FileNotFoundError, ProcessLookupError):
+                pids = []
+            time.sleep(0.002)
     t = threading.Thread(target=work, daemon=True)
     t.start()
     return t
