@@ -1,16 +1,27 @@
-"""Gate power of the regression check, measured on real runs of an unchanged system.
+"""False alarms and power of the regression gate, measured on real runs of an unchanged system.
 
-    python benchmarks/gate_power.py RUNS_DIR [--factors 1.25,1.5,2,3,5] [--block 50] ...
+    python benchmarks/gate_power.py RUNS_DIR [RUNS_DIR ...] [--baseline-runs 10] [--shifts ...]
 
-RUNS_DIR holds one results directory per run (or use ``--synthetic N``: N runs of i.i.d. lognormal
-RTTs, median 100 µs, 1000 requests each: the statistical floor without host noise), (each with results.json + samples/), all of the same
-unchanged system, e.g. made with ``pytest -m cni --netslo-results RUNS_DIR/run01`` repeated.
-Prints (numbers, no pass/fail):
-  * false alarms: consecutive run pairs (run i = baseline, run i+1 = current) reporting any regression,
-    and how many single comparisons were flagged; the same for a naive Mann-Whitney U test at 5 %;
-  * power: the same pairs with a synthetic P99 shift injected into the current run (the slowest 2 %
-    of its requests get slower so that its RTT P99 is ``factor`` x the baseline's), the fraction of
-    (pair, test) cases whose rtt.p99 is flagged, per factor; the smallest factor detected in >= 80 %.
+Each RUNS_DIR holds one results directory per run (results.json + samples/), all of the same
+unchanged system, e.g. made by repeating
+
+    python -m pytest -m cni tests/cni/test_latency.py --netslo-results RUNS_DIR/run01
+
+For every run i >= K of a directory, the K runs before it are the baseline (``--baseline-runs``,
+K = 1 gives the single-run block-bootstrap mode) and run i is the current run:
+
+  * A/A: run i as measured. A false alarm is a gate that fails (any test x metric regressed).
+  * Injected shifts: run i with a known regression put into the raw samples of every test:
+      scale10   every RTT x 1.10                         (+10 % everywhere, P99 included)
+      tail10    2 % of requests at random slowed to 1.10 x the run's P99 (+10 % P99, P50 unchanged)
+      add1ms    every RTT + 1 ms                         (a 1 ms slower path, e.g. one more hop)
+      tail1ms   2 % of requests at random slowed to P99 + 1 ms (+1 ms P99, P50 unchanged)
+      loss05    0.5 % of the answered requests, at random, become lost (+0.5 percentage points)
+    Detection = the gate fails. Also reported: the share of tests flagged one by one.
+
+``--synthetic N`` uses N synthetic runs of 16 tests instead (lognormal RTTs, 1000 requests, with a
+run-to-run factor of ``--run-sd`` on the log scale): the statistics without this host's noise.
+Prints numbers (rates with 95 % Clopper-Pearson intervals), no pass/fail.
 """
 
 from __future__ import annotations
@@ -21,155 +32,141 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from netslo.report import regression as reg  # noqa: E402
+from netslo.report.run_spread import INDEX_TEST  # noqa: E402
 from netslo.report.series import received, rtt_by_seq  # noqa: E402
 from netslo.samples import SampleSet, empty  # noqa: E402
 
+SHIFTS = ("scale10", "tail10", "add1ms", "tail1ms", "loss05")
+
 
 def runs_in(directory: Path) -> list[reg.Run]:
-    dirs = sorted(p.parent for p in directory.glob("*/results.json"))
-    return [reg.load(d) for d in dirs]
+    return [reg.load(p.parent) for p in sorted(directory.glob("*/results.json"))]
 
 
-def with_tail_shift(s: SampleSet, target_p99: float) -> SampleSet:
-    """A copy whose RTT P99 becomes ``target_p99`` (s): requests at or above the current P98 get
-    slower by (target - current P99); the rest, and the order of everything, is unchanged."""
-    rtt = rtt_by_seq(s)
-    got = received(s)
-    p98 = reg.nearest_rank(rtt[got], 98.0)
-    shift = target_p99 - reg.nearest_rank(rtt[got], 99.0)
+def shifted(s: SampleSet, kind: str, rng) -> SampleSet:
+    """A copy of ``s`` with the regression ``kind`` (see the module doc) injected."""
     rows = s.rows.copy()
-    tail = got & (rtt >= p98)
-    rows["recv_ns"][tail] += int(round(max(shift, 0.0) * 1e9))
-    return SampleSet(rows, copy.deepcopy(s.meta))
-
-
-def with_scale(s: SampleSet, factor: float) -> SampleSet:
-    """A copy in which every RTT is ``factor`` x longer (a slower path for every request)."""
-    rows = s.rows.copy()
-    got = received(s)
-    rtt = rows["recv_ns"][got] - rows["send_ns"][got]
-    rows["recv_ns"][got] = rows["send_ns"][got] + np.round(rtt * factor).astype(np.int64)
-    return SampleSet(rows, copy.deepcopy(s.meta))
-
-
-def with_spread_tail(s: SampleSet, target_p99: float, seed: int = 0) -> SampleSet:
-    """A copy in which 2 % of the received requests, chosen at random over the run, take
-    0.98-1.02 x ``target_p99`` (if they were faster): an i.i.d. heavier tail whose P99 is the target
-    (within 2 %, as long as fewer than 1 % of the original requests were slower than the target)."""
-    rows = s.rows.copy()
-    idx = np.flatnonzero(received(s))
-    pick = np.random.default_rng(seed).choice(idx, size=max(1, int(np.ceil(0.02 * len(idx)))), replace=False)
-    want = (target_p99 * np.random.default_rng(seed + 1).uniform(0.98, 1.02, len(pick)) * 1e9).astype(np.int64)
-    rtt = rows["recv_ns"][pick] - rows["send_ns"][pick]
-    rows["recv_ns"][pick] = rows["send_ns"][pick] + np.maximum(rtt, want)
+    got = np.flatnonzero(received(s))
+    rtt_ns = rows["recv_ns"][got] - rows["send_ns"][got]
+    if kind in ("scale10", "add1ms"):
+        new = np.round(rtt_ns * 1.1) if kind == "scale10" else rtt_ns + 1_000_000
+        rows["recv_ns"][got] = rows["send_ns"][got] + new.astype(np.int64)
+    elif kind in ("tail10", "tail1ms"):
+        p99 = reg.nearest_rank(rtt_by_seq(s)[got], 99.0)
+        target = p99 * 1.1 if kind == "tail10" else p99 + 1e-3
+        pick = rng.choice(len(got), size=max(1, int(np.ceil(0.02 * len(got)))), replace=False)
+        want = (target * rng.uniform(0.98, 1.02, len(pick)) * 1e9).astype(np.int64)
+        rows["recv_ns"][got[pick]] = rows["send_ns"][got[pick]] + np.maximum(rtt_ns[pick], want)
+    elif kind == "loss05":
+        drop = got[rng.random(len(got)) < 0.005]
+        rows["recv_ns"][drop] = -1
+        rows["arrival"][drop] = -1
+    elif kind != "none":
+        raise ValueError(f"shift: value {kind!r} — expected one of none, {', '.join(SHIFTS)}")
     return SampleSet(rows, copy.deepcopy(s.meta))
 
 
 def pooled(runs: list[reg.Run]) -> reg.Run:
+    """One Run holding every session of ``runs`` (session indices kept apart)."""
     out = reg.Run()
     for r in runs:
+        offset = len(out.sources)
         out.environment += r.environment
-        out.sources += r.sources
+        out.sources += r.sources or [f"run{offset}"]
         for t, parts in r.samples.items():
-            for s in parts:
-                out.add(t, s)
+            for s, j in zip(parts, r.session_of.get(t, [0] * len(parts))):
+                out.add(t, s, offset + j)
     return out
 
 
-def synthetic_runs(count: int, n: int = 1000) -> list[reg.Run]:
-    """``count`` runs of two tests with i.i.d. lognormal RTTs (median 100 µs, sigma 0.5)."""
+def with_shift(run: reg.Run, kind: str, rng) -> reg.Run:
+    out = reg.Run(environment=run.environment, sources=run.sources)
+    for t, parts in run.samples.items():
+        for s in parts:
+            out.add(t, shifted(s, kind, rng))
+    return out
+
+
+def synthetic_runs(count: int, run_sd: float, n: int = 1000, tests: int = 16, seed: int = 0) -> list[reg.Run]:
+    """``count`` runs of ``tests`` tests: lognormal RTTs (median 100-250 µs, sigma 0.5) times a
+    per-run, per-test factor exp(N(0, run_sd)) — run-to-run noise of a runner."""
+    rng = np.random.default_rng(seed)
     out = []
     for i in range(count):
         run = reg.Run(environment=[{"run_id": f"synthetic{i}"}], sources=[f"synthetic{i}"])
-        for t, scale in (("same-node", 1.0), ("cross-node", 1.5)):
-            rng = np.random.default_rng(1000 + 7 * i + int(scale * 10))
+        for k in range(tests):
+            median = 100e-6 * (1 + 1.5 * k / tests) * np.exp(rng.normal(0.0, run_sd))
             rows = empty(n)
             rows["sched_ns"] = np.arange(n, dtype=np.int64) * 2_000_000
             rows["send_ns"] = rows["sched_ns"] + 30_000
-            rows["recv_ns"] = rows["send_ns"] + (scale * 1e5 * rng.lognormal(0, 0.5, n)).astype(np.int64)
+            rows["recv_ns"] = rows["send_ns"] + (median * rng.lognormal(0, 0.5, n) * 1e9).astype(np.int64)
             rows["arrival"] = np.arange(n)
-            run.add(f"synthetic[{t}]", SampleSet(rows, {"protocol": "udp"}))
+            run.add(f"synthetic[t{k:02d}]", SampleSet(rows, {"protocol": "udp"}))
         out.append(run)
+    return out
+
+
+def rate(k: int, n: int) -> str:
+    """'k/n = r % (95 % CI lo-hi %)' with a Clopper-Pearson interval."""
+    if not n:
+        return "0/0"
+    lo = sps.beta.ppf(0.025, k, n - k + 1) if k else 0.0
+    hi = sps.beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
+    return f"{k}/{n} = {k / n:.1%} (95% CI {lo:.1%}-{hi:.1%})"
+
+
+def study(groups: list[list[reg.Run]], k: int, policy: reg.Policy, shifts, seed: int = 1) -> dict:
+    """{shift: (gate failures, cases, tests flagged, tests)} over every (K previous runs, run i)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for kind in ("none",) + tuple(shifts):
+        fails = cases = flagged = tests = noise = 0
+        for runs in groups:
+            for i in range(k, len(runs)):
+                cur = runs[i] if kind == "none" else with_shift(runs[i], kind, rng)
+                rep = reg.compare(pooled(runs[i - k:i]), cur, policy)
+                cases += 1
+                fails += rep.failed
+                names = {c.test for c in rep.comparisons if not c.test.startswith(INDEX_TEST)}
+                tests += len(names)
+                flagged += len({c.test for c in rep.regressions if not c.test.startswith(INDEX_TEST)})
+                noise += any(c.verdict == reg.HOST_NOISE for c in rep.comparisons)
+                if kind == "none" and rep.failed:
+                    print("  false alarm:", "; ".join(f"{c.test.split('[')[-1].rstrip(']')} {c.metric} "
+                                                      f"{c.baseline * 1e6:.0f}->{c.current * 1e6:.0f}"
+                                                      f"{'us' if c.unit == 's' else 'e-6'} p={c.p_adj:.2g}"
+                                                      for c in rep.regressions))
+        out[kind] = (fails, cases, flagged, tests, noise)
+        print(f"{kind:8s} gate failed {rate(fails, cases)}; tests flagged {rate(flagged, tests)}; "
+              f"cases with host-noise set-asides {noise}", flush=True)
     return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("runs", type=Path, nargs="?")
-    ap.add_argument("--synthetic", type=int, default=0, help="use N synthetic i.i.d. runs instead of RUNS_DIR")
-    ap.add_argument("--factors", default="1.5,2,3,5")
-    ap.add_argument("--block", default=None)
-    ap.add_argument("--min-effect", default=None)
-    ap.add_argument("--min-abs", default=None)
-    ap.add_argument("--resamples", default="2000")
-    ap.add_argument("--shift", choices=("spread", "tail", "scale"), default="spread",
-                    help="spread: 2%% of requests at random get slower so that P99 = factor x baseline P99; "
-                         "tail: the slowest 2%% get slower (same P99 target); scale: every RTT x factor")
-    ap.add_argument("--baseline-runs", type=int, default=1, help="pool this many previous runs as the baseline")
-    ap.add_argument("--no-noise-guard", action="store_true")
+    ap.add_argument("runs", type=Path, nargs="*", help="directories of runs (each analysed on its own)")
+    ap.add_argument("--synthetic", type=int, default=0, help="use N synthetic runs instead")
+    ap.add_argument("--run-sd", type=float, default=0.02, help="synthetic run-to-run log-scale sd (0.02 = 2 %%)")
+    ap.add_argument("--requests", type=int, default=1000, help="synthetic requests per test and run")
+    ap.add_argument("--baseline-runs", type=int, default=10, help="K previous runs form the baseline")
+    ap.add_argument("--shifts", default=",".join(SHIFTS))
+    ap.add_argument("--alpha", default=None)
     a = ap.parse_args(argv)
-    policy = reg.policy_from_text(None, a.min_effect, a.min_abs, None, None, a.block, a.resamples)
-    if a.no_noise_guard:
-        policy = reg.Policy(**{**reg.asdict(policy), "noise_guard": False})
-    runs = synthetic_runs(a.synthetic) if a.synthetic else runs_in(a.runs)
-    if len(runs) < 2:
-        print(f"need at least 2 runs under {a.runs}, found {len(runs)}")
+    policy = reg.policy_from_text(alpha=a.alpha)
+    groups = [synthetic_runs(a.synthetic, a.run_sd, a.requests)] if a.synthetic else [runs_in(d) for d in a.runs]
+    if not any(len(g) > a.baseline_runs for g in groups):
+        print(f"need more than {a.baseline_runs} runs in a directory")
         return 2
-    k = a.baseline_runs
-    pairs = [(pooled(runs[i - k:i]), runs[i]) for i in range(k, len(runs))]
-    print(f"policy: metrics={','.join(policy.metrics)} min_effect={policy.min_effect_rel:.0%} "
-          f"min_abs={policy.min_effect_abs * 1e6:.0f}us block={policy.block_s * 1e3:g}ms alpha={policy.alpha:.0%} "
-          f"resamples={policy.n_boot} noise_guard={policy.noise_guard} baseline_runs={k} shift={a.shift}")
-    alarms, flagged, total, mw_flagged, noise = 0, 0, 0, 0, 0
-    for base, cur in pairs:
-        rep = reg.compare(base, cur, policy)
-        fam = [c for c in rep.comparisons if c.verdict != reg.INSUFFICIENT]
-        total += len(fam)
-        flagged += len(rep.regressions)
-        noise += sum(1 for c in rep.comparisons if c.verdict == reg.HOST_NOISE)
-        mw_flagged += sum(1 for c in fam if c.p_mw is not None and c.p_mw < 0.05)
-        if rep.failed:
-            alarms += 1
-            print("  false alarm:", ", ".join(f"{c.test.split('[')[-1][:-1]} {c.metric} "
-                                               f"{c.baseline * 1e3:.3g}->{c.current * 1e3:.3g}ms p={c.p_adj:.2g}"
-                                               for c in rep.regressions))
-    print(f"A/A: {alarms} of {len(pairs)} unchanged run pairs reported a regression; "
-          f"{flagged} of {total} single comparisons flagged; {noise} set aside as host noise")
-    mw_total = sum(1 for b, c in pairs for t in c.samples if t in b.samples for m in policy.metrics if m != "loss")
-    print(f"naive Mann-Whitney U (i.i.d., p<5%, no correction): {mw_flagged} of {mw_total} delay comparisons flagged")
-
-    only_p99 = reg.Policy(**{**reg.asdict(policy), "metrics": ("rtt.p99",)})
-    smallest = None
-    for factor in [float(f) for f in a.factors.split(",")]:
-        hit, cases, set_aside = 0, 0, 0
-        for base, cur in pairs:
-            shifted = reg.Run(environment=cur.environment, sources=cur.sources)
-            for test, parts in cur.samples.items():
-                if test not in base.samples:
-                    continue
-                b_p99 = reg.nearest_rank(np.concatenate([rtt_by_seq(s)[received(s)] for s in base.samples[test]]), 99.0)
-                for s in parts:
-                    shifted.add(test, {"spread": lambda: with_spread_tail(s, factor * b_p99),
-                                       "tail": lambda: with_tail_shift(s, factor * b_p99),
-                                       "scale": lambda: with_scale(s, factor)}[a.shift]())
-            rep = reg.compare(base, shifted, only_p99)
-            for c in rep.comparisons:
-                if c.verdict == reg.INSUFFICIENT:
-                    continue
-                cases += 1
-                hit += c.verdict == reg.REGRESSED
-                set_aside += c.verdict == reg.HOST_NOISE
-        rate = hit / cases if cases else 0.0
-        print(f"P99 shifted to {factor:g}x baseline P99: detected in {hit} of {cases} cases ({rate:.0%}); "
-              f"{set_aside} set aside as host noise")
-        if smallest is None and rate >= 0.8:
-            smallest = factor
-    print(f"smallest {a.shift} P99 shift detected in >= 80% of cases: "
-          f"{f'{smallest:g}x the baseline P99' if smallest else 'none of the factors tried'}")
+    print(f"policy: alpha={policy.alpha:.0%} (Holm, family-wise) baseline_runs={a.baseline_runs} "
+          f"mode={'run spread' if a.baseline_runs >= policy.spread_min_runs else 'block bootstrap'}; "
+          f"runs per directory: {', '.join(str(len(g)) for g in groups)}"
+          + (f"; synthetic: run-to-run sd {a.run_sd:.0%}, {a.requests} requests per test" if a.synthetic else ""))
+    study(groups, a.baseline_runs, policy, [s for s in a.shifts.split(",") if s])
     return 0
 
 

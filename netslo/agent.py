@@ -8,6 +8,8 @@
                           [--tos EF|46|0xb8...] [--no-nodelay] [--wait 1s] [--cpu N] --out FILE|-
     python -m netslo.agent bulk --target HOST:PORT [--duration 6s] [--omit 1s] [--cc bbr] [--sndbuf 512KiB]
     python -m netslo.agent reap [--dry-run]
+    python -m netslo.agent netem capability|lookup|apply|read|remove [--pod-ip IP] [--direction egress|ingress]
+                          [--spec JSON]       (on the pod's node; see netslo.impair.node_cli)
 
 ``probe`` writes raw samples (npz, see ``netslo.samples``) to a file or, with ``--out -``, to stdout:
 results never travel as log text. Bad options give one line on stderr and exit code 2.
@@ -136,6 +138,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["bulk"]:  # bulk TCP probe (issue 3): its own options, JSON on stdout
         from .probes import bulk
         return bulk.main(argv[1:])
+    if argv[:1] == ["netem"]:  # impairment DaemonSet: netem in a pod's netns, JSON on stdout
+        from .impair import node_cli
+        return node_cli.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return {"serve": _serve, "probe": _probe, "reap": _reap}[args.cmd](args)

@@ -50,12 +50,16 @@ def pytest_addoption(parser):
                 help="compare with a baseline: results.json, a results dir, or a dir of past runs")
     g.addoption("--regression-metrics", default=None,
                 help=f"metrics to compare (default {','.join(regression_mod.DEFAULT_METRICS)})")
+    P = regression_mod.Policy
     g.addoption("--regression-min-effect", default=None,
-                help=f"smallest relative change that counts (default {regression_mod.Policy.min_effect_rel:.0%})")
+                help=f"smallest relative change that counts (default {P.min_effect_rel:.0%}; "
+                     f"{P.spread_min_effect_rel:.0%} with a baseline of {P.spread_min_runs}+ runs)")
     g.addoption("--regression-min-abs", default=None,
-                help=f"smallest delay change that counts (default {regression_mod.Policy.min_effect_abs * 1e6:g}us)")
+                help=f"smallest delay change that counts (default {P.min_effect_abs * 1e6:g}us; "
+                     f"{P.spread_min_effect_abs * 1e6:g}us with {P.spread_min_runs}+ runs)")
     g.addoption("--regression-min-loss", default=None,
-                help=f"smallest loss change that counts (default {regression_mod.Policy.min_loss_abs:.1%})")
+                help=f"smallest loss change that counts (default {P.min_loss_abs:.1%}; "
+                     f"{P.spread_min_loss_abs:.1%} with {P.spread_min_runs}+ runs)")
     g.addoption("--regression-alpha", default=None,
                 help=f"family-wise error rate, Holm (default {regression_mod.Policy.alpha:.0%})")
     g.addoption("--regression-block", default=None,

@@ -5,13 +5,14 @@
 #
 #   sudo bash scripts/ci-k8s.sh            (root: network namespaces, mounts, cgroups)
 #
-# NETSLO_K8S_GATE_TESTS: the gate files to run (default: tests/cni/test_latency.py).
+# NETSLO_K8S_GATE_TESTS: the gate files to run (default: tests/cni/test_latency.py and
+# tests/cni/test_impairments.py, which skips with the node's reason where its kernel has no sch_netem).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 cd "$REPO"
 RESULTS=${NETSLO_K8S_RESULTS:-netslo-results-k8s}
-GATE_TESTS=${NETSLO_K8S_GATE_TESTS:-tests/cni/test_latency.py}
+GATE_TESTS=${NETSLO_K8S_GATE_TESTS:-tests/cni/test_latency.py tests/cni/test_impairments.py}
 PY=${PYTHON:-python3}
 t0=$(date +%s)
 
@@ -23,11 +24,12 @@ set +a
 echo "ci-k8s: cluster up after $(( $(date +%s) - t0 )) s"
 
 rc=0
-"$PY" -m pytest -q -p no:cacheprovider tests/integration/test_kube_existing.py || rc=1
+"$PY" -m pytest -q -p no:cacheprovider -rs tests/integration/test_kube_existing.py \
+  tests/integration/test_kube_impair.py || rc=1
 # The gate itself, on the same real cluster (needs make_provider("existing") wired in netslo.providers).
 if "$PY" -c 'from netslo.providers import make_provider; make_provider("existing")' 2>/dev/null; then
   # shellcheck disable=SC2086
-  "$PY" -m pytest -q -p no:cacheprovider -m cni --provider existing --netslo-results "$RESULTS" $GATE_TESTS || rc=1
+  "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --provider existing --netslo-results "$RESULTS" $GATE_TESTS || rc=1
 else
   echo "ci-k8s: make_provider('existing') not available in this build; gate on the local cluster skipped" >&2
 fi

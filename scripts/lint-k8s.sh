@@ -2,8 +2,8 @@
 # Offline checks of what netslo ships for Kubernetes and GitHub Actions:
 #   1. actionlint on .github/workflows/*.yml (built from the Go module proxy, pinned, cached)
 #   2. every manifest in manifests/ (agent templates) and every object the providers generate
-#      (agent pods, hostNetwork pod, Services, namespace) against the OpenAPI schemas of the pinned
-#      Kubernetes version (kubernetes-validate, strict: unknown fields are errors)
+#      (agent pods, hostNetwork pod, Services, namespace, impairment DaemonSet) against the OpenAPI
+#      schemas of the pinned Kubernetes version (kubernetes-validate, strict: unknown fields are errors)
 #   3. the committed kind configs equal what the kind provider writes; CNI data files load
 #   4. bash -n on the scripts
 # No cluster and no network beyond the Go module proxy / PyPI (for the first install of the tools).
@@ -58,6 +58,7 @@ objs = {
                                               external_traffic_policy="Local"),
     "svc-nodeport-cluster": km.service_manifest("srv-c", "lint0001", "server", type="NodePort",
                                                 external_traffic_policy="Cluster"),
+    "impairment-daemonset": km.impairment_daemonset_manifest("lint0001"),
 }
 for name, obj in objs.items():
     with open(f"{out}/{name}.yaml", "w") as f:

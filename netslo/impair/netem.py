@@ -300,7 +300,12 @@ def install(target: Target, imp: Impairment) -> dict:
         try:
             ipr.tc("add", "netem", dev, handle=NETEM_HANDLE, netslo_options=netem_options(imp))
         except NetlinkError as e:
-            raise _explain(e, f"netem on {target.netem_dev} in {target.netns}") from None
+            err = _explain(e, f"netem on {target.netem_dev} in {target.netns}")
+            if target.ifb:  # undo the ingress redirect and the ifb made above: leave nothing behind
+                _del_quiet(ipr, _link(ipr, target.ifname), "ingress")
+                for index in ipr.link_lookup(ifname=target.ifb):
+                    ipr.link("del", index=index)
+            raise err from None
         held = read(target, ipr)
     bad = mismatches(imp, held)
     if bad:

@@ -177,3 +177,73 @@ def service_manifest(name: str, run_id: str, pod_name: str, *, type: str = "Clus
             "metadata": {"name": k8s_name(name), "namespace": namespace_name(run_id),
                          "labels": labels(run_id)},
             "spec": spec}
+
+
+# ---- the impairment DaemonSet (netslo.providers.kube_impair) ---------------------------------------
+
+IMPAIR_NAME = "netslo-impair"
+IMPAIR_CONTAINER = "impair"
+IMPAIR_COMPONENT = "impairment"
+NETNS_DIR = "/var/run/netns"      # where the agent looks (netslo.impair.podns), inside the container
+# The host side of the mount: containerd makes pod namespaces in /var/run/netns, a symlink to /run on
+# every systemd/Debian node. The real path, because containerd (1.6) checks that a HostToContainer
+# source is a shared/slave mount without resolving symlinks ("/var/run/netns" would match "/").
+HOST_NETNS_DIR = "/run/netns"
+# Root, because the pod namespaces under /var/run/netns belong to the host's root user; but only two
+# capabilities: NET_ADMIN (qdiscs, filters, the ifb link) and SYS_ADMIN (setns into a pod's network
+# namespace). Not privileged, no privilege escalation, read-only root filesystem, the runtime's seccomp
+# profile (it allows setns/unshare only to holders of SYS_ADMIN).
+IMPAIR_CAPABILITIES = ("NET_ADMIN", "SYS_ADMIN")
+IMPAIR_SECURITY_CONTEXT = {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "privileged": False,
+                           "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                           "capabilities": {"drop": ["ALL"], "add": list(IMPAIR_CAPABILITIES)},
+                           "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def impairment_daemonset_manifest(run_id: str, *, image: str = DEFAULT_IMAGE,
+                                  pull_policy: str = "Never") -> dict:
+    """The DaemonSet that applies netem inside pods' network namespaces, one pod per node.
+
+    hostNetwork (the node's namespace: where pod veths have their peers), tolerates every taint (a
+    pod can be impaired on any node), mounts the host's /var/run/netns read-only with HostToContainer
+    propagation (namespaces of pods created later appear), gets its node name from the downward API.
+    Its container idles; ``kubectl exec`` runs ``python -m netslo.agent netem ...`` in it."""
+    if pull_policy not in PULL_POLICIES:
+        raise SpecError("imagePullPolicy", pull_policy, f"one of {', '.join(PULL_POLICIES)}")
+    select = {"app.kubernetes.io/name": IMPAIR_NAME, RUN_LABEL: run_id}
+    meta_labels = labels(run_id, **{"app.kubernetes.io/name": IMPAIR_NAME,
+                                    "app.kubernetes.io/component": IMPAIR_COMPONENT})
+    container = {
+        "name": IMPAIR_CONTAINER,
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": IDLE_COMMAND,
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+        "securityContext": IMPAIR_SECURITY_CONTEXT,
+        "volumeMounts": [{"name": "netns", "mountPath": NETNS_DIR, "readOnly": True,
+                          "mountPropagation": "HostToContainer"},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+    }
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": IMPAIR_NAME, "namespace": namespace_name(run_id), "labels": meta_labels},
+        "spec": {
+            "selector": {"matchLabels": select},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": dict(meta_labels)},
+                "spec": {
+                    "hostNetwork": True,
+                    "tolerations": [{"operator": "Exists"}],
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [container],
+                    "volumes": [{"name": "netns", "hostPath": {"path": HOST_NETNS_DIR, "type": "Directory"}},
+                                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
+                },
+            },
+        },
+    }

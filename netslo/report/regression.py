@@ -15,6 +15,11 @@ blocks of all runs are pooled (a block never spans two runs). The Mann-Whitney U
 current > baseline) and its effect size A = P(current > baseline) are reported for the whole series
 as context, not used for the verdict.
 
+With a baseline of ``spread_min_runs`` (3) or more past runs, a test is judged instead by how much
+its metrics move from run to run (``run_spread``: Student-t prediction from the baseline runs, plus
+a gate index over all tests); the bootstrap is for a baseline of one or two runs, which cannot show
+that spread and so only flags large effects.
+
 ``python -m netslo.report.regression --baseline B --current C`` compares two results directories
 (or results.json files; B may be a directory of past runs) and exits 1 on a regression.
 """
@@ -33,6 +38,7 @@ from scipy import stats as sps
 
 from .. import units
 from ..samples import SampleSet
+from . import run_spread
 from .series import DELAY_SERIES, series, split_metric
 
 DEFAULT_METRICS = ("rtt.p50", "rtt.p99", "loss")
@@ -42,6 +48,7 @@ MIN_TAIL = 5             # a percentile needs this many samples above it (P99: n
 
 REGRESSED, IMPROVED, UNCHANGED, INSUFFICIENT = "regressed", "improved", "unchanged", "insufficient data"
 HOST_NOISE = "host noise"   # would be a regression, but the sender's own timer error grew as much
+BOOTSTRAP, SPREAD = "block bootstrap", "run spread"   # Comparison.mode
 
 
 @dataclass(frozen=True)
@@ -52,9 +59,14 @@ class Policy:
     min_effect_rel: float = 1.0        # of the baseline value (1.0 = the metric doubled)
     min_effect_abs: float = 200e-6     # seconds, for delay metrics
     min_loss_abs: float = 0.005        # fraction (0.5 percentage points), for loss
-    alpha: float = 0.05                # family-wise over the whole comparison (Holm)
+    alpha: float = 0.01                # family-wise over the whole comparison (Holm)
     block_s: float = 0.2               # bootstrap block length in seconds of the send schedule
-    n_boot: int = 4000
+    n_boot: int = 4000                 # at least; raised so that Holm can reach alpha (2 m / alpha)
+    spread_min_runs: int = 3           # baseline runs of a test from which its run spread is used
+    spread_min_effect_rel: float = 0.02   # allowed effects when the run spread is known ...
+    spread_min_effect_abs: float = 5e-6   # ... (s) ...
+    spread_min_loss_abs: float = 0.001    # ... and for loss (0.1 percentage points)
+    gate_index: bool = True            # also judge the geometric mean over tests (run-spread mode)
     confidence: float = 0.95           # of the reported CI of delta
     seed: int = 0
     noise_guard: bool = True           # see host_noise()
@@ -62,16 +74,22 @@ class Policy:
     noise_abs_p50: float = 20e-6       # ... if the P50 also grew by at least this (s)
     noise_abs_p99: float = 0.5e-3      # ... or the P99 by at least this (s)
 
-    def allowed(self, metric: str, base: float) -> float:
+    def allowed(self, metric: str, base: float, mode: str = BOOTSTRAP) -> float:
         """Largest increase (s or fraction) that does not count as a regression."""
-        floor = self.min_loss_abs if split_metric(metric)[1] is None else self.min_effect_abs
-        return max(self.min_effect_rel * abs(base), floor)
+        loss = split_metric(metric)[1] is None
+        if mode == SPREAD:
+            return self.spread_min_loss_abs if loss else max(self.spread_min_effect_rel * abs(base),
+                                                             self.spread_min_effect_abs)
+        return self.min_loss_abs if loss else max(self.min_effect_rel * abs(base), self.min_effect_abs)
 
-    def allowed_drop(self, metric: str, base: float) -> float:
+    def allowed_drop(self, metric: str, base: float, mode: str = BOOTSTRAP) -> float:
         """Largest decrease that is not reported as an improvement: the same ratio the other way
         (x(1+rel) up <-> /(1+rel) down), at least the absolute floor."""
-        floor = self.min_loss_abs if split_metric(metric)[1] is None else self.min_effect_abs
-        return max(abs(base) * self.min_effect_rel / (1.0 + self.min_effect_rel), floor)
+        spread = mode == SPREAD
+        floor = ((self.spread_min_loss_abs if spread else self.min_loss_abs) if split_metric(metric)[1] is None
+                 else (self.spread_min_effect_abs if spread else self.min_effect_abs))
+        rel = self.spread_min_effect_rel if spread else self.min_effect_rel
+        return max(abs(base) * rel / (1.0 + rel), floor)
 
 
 # ---- loading runs ------------------------------------------------------------------------------
@@ -83,13 +101,16 @@ class Run:
     samples: dict = field(default_factory=dict)
     environment: list = field(default_factory=list)   # one dict per session
     sources: list = field(default_factory=list)       # results.json paths
+    session_of: dict = field(default_factory=dict)    # test -> session index of each SampleSet
 
     @property
     def sessions(self) -> int:
         return max(1, len(self.sources))
 
-    def add(self, test: str, s: SampleSet) -> None:
+    def add(self, test: str, s: SampleSet, session: int | None = None) -> None:
+        """Add one session's samples of ``test`` (default session: the latest source)."""
         self.samples.setdefault(test, []).append(s)
+        self.session_of.setdefault(test, []).append(max(0, len(self.sources) - 1) if session is None else session)
 
 
 def results_files(path) -> list[Path]:
@@ -115,7 +136,7 @@ def load(path) -> Run:
         run.sources.append(str(f))
         for rec in doc.get("results", []):
             if rec.get("samples_file"):
-                run.add(rec["test"], SampleSet.load(f.parent / rec["samples_file"]))
+                run.add(rec["test"], SampleSet.load(f.parent / rec["samples_file"]), len(run.sources) - 1)
     return run
 
 
@@ -203,6 +224,9 @@ class Comparison:
     timer_p50: tuple = (math.nan, math.nan)   # sender timer error (host contention canary), s,
     timer_p99: tuple = (math.nan, math.nan)   # (baseline, current)
     verdict: str = UNCHANGED
+    mode: str = BOOTSTRAP
+    flag_above: float = math.nan   # run-spread mode: smallest current value that fails (Bonferroni bound)
+    prediction: object = None      # run-spread mode: the run_spread.Prediction behind p (delays)
 
 
 def _enough(n: int, q: float | None) -> bool:
@@ -264,6 +288,91 @@ def compare_metric(test: str, metric: str, base_parts: list[np.ndarray], cur_par
     return out
 
 
+def run_value(values: np.ndarray, metric: str) -> tuple[float, int, int]:
+    """One run's metric value (s; for loss the fraction), plus (lost, n) for loss."""
+    _, q = split_metric(metric)
+    if q is None:
+        return (float(values.mean()) if len(values) else math.nan), int(values.sum()), len(values)
+    return (nearest_rank(values, q) if _enough(len(values), q) else math.nan), 0, len(values)
+
+
+def compare_spread(test: str, metric: str, base_parts: list[np.ndarray], cur_parts: list[np.ndarray],
+                   policy: Policy) -> Comparison:
+    """Judge the current run against the run-to-run spread of the baseline runs (``run_spread``)."""
+    _, q = split_metric(metric)
+    base_runs = [run_value(v, metric) for v in base_parts]
+    cur, lost_c, n_c = run_value(np.concatenate(cur_parts) if cur_parts else np.empty(0), metric)
+    unit = "1" if q is None else "s"
+    out = Comparison(test, metric, unit, math.nan, cur, math.nan, math.nan, math.nan, math.nan, math.nan,
+                     math.nan, n_baseline=sum(len(v) for v in base_parts), n_current=n_c,
+                     runs_baseline=len(base_parts), mode=SPREAD)
+    if q is None:
+        lost_b, n_b = sum(r[1] for r in base_runs), sum(r[2] for r in base_runs)
+        if not n_b or not n_c:
+            out.verdict = INSUFFICIENT
+            return out
+        out.baseline = lost_b / n_b
+        out.allowed = policy.allowed(metric, out.baseline, SPREAD)
+        out.p = run_spread.loss_p(lost_b, n_b, lost_c, n_c, out.allowed)
+        a = (1 - policy.confidence) / 2                   # Clopper-Pearson interval of the current rate
+        lo = float(sps.beta.ppf(a, lost_c, n_c - lost_c + 1)) if lost_c else 0.0
+        hi = float(sps.beta.ppf(1 - a, lost_c + 1, n_c - lost_c)) if lost_c < n_c else 1.0
+        out.delta_lo, out.delta_hi = lo - out.baseline, hi - out.baseline
+    else:
+        pred = run_spread.Prediction.of([r[0] for r in base_runs])
+        if pred is None or pred.runs < policy.spread_min_runs or not math.isfinite(cur):
+            out.verdict = INSUFFICIENT
+            return out
+        out.baseline = pred.center
+        out.allowed = policy.allowed(metric, pred.center, SPREAD)
+        out.p = pred.p_above(cur, out.allowed)
+        band_lo, band_hi = pred.band(policy.confidence)
+        out.delta_lo, out.delta_hi = cur - band_hi, cur - band_lo
+        out.prediction = pred
+    out.delta = cur - out.baseline
+    out.rel = out.delta / out.baseline if out.baseline else math.nan
+    return out
+
+
+def compare_index(metric: str, per_test: dict, current: "Run", baseline: "Run", policy: Policy) -> Comparison | None:
+    """The gate index of ``metric`` over the tests in ``per_test`` ({test: (base parts, cur parts)}):
+    geometric mean (delays) or summed loss per run, judged like one test. None if < 2 tests or
+    fewer than ``spread_min_runs`` baseline runs hold all of them."""
+    tests = sorted(per_test)
+    if len(tests) < 2:
+        return None
+    sessions = set.intersection(*(set(baseline.session_of[t]) for t in tests))
+    if len(sessions) < policy.spread_min_runs:
+        return None
+    by_session = {j: {} for j in sessions}
+    for t in tests:
+        for j, v in zip(baseline.session_of[t], per_test[t][0]):
+            if j in by_session:
+                by_session[j][t] = v
+    cur = {t: np.concatenate(per_test[t][1]) for t in tests}
+    name = f"{run_spread.INDEX_TEST} ({len(tests)} tests)"
+    if split_metric(metric)[1] is None:
+        base_parts = [np.concatenate([by_session[j][t] for t in tests]) for j in sorted(sessions)]
+        return compare_spread(name, metric, base_parts, [np.concatenate(list(cur.values()))], policy)
+    base_vals = [run_spread.geometric_index({t: run_value(by_session[j][t], metric)[0] for t in tests})
+                 for j in sorted(sessions)]
+    cur_val = run_spread.geometric_index({t: run_value(cur[t], metric)[0] for t in tests})
+    pred = run_spread.Prediction.of(base_vals)
+    out = Comparison(name, metric, "s", math.nan, cur_val, math.nan, math.nan, math.nan, math.nan, math.nan,
+                     math.nan, n_baseline=sum(sum(len(v) for v in per_test[t][0]) for t in tests),
+                     n_current=sum(len(v) for v in cur.values()), runs_baseline=len(sessions), mode=SPREAD)
+    if pred is None or pred.runs < policy.spread_min_runs or not math.isfinite(cur_val):
+        out.verdict = INSUFFICIENT
+        return out
+    out.baseline, out.allowed = pred.center, policy.allowed(metric, pred.center, SPREAD)
+    out.p = pred.p_above(cur_val, out.allowed)
+    band_lo, band_hi = pred.band(policy.confidence)
+    out.delta, out.delta_lo, out.delta_hi = cur_val - pred.center, cur_val - band_hi, cur_val - band_lo
+    out.rel = out.delta / pred.center
+    out.prediction = pred
+    return out
+
+
 def host_noise(base_parts: list[np.ndarray], cur_parts: list[np.ndarray], policy: Policy) -> dict:
     """Sender timer error (s) of both runs and whether the current run's host was busier.
 
@@ -271,16 +380,38 @@ def host_noise(base_parts: list[np.ndarray], cur_parts: list[np.ndarray], policy
     the client host, not the network. When its P50 or its P99 grew ``noise_ratio``-fold (and by at
     least ``noise_abs_p50`` / ``noise_abs_p99``), the host was busier during the current run, and a
     delay regression of that test is reported as host noise (not failed): repeat the run on a quieter
-    runner to judge the network."""
-    b = np.concatenate(base_parts) if base_parts else np.empty(0)
+    runner to judge the network. With several baseline runs the baseline value is the median of
+    the runs' values (a pooled P99 would be set by the noisiest baseline run)."""
     c = np.concatenate(cur_parts) if cur_parts else np.empty(0)
     out = {"noisier": False}
     for q, floor in ((50.0, policy.noise_abs_p50), (99.0, policy.noise_abs_p99)):
-        vb, vc = nearest_rank(b, q), nearest_rank(c, q)
+        per_run = [nearest_rank(p, q) for p in base_parts if len(p)]
+        vb, vc = (float(np.median(per_run)) if per_run else math.nan), nearest_rank(c, q)
         out[f"p{q:g}"] = (vb, vc)
         if math.isfinite(vb) and math.isfinite(vc) and vc > policy.noise_ratio * vb and vc - vb >= floor:
             out["noisier"] = True
     return out
+
+
+def spread_canary(base_parts: list[np.ndarray], cur_parts: list[np.ndarray]) -> dict:
+    """run_spread.timer_canary on the timer-error P50 and P99 of each baseline run."""
+    cur = np.concatenate(cur_parts) if cur_parts else np.empty(0)
+    base = {q: [nearest_rank(p, q) for p in base_parts if len(p)] for q in (50.0, 99.0)}
+    return run_spread.timer_canary(base, {q: nearest_rank(cur, q) for q in base})
+
+
+def index_canary(timers: dict, baseline: "Run", tests: list) -> dict:
+    """timer_canary on the geometric mean over ``tests`` of the timer-error P50/P99, per run."""
+    sessions = sorted(set.intersection(*(set(baseline.session_of[t]) for t in tests)))
+    base, cur = {}, {}
+    for q in (50.0, 99.0):
+        per_session = []
+        for j in sessions:
+            vals = {t: nearest_rank(p, q) for t in tests for s, p in zip(baseline.session_of[t], timers[t][0]) if s == j}
+            per_session.append(run_spread.geometric_index(vals))
+        base[q] = per_session
+        cur[q] = run_spread.geometric_index({t: nearest_rank(np.concatenate(timers[t][1]), q) for t in tests})
+    return run_spread.timer_canary(base, cur)
 
 
 def _explained_by_host(c: Comparison, timer_parts) -> bool:
@@ -371,17 +502,22 @@ class Report:
 
 
 def compare(baseline: Run, current: Run, policy: Policy = Policy(), baseline_label: str = "") -> Report:
-    """Every metric of every test found in both runs; Holm over all comparisons with enough data."""
+    """Every metric of every test found in both runs (plus the gate index when the baseline has
+    enough runs); Holm over all comparisons with enough data."""
     rng = np.random.default_rng(policy.seed)
     comps = []
     common = [t for t in current.samples if t in baseline.samples]
-    noisy, timers, sides = {}, {}, {}
+    family_bound = (len(common) + 1) * len(policy.metrics)
+    boot = Policy(**{**asdict(policy), "metrics": policy.metrics,
+                     "n_boot": max(policy.n_boot, math.ceil(2 * family_bound / policy.alpha))})
+    noisy, timers, sides, ratios = {}, {}, {}, {}
+    spread_series: dict = {m: {} for m in policy.metrics}   # metric -> {test: (base parts, cur parts)}
     for test in common:
-        canary = host_noise([series(s, "timer_error") for s in baseline.samples[test]],
-                            [series(s, "timer_error") for s in current.samples[test]], policy)
-        noisy[test] = canary["noisier"]
         timers[test] = ([series(s, "timer_error") for s in baseline.samples[test]],
                         [series(s, "timer_error") for s in current.samples[test]])
+        spread = len(baseline.samples[test]) >= policy.spread_min_runs
+        canary = (spread_canary(*timers[test]) if spread else host_noise(*timers[test], policy))
+        noisy[test], ratios[test] = canary["noisier"], canary.get("ratio", 1.0)
         block = block_requests(baseline.samples[test] + current.samples[test], policy.block_s)
         cache = {}
         for metric in policy.metrics:
@@ -392,17 +528,45 @@ def compare(baseline: Run, current: Run, policy: Policy = Policy(), baseline_lab
             b, c = cache[name]
             if not sum(map(len, b)) and not sum(map(len, c)):
                 continue   # series not measurable here (e.g. one-way delay without a shared clock)
-            comp = compare_metric(test, metric, b, c, policy, rng, block, sides)
+            if spread:
+                comp = compare_spread(test, metric, b, c, policy)
+                if comp.verdict != INSUFFICIENT:
+                    spread_series[metric][test] = (b, c)
+            else:
+                comp = compare_metric(test, metric, b, c, boot, rng, block, sides)
             comp.timer_p50, comp.timer_p99 = canary["p50"], canary["p99"]
             comps.append(comp)
         sides.clear()
+    if policy.gate_index:
+        for metric, per_test in spread_series.items():
+            comp = compare_index(metric, per_test, current, baseline, policy)
+            if comp is not None:
+                canary = index_canary({t: timers[t] for t in per_test}, baseline, sorted(per_test))
+                noisy[comp.test], ratios[comp.test] = canary["noisier"], canary["ratio"]
+                comp.timer_p50, comp.timer_p99 = canary.get("p50", comp.timer_p50), canary.get("p99", comp.timer_p99)
+                comps.append(comp)
+                if canary["noisier"]:   # the whole run was busier: every test of the index may be
+                    for t in per_test:
+                        noisy[t], ratios[t] = True, max(ratios[t], canary["ratio"])
     family = [c for c in comps if c.verdict != INSUFFICIENT]
-    for c, p in zip(family, holm([c.p for c in family])):
-        c.p_adj = p
+    index = [c for c in family if c.test.startswith(run_spread.INDEX_TEST)]
+    tests = [c for c in family if not c.test.startswith(run_spread.INDEX_TEST)]
+    alpha = policy.alpha / 2 if index else policy.alpha      # Bonferroni split: per-test | index
+    for part in (tests, index):
+        for c, p in zip(part, holm([c.p for c in part])):
+            c.p_adj = min(1.0, p * policy.alpha / alpha)     # comparable with policy.alpha
+            if c.prediction is not None:
+                c.flag_above = c.prediction.flag_above(c.allowed, alpha / len(part))
+    for c in family:
+        p = c.p_adj
         if p < policy.alpha:
-            c.verdict = HOST_NOISE if (policy.noise_guard and noisy[c.test] and _explained_by_host(c, timers[c.test])) \
-                else REGRESSED
-        elif math.isfinite(c.delta_hi) and c.delta_hi < -policy.allowed_drop(c.metric, c.baseline):
+            if c.mode == SPREAD:   # up to the timer error's own growth factor above the band: the host
+                band_hi = c.current - c.delta_lo
+                explained = split_metric(c.metric)[1] is not None and c.current <= band_hi * ratios[c.test]
+            else:
+                explained = _explained_by_host(c, timers[c.test])
+            c.verdict = HOST_NOISE if (policy.noise_guard and noisy[c.test] and explained) else REGRESSED
+        elif math.isfinite(c.delta_hi) and c.delta_hi < -policy.allowed_drop(c.metric, c.baseline, c.mode):
             c.verdict = IMPROVED
     return Report(policy, comps, baseline, current, baseline_label,
                   only_baseline=sorted(set(baseline.samples) - set(current.samples)),
@@ -441,6 +605,24 @@ HEADER = ("| test | metric | baseline | current | Δ (95% CI) | Δ % | allowed �
           "|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
 
 
+def _sharpness(family: list) -> list[str]:
+    """'rtt.p99: median +35 % per test, +9 % gate index' per delay metric of run-spread comparisons."""
+    out = []
+    metrics = sorted({c.metric for c in family if c.prediction is not None})
+    for m in metrics:
+        per_test = [c.flag_above / c.baseline - 1 for c in family if c.metric == m and c.prediction is not None
+                    and not c.test.startswith(run_spread.INDEX_TEST)]
+        index = [c.flag_above / c.baseline - 1 for c in family if c.metric == m and c.prediction is not None
+                 and c.test.startswith(run_spread.INDEX_TEST)]
+        parts = []
+        if per_test:
+            parts.append(f"median {float(np.median(per_test)):+.0%} per test")
+        if index:
+            parts.append(f"{index[0]:+.0%} {run_spread.INDEX_TEST}")
+        out.append(f"{m} {', '.join(parts)}")
+    return out
+
+
 def markdown(report: "Report") -> str:
     pol = report.policy
     regs = report.regressions
@@ -454,12 +636,29 @@ def markdown(report: "Report") -> str:
                  f"({report.baseline.sessions} run{'s' if report.baseline.sessions != 1 else ''}); current run "
                  f"`{cur_env.get('run_id', '?')}`; {len(family)} comparisons of {', '.join(pol.metrics)}.")
     lines.append("")
-    lines.append(f"A regression is a metric that grew by more than the allowed Δ = max({pol.min_effect_rel:.0%} of "
-                 f"the baseline, {units.format_duration(pol.min_effect_abs)}) for delays or "
-                 f"{units.format_percent(pol.min_loss_abs)} for loss, with a one-sided block-bootstrap p-value "
-                 f"(blocks of {units.format_duration(pol.block_s)} of requests, {pol.n_boot} resamples) below {pol.alpha:.0%} after Holm "
-                 f"correction over all {len(family)} comparisons. MW p / A: Mann–Whitney U (current > baseline) "
-                 f"and P(current > baseline), context only.")
+    modes = {c.mode for c in family}
+    if BOOTSTRAP in modes:
+        lines.append(f"Block bootstrap (baseline of fewer than {pol.spread_min_runs} runs): a regression is a metric "
+                     f"that grew by more than the allowed Δ = max({pol.min_effect_rel:.0%} of the baseline, "
+                     f"{units.format_duration(pol.min_effect_abs)}) for delays or {units.format_percent(pol.min_loss_abs)} "
+                     f"for loss, with a one-sided block-bootstrap p-value (blocks of {units.format_duration(pol.block_s)} "
+                     f"of requests). One baseline run cannot show how much this runner moves between runs, so "
+                     f"only large effects are flagged; a baseline of {pol.spread_min_runs}+ past runs is much sharper.")
+        lines.append("")
+    if SPREAD in modes:
+        lines.append(f"Run spread (baseline of {pol.spread_min_runs}+ runs): each metric is judged against how much it "
+                     f"moved between the baseline runs (one-sided Student-t prediction on the log scale); allowed Δ = "
+                     f"max({pol.spread_min_effect_rel:.0%}, {units.format_duration(pol.spread_min_effect_abs)}) for delays, "
+                     f"{units.format_percent(pol.spread_min_loss_abs)} for loss (exact binomial). The *{run_spread.INDEX_TEST}* "
+                     f"rows judge the geometric mean over all tests, which catches a shift of every test that no "
+                     f"single test can tell from noise.")
+        lines.append("")
+        sharp = _sharpness(family)
+        if sharp:
+            lines.append("Smallest increase this baseline can flag: " + "; ".join(sharp) + ".")
+            lines.append("")
+    lines.append(f"p (Holm) < {pol.alpha:.0%} over all {len(family)} comparisons fails the gate. MW p / A: "
+                 f"Mann–Whitney U (current > baseline) and P(current > baseline), context only.")
     lines.append("")
     if regs:
         lines += ["#### Regressions", "", *HEADER]
@@ -504,12 +703,12 @@ def policy_from_text(metrics: str | None = None, min_effect: str | None = None, 
                 raise SpecError("--regression-metrics", m, "comma-separated metrics like rtt.p50,rtt.p99,"
                                 "ipdv.p99,loss (series.pQ with 0<Q<100, or loss)") from None
         kw["metrics"] = ms
-    if min_effect:
-        kw["min_effect_rel"] = units.percent(min_effect, "--regression-min-effect")
+    if min_effect:   # an explicit effect applies in both modes
+        kw["min_effect_rel"] = kw["spread_min_effect_rel"] = units.percent(min_effect, "--regression-min-effect")
     if min_abs:
-        kw["min_effect_abs"] = units.duration(min_abs, "--regression-min-abs")
+        kw["min_effect_abs"] = kw["spread_min_effect_abs"] = units.duration(min_abs, "--regression-min-abs")
     if min_loss:
-        kw["min_loss_abs"] = units.percent(min_loss, "--regression-min-loss")
+        kw["min_loss_abs"] = kw["spread_min_loss_abs"] = units.percent(min_loss, "--regression-min-loss")
     if alpha:
         kw["alpha"] = units.percent(alpha, "--regression-alpha")
         if not 0 < kw["alpha"] < 0.5:
@@ -531,9 +730,12 @@ def main(argv=None) -> int:
     ap.add_argument("--current", required=True, help="results.json or results dir of the run to judge")
     ap.add_argument("--out", default=None, help="where to write regression.md/json (default: the current dir)")
     ap.add_argument("--metrics", default=None, help=f"default {','.join(DEFAULT_METRICS)}")
-    ap.add_argument("--min-effect", default=None, help=f"relative, default {Policy.min_effect_rel:.0%}")
-    ap.add_argument("--min-abs", default=None, help=f"delay floor, default {units.format_duration(Policy.min_effect_abs)}")
-    ap.add_argument("--min-loss", default=None, help=f"loss floor, default {units.format_percent(Policy.min_loss_abs)}")
+    ap.add_argument("--min-effect", default=None, help=f"relative, default {Policy.min_effect_rel:.0%} "
+                    f"({Policy.spread_min_effect_rel:.0%} with a baseline of {Policy.spread_min_runs}+ runs)")
+    ap.add_argument("--min-abs", default=None, help=f"delay floor, default {units.format_duration(Policy.min_effect_abs)} "
+                    f"({units.format_duration(Policy.spread_min_effect_abs)} with {Policy.spread_min_runs}+ runs)")
+    ap.add_argument("--min-loss", default=None, help=f"loss floor, default {units.format_percent(Policy.min_loss_abs)} "
+                    f"({units.format_percent(Policy.spread_min_loss_abs)} with {Policy.spread_min_runs}+ runs)")
     ap.add_argument("--alpha", default=None, help=f"family-wise, default {Policy.alpha:.0%}")
     ap.add_argument("--block", default=None, help=f"bootstrap block length, default {units.format_duration(Policy.block_s)}")
     ap.add_argument("--resamples", default=None, help=f"bootstrap resamples, default {Policy.n_boot}")

@@ -1,0 +1,152 @@
+"""``python -m netslo.agent netem ...``: netem on one pod, run on that pod's node.
+
+    python -m netslo.agent netem capability
+    python -m netslo.agent netem apply  --pod-ip IP --direction egress|ingress --spec JSON
+    python -m netslo.agent netem read   --pod-ip IP --direction egress|ingress
+    python -m netslo.agent netem remove --pod-ip IP --direction egress|ingress
+    python -m netslo.agent netem lookup --pod-ip IP
+
+Runs in the impairment DaemonSet's pod (hostNetwork, root with only CAP_NET_ADMIN + CAP_SYS_ADMIN,
+the host's /var/run/netns mounted read-only; see netslo.providers.kube_impair). It finds the network
+namespace that holds the pod IP (``netslo.impair.podns``) and uses the same code as the embedded
+provider (``netslo.impair.netem.install/read/remove``) on ``Target(<that netns>, eth0, direction,
+ifb for ingress)``.
+
+stdout: one JSON object (``node``, ``kernel``, ``netns``, ``ifname``, ``held``: the netem the kernel
+holds, ``inventory``: the qdiscs of the pod interface and whether netslo's ifb exists; capability:
+the ``Capabilities`` fields). Failure: one JSON line on stderr and the exit code says which kind:
+
+    3 {"error": "unsupported", "message": "node N: kernel K has no sch_netem (...)", "node", "kernel"}
+    1 {"error": "infrastructure", "message": ..., "node", "kernel"}
+    2 {"error": "usage", "message": "--direction: value 'up' — expected egress or ingress", ...}
+
+The node name comes from $NODE_NAME (the DaemonSet sets it from spec.nodeName), else the hostname.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from dataclasses import replace
+
+from ..errors import InfrastructureError, SpecError, Unsupported
+
+EXIT_INFRA, EXIT_USAGE, EXIT_UNSUPPORTED = 1, 2, 3
+ACTIONS = ("capability", "lookup", "apply", "read", "remove")
+DIRECTIONS = ("egress", "ingress")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are SpecError (one line, field/value/expected) instead of usage text."""
+
+    def error(self, message):
+        raise SpecError("netem arguments", " ".join(sys.argv[2:]) or "(none)",
+                        f"ACTION [--pod-ip IP] [--direction egress|ingress] [--spec JSON] ({message})")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m netslo.agent netem", add_help=True,
+                description="netem on one pod, run on the pod's node")
+    p.add_argument("action")
+    p.add_argument("--pod-ip")
+    p.add_argument("--direction")
+    p.add_argument("--spec", help="the impairment as JSON (netslo.impair.spec form, with units)")
+    p.add_argument("--netns-dir", default=None, help="where pod namespaces are mounted (default /var/run/netns)")
+    return p
+
+
+def node_name() -> str:
+    return os.environ.get("NODE_NAME") or platform.node()
+
+
+def _check(args) -> None:
+    if args.action not in ACTIONS:
+        raise SpecError("action", args.action, f"one of {', '.join(ACTIONS)}")
+    if args.action == "capability":
+        return
+    if not args.pod_ip:
+        raise SpecError("--pod-ip", args.pod_ip, "the target pod's IP address")
+    if args.action == "lookup":
+        return
+    if args.direction not in DIRECTIONS:
+        raise SpecError("--direction", args.direction, "egress or ingress")
+    if args.action == "apply" and not args.spec:
+        raise SpecError("--spec", args.spec, "the impairment as JSON, e.g. '{\"delay\": \"10ms\"}'")
+
+
+def impairment(text: str, direction: str):
+    """--spec JSON -> Impairment on ``direction`` (a direction inside the spec must agree)."""
+    from .spec import parse
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise SpecError("--spec", text[:80], f"JSON ({e.msg} at column {e.colno})") from None
+    if isinstance(doc, dict) and doc.get("direction", direction) != direction:
+        raise SpecError("--spec direction", doc["direction"], f"{direction} (as --direction)")
+    return replace(parse(doc, where="--spec"), direction=direction)
+
+
+def inventory(netns: str, ifname: str) -> dict:
+    """What netslo could have changed in the namespace: the interface's qdiscs and the ifb's presence."""
+    from pyroute2 import NetNS
+
+    from .netem import IFB_NAME
+    with NetNS(netns, flags=0) as ipr:
+        found = ipr.link_lookup(ifname=ifname)
+        qdiscs = sorted(f"{m.get_attr('TCA_KIND')} parent {m['parent']:#x}"
+                        for m in (ipr.get_qdiscs(index=found[0]) if found else []))
+        return {"qdiscs": qdiscs, "ifb": bool(ipr.link_lookup(ifname=IFB_NAME))}
+
+
+def run(args) -> dict:
+    from . import capability, netem, podns
+    _check(args)
+    base = {"node": node_name(), "kernel": platform.release()}
+    if args.action == "capability":
+        return {**base, **capability.detect().as_dict()}
+    ip = podns.check_ip(args.pod_ip)
+    imp = impairment(args.spec, args.direction) if args.action == "apply" else None  # bad input first
+    where = podns.find(ip, args.netns_dir or podns.NETNS_RUN_DIR)
+    base.update(pod_ip=ip, netns=where.name, ifname=where.ifname)
+    if args.action == "lookup":
+        return base
+    target = netem.Target(where.name if args.netns_dir is None else os.path.join(args.netns_dir, where.name),
+                          where.ifname, args.direction, netem.IFB_NAME if args.direction == "ingress" else None)
+    base["direction"] = args.direction
+    if args.action == "apply":
+        try:
+            base["held"] = netem.install(target, imp)
+        except Unsupported as e:
+            what = "has no sch_netem" if "sch_netem" in str(e) else "cannot do it"
+            raise Unsupported(f"node {base['node']}: kernel {base['kernel']} {what} ({e})") from None
+    elif args.action == "read":
+        base["held"] = netem.read(target)
+    else:
+        netem.remove(target)
+        base["removed"] = True
+    base["inventory"] = inventory(target.netns, target.ifname)
+    return base
+
+
+def _fail(kind: str, code: int, message: str) -> int:
+    print(json.dumps({"error": kind, "message": message, "node": node_name(), "kernel": platform.release()},
+                     ensure_ascii=False), file=sys.stderr)
+    return code
+
+
+def main(argv: list[str]) -> int:
+    try:
+        out = run(_parser().parse_args(argv))
+    except SpecError as e:
+        return _fail("usage", EXIT_USAGE, str(e))
+    except Unsupported as e:
+        return _fail("unsupported", EXIT_UNSUPPORTED, str(e))
+    except InfrastructureError as e:
+        return _fail("infrastructure", EXIT_INFRA, str(e))
+    except OSError as e:
+        return _fail("infrastructure", EXIT_INFRA, f"netem {argv[:1]}: {e}")
+    print(json.dumps(out, sort_keys=True, ensure_ascii=False))
+    return 0

@@ -1,0 +1,175 @@
+"""netem on the pods of a real Kubernetes cluster, through a node-level impairment DaemonSet.
+
+``KubeImpairer(cluster)`` has the interface of ``netslo.impair.netem.NetemController`` (``apply(pod,
+imp) -> held``, ``read``, ``remove``, ``clear``), so ``fixtures/impair.py`` and the closed-loop
+verification (``netslo.impair.verify``) work unchanged on kind, minikube and existing clusters.
+
+On first use it creates the DaemonSet ``netslo-impair`` in the run's namespace (see
+``kube_manifests.impairment_daemonset_manifest``: hostNetwork, root with only NET_ADMIN + SYS_ADMIN,
+the host's /var/run/netns read-only), waits until it is ready on every node (an error names the
+DaemonSet and its last status) and then ``kubectl exec``s ``python -m netslo.agent netem ...``
+(``netslo.impair.node_cli``) in the DaemonSet pod on the target pod's node. That finds the pod's
+network namespace by the pod IP and runs the embedded provider's netem code there.
+
+Errors: the agent's exit code 3 (sch_netem or ifb missing) -> ``Unsupported`` (tests skip with the
+reason), anything else -> ``InfrastructureError``; never an SLO failure. ``clear()`` removes everything
+this impairer applied; deleting the run namespace removes the DaemonSet. Timeouts are seconds.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import InfrastructureError, SpecError, Unsupported
+from . import kube_manifests as km
+from .kube_wait import wait_workload
+
+DIRECTIONS = ("egress", "ingress")
+EXIT_UNSUPPORTED = 3
+EXEC_TIMEOUT = 60.0
+
+
+class KubeImpairer:
+    """Impairments on a ``KubeCluster``'s pods via the run's impairment DaemonSet."""
+
+    def __init__(self, cluster, ready_timeout: float = 120.0, exec_timeout: float = EXEC_TIMEOUT):
+        self.cluster = cluster
+        self.ready_timeout = ready_timeout
+        self.exec_timeout = exec_timeout
+        self.applied: dict[tuple[str, str], object] = {}   # (pod name, direction) -> Pod
+        self._agents: dict[str, str] | None = None          # node name -> DaemonSet pod name
+        self._caps: dict[str, dict] = {}
+
+    @property
+    def name(self) -> str:
+        return km.IMPAIR_NAME
+
+    # ---- the DaemonSet ----------------------------------------------------------------------
+    def manifest(self) -> dict:
+        return km.impairment_daemonset_manifest(self.cluster.run_id, image=self.cluster.image,
+                                                pull_policy=self.cluster.pull_policy)
+
+    def ensure(self) -> dict[str, str]:
+        """Create the DaemonSet (once) and wait until it runs on every node; node -> its pod name."""
+        if self._agents is not None:
+            return self._agents
+        kubectl, ns = self.cluster.kubectl, self.cluster.namespace
+        if kubectl.get("daemonset", km.IMPAIR_NAME, ns, missing_ok=True) is None:
+            kubectl.create(self.manifest(), what=f"create DaemonSet {ns}/{km.IMPAIR_NAME}")
+        wait_workload(kubectl, "DaemonSet", ns, km.IMPAIR_NAME, "impairment DaemonSet", self.ready_timeout)
+        pods = kubectl.get("pods", namespace=ns,
+                           selector=f"app.kubernetes.io/name={km.IMPAIR_NAME},{km.RUN_LABEL}={self.cluster.run_id}")
+        self._agents = {p["spec"].get("nodeName"): p["metadata"]["name"] for p in pods
+                        if p.get("status", {}).get("phase") == "Running"}
+        return self._agents
+
+    def agent_pod(self, node: str) -> str:
+        agents = self.ensure()
+        if node not in agents:
+            raise InfrastructureError(f"impairment DaemonSet {self.cluster.namespace}/{km.IMPAIR_NAME}: no "
+                                      f"running pod on node {node} (has {', '.join(sorted(agents)) or 'none'})")
+        return agents[node]
+
+    def run(self, node: str, args: list[str]) -> dict:
+        """``python -m netslo.agent netem ARGS`` on ``node``; its JSON, or the error it reported."""
+        pod = self.agent_pod(node)
+        ns = self.cluster.namespace
+        argv = ["exec", "-n", ns, pod, "-c", km.IMPAIR_CONTAINER, "--", "python", "-m", "netslo.agent", "netem",
+                *args]
+        proc = self.cluster.kubectl.run(argv, timeout=self.exec_timeout, check=False,
+                                        what=f"netem {args[0]} in {ns}/{pod}")
+        if proc.returncode == 0:
+            try:
+                return json.loads(proc.stdout)
+            except ValueError:
+                raise InfrastructureError(f"netem {args[0]} on node {node}: not JSON on stdout: "
+                                          f"{proc.stdout[:200]!r}") from None
+        err = _last_json(proc.stderr)
+        msg = err.get("message") or _tail(proc.stderr)
+        if proc.returncode == EXIT_UNSUPPORTED and err.get("error") == "unsupported":
+            raise Unsupported(msg)
+        raise InfrastructureError(f"netem {args[0]} on node {node} (pod {ns}/{pod}): exit {proc.returncode}: {msg}")
+
+    # ---- capability -------------------------------------------------------------------------
+    def capability(self, node: str) -> dict:
+        """What the node's kernel can do (``Capabilities.as_dict()`` + node), asked once per node."""
+        if node not in self._caps:
+            self._caps[node] = self.run(node, ["capability"])
+        return self._caps[node]
+
+    def require(self, *features: str, nodes=None) -> None:
+        """Unsupported naming each node whose kernel lacks a feature ('netem', 'ifb', 'ingress_redirect')."""
+        features = features or ("netem", "ifb", "ingress_redirect")
+        missing = []
+        for node in nodes or self.cluster.nodes:
+            cap = self.capability(node)
+            lacks = [f for f in features if not cap.get(f)]
+            if lacks:
+                why = "; ".join(cap.get("reasons", {}).get(f, "not available") for f in lacks)
+                what = "has no sch_netem" if lacks == ["netem"] else f"lacks {', '.join(lacks)}"
+                missing.append(f"node {node}: kernel {cap.get('kernel', '?')} {what} ({why})")
+        if missing:
+            raise Unsupported("; ".join(missing))
+
+    # ---- NetemController's interface --------------------------------------------------------
+    def _target_args(self, pod, direction: str) -> list[str]:
+        if direction not in DIRECTIONS:
+            if direction == "host-egress":
+                raise Unsupported("host-egress impairments are not implemented on Kubernetes "
+                                  "(the host-side veth); use egress or ingress")
+            raise SpecError("direction", direction, "egress or ingress")
+        if getattr(pod, "host_network", False):
+            raise InfrastructureError(f"pod {pod.name} is a hostNetwork pod: netem would impair its whole "
+                                      "node; impair a pod-network pod instead")
+        if not pod.ip:
+            raise InfrastructureError(f"pod {pod.name}: no pod IP known")
+        return ["--pod-ip", pod.ip, "--direction", direction]
+
+    def lookup(self, pod) -> dict:
+        """Where the node agent finds ``pod``: {'netns', 'ifname', 'node', ...}."""
+        return self.run(pod.node, ["lookup", "--pod-ip", pod.ip])
+
+    def apply(self, pod, imp) -> dict:
+        args = self._target_args(pod, imp.direction)
+        self.applied[(pod.name, imp.direction)] = pod
+        out = self.run(pod.node, ["apply", *args, "--spec", json.dumps(imp.to_doc())])
+        return out["held"]
+
+    def read(self, pod, direction: str) -> dict:
+        return self.run(pod.node, ["read", *self._target_args(pod, direction)])["held"]
+
+    def inspect(self, pod, direction: str) -> dict:
+        """The whole read answer: held netem plus the inventory (qdiscs of the interface, ifb present)."""
+        return self.run(pod.node, ["read", *self._target_args(pod, direction)])
+
+    def remove(self, pod, direction: str) -> None:
+        self.applied.pop((pod.name, direction), None)
+        self.run(pod.node, ["remove", *self._target_args(pod, direction)])
+
+    def clear(self) -> None:
+        """Remove everything applied; the first error is raised after trying every one."""
+        first = None
+        for (name, direction), pod in list(self.applied.items()):
+            try:
+                self.run(pod.node, ["remove", *self._target_args(pod, direction)])
+            except (InfrastructureError, Unsupported) as e:
+                first = first or e
+            self.applied.pop((name, direction), None)
+        if first is not None:
+            raise InfrastructureError(f"clearing impairments: {first}")
+
+
+def _tail(data: bytes) -> str:
+    lines = [ln.strip() for ln in data.decode(errors="replace").splitlines() if ln.strip()]
+    return " | ".join(lines[-3:]) or "(no output)"
+
+
+def _last_json(data: bytes) -> dict:
+    for line in reversed(data.decode(errors="replace").splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return {}
+    return {}

@@ -1,0 +1,186 @@
+"""The impairment DaemonSet on a real cluster (the local one of scripts/local-k8s.sh).
+
+Real DaemonSet, real ``kubectl exec`` into it, real pod network namespaces: the DaemonSet becomes
+ready with only NET_ADMIN + SYS_ADMIN; the node agent finds the namespace that holds a pod's IP (and
+not another pod's, nor a decoy namespace holding the same address); the capability it reports is the
+node kernel's; applying netem either works and is read back, or (kernel without sch_netem, as here)
+raises Unsupported naming node and kernel and leaves the pod's namespace exactly as it was; and nothing
+of the run is left afterwards. Skips with the reason when no cluster answers.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from netslo.errors import InfrastructureError, Unsupported
+from netslo.impair import capability
+from netslo.impair.spec import parse
+from netslo.providers import kube_manifests as km
+from netslo.providers.kube_impair import KubeImpairer
+
+from . import kube_local
+from .test_kube_existing import cluster, leftovers, provider  # noqa: F401  (cluster: module-scoped, leftovers checked)
+
+pytestmark = pytest.mark.skipif(kube_local.why_not_up() is not None,
+                                reason=str(kube_local.why_not_up()))
+local_only = pytest.mark.skipif(not kube_local.is_local_node() or os.geteuid() != 0,
+                                reason="needs root and the local cluster's node (scripts/local-k8s.sh) "
+                                       "to look into pod namespaces from the host")
+
+
+@pytest.fixture(scope="module")
+def impairer(cluster):
+    imp = KubeImpairer(cluster, ready_timeout=120)
+    yield imp
+    imp.clear()
+
+
+@pytest.fixture(scope="module")
+def pods(cluster):
+    return [cluster.add_pod(name, cluster.nodes[0], responders=()) for name in ("imp-a", "imp-b")]
+
+
+def _host_ns(netns: str, *argv: str) -> str:
+    """A command in a pod namespace, run from the host (an independent view of what the agent did)."""
+    return subprocess.run(["nsenter", f"--net=/var/run/netns/{netns}", *argv], capture_output=True,
+                          check=True, timeout=10).stdout.decode()
+
+
+def test_daemonset_becomes_ready_on_every_node_with_two_capabilities(cluster, impairer):
+    t0 = time.monotonic()
+    agents = impairer.ensure()
+    assert sorted(agents) == sorted(cluster.nodes), agents
+    print(f"impairment DaemonSet ready after {time.monotonic() - t0:.1f} s: {agents}")
+    ds = cluster.kubectl.get("daemonset", km.IMPAIR_NAME, cluster.namespace)
+    assert ds["metadata"]["labels"][km.RUN_LABEL] == cluster.run_id
+    for node, name in agents.items():
+        pod = cluster.kubectl.get("pod", name, cluster.namespace)
+        assert pod["spec"]["nodeName"] == node and pod["spec"]["hostNetwork"] is True
+        assert pod["metadata"]["labels"][km.RUN_LABEL] == cluster.run_id
+        sc = pod["spec"]["containers"][0]["securityContext"]
+        assert sc["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "SYS_ADMIN"]}
+        assert sc.get("privileged") is False
+        # what the process really holds: CapEff of the idle process = exactly NET_ADMIN (12) + SYS_ADMIN (21)
+        status = cluster.kubectl.exec(cluster.namespace, name, km.IMPAIR_CONTAINER,
+                                      ["cat", "/proc/1/status"], timeout=30).decode()
+        cap_eff = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff:")), 16)
+        assert cap_eff == (1 << 12) | (1 << 21), f"CapEff {cap_eff:#x}"
+
+
+def test_lookup_finds_the_netns_holding_the_pod_ip(impairer, pods):
+    a, b = pods
+    found_a, found_b = impairer.lookup(a), impairer.lookup(b)
+    assert found_a["pod_ip"] == a.ip and found_a["ifname"] == "eth0" and found_a["node"] == a.node
+    assert found_a["netns"] != found_b["netns"]
+    if kube_local.is_local_node() and os.geteuid() == 0:  # check from the host, not through the agent
+        assert f" {a.ip}/" in _host_ns(found_a["netns"], "ip", "-o", "addr", "show", "dev", "eth0")
+        assert f" {a.ip}/" not in _host_ns(found_b["netns"], "ip", "-o", "addr")
+        assert f" {b.ip}/" in _host_ns(found_b["netns"], "ip", "-o", "addr", "show", "dev", "eth0")
+
+
+@local_only
+def test_lookup_ignores_a_decoy_namespace_with_the_same_ip(impairer, pods):
+    """Another namespace on the machine holding the pod's address (another tool's test namespaces use
+    the same 10.244.0.0/16): only the one whose veth peer is in the node's namespace counts."""
+    a, _ = pods
+    want = impairer.lookup(a)["netns"]
+    decoy = f"netslo-decoy-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", decoy], check=True, timeout=10)
+    try:
+        subprocess.run(["ip", "-n", decoy, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1"],
+                       check=True, timeout=10)  # a veth, but its peer is not in the node's namespace
+        subprocess.run(["ip", "-n", decoy, "addr", "add", f"{a.ip}/24", "dev", "eth0"], check=True, timeout=10)
+        subprocess.run(["ip", "-n", decoy, "link", "set", "eth0", "up"], check=True, timeout=10)
+        assert impairer.lookup(a)["netns"] == want
+    finally:
+        subprocess.run(["ip", "netns", "delete", decoy], timeout=10)
+    assert decoy not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def test_lookup_errors_name_the_problem(cluster, impairer):
+    node = cluster.nodes[0]
+    with pytest.raises(InfrastructureError, match=r"no namespace under /var/run/netns holds 192\.0\.2\.77"):
+        impairer.run(node, ["lookup", "--pod-ip", "192.0.2.77"])
+    with pytest.raises(InfrastructureError, match=r"exit 2: --pod-ip: value 'ten\.one' — expected an IPv4"):
+        impairer.run(node, ["lookup", "--pod-ip", "ten.one"])
+
+
+def test_capability_is_the_node_kernels(cluster, impairer):
+    node = cluster.nodes[0]
+    cap = impairer.capability(node)
+    node_obj = cluster.kubectl.get("node", node)
+    assert cap["node"] == node
+    assert cap["kernel"] == node_obj["status"]["nodeInfo"]["kernelVersion"]
+    if kube_local.is_local_node() and os.geteuid() == 0:  # same kernel as the host: same answers
+        host = capability.detect()
+        assert (cap["netem"], cap["ifb"], cap["ingress_redirect"]) == (host.netem, host.ifb, host.ingress_redirect)
+    if not cap["netem"]:
+        assert "netem" in cap["reasons"]
+        with pytest.raises(Unsupported, match=rf"^node {node}: kernel {cap['kernel']} has no sch_netem \("):
+            impairer.require("netem")
+    else:
+        impairer.require("netem")
+    print(f"node {node}: {cap}")
+
+
+@pytest.mark.parametrize("direction", ["egress", "ingress"])
+def test_apply_realizes_or_is_unsupported_and_leaves_nothing(cluster, impairer, pods, direction):
+    a, _ = pods
+    imp = parse({"delay": "10ms", "jitter": "1ms", "loss": "1%"}).with_direction(direction)
+    before = impairer.inspect(a, direction)
+    assert before["held"] == {} and before["inventory"]["ifb"] is False, before
+    host_before = None
+    if kube_local.is_local_node() and os.geteuid() == 0:
+        host_before = _host_ns(before["netns"], "tc", "qdisc", "show")
+    if impairer.capability(a.node)["netem"]:
+        held = impairer.apply(a, imp)
+        assert abs(held["delay"] - 0.010) < 1e-9 and abs(held["loss"] - 0.01) < 1e-6, held
+        assert impairer.read(a, direction)["delay"] == held["delay"]
+        impairer.clear()
+    else:
+        with pytest.raises(Unsupported, match=rf"^node {a.node}: kernel \S+ has no sch_netem"):
+            impairer.apply(a, imp)
+        impairer.clear()
+    after = impairer.inspect(a, direction)
+    assert after["held"] == {} and after["inventory"] == before["inventory"], (before, after)
+    if host_before is not None:
+        assert _host_ns(before["netns"], "tc", "qdisc", "show") == host_before
+        assert "nslifb" not in _host_ns(before["netns"], "ip", "-o", "link")
+
+
+def test_daemonset_that_never_gets_ready_is_an_error_naming_it_and_nothing_remains():
+    c = provider().up()
+    try:
+        c.image = "localhost/netslo-does-not-exist:never"
+        imp = KubeImpairer(c, ready_timeout=8)
+        t0 = time.monotonic()
+        with pytest.raises(InfrastructureError) as e:
+            imp.ensure()
+        msg = str(e.value)
+        want = f"impairment DaemonSet: DaemonSet {c.namespace}/{km.IMPAIR_NAME}: not ready after 8s"
+        assert msg.startswith(want), msg
+        assert "ErrImageNeverPull" in msg and "0/1 ready" in msg, msg
+        assert time.monotonic() - t0 < 30
+    finally:
+        c.close()
+    assert leftovers(c.kubectl, c.run_id) == []
+
+
+def test_after_the_run_no_daemonset_remains():
+    c = provider().up()
+    try:
+        KubeImpairer(c).ensure()
+        assert cluster_daemonsets(c)
+    finally:
+        c.close()
+    assert leftovers(c.kubectl, c.run_id) == []
+    assert cluster_daemonsets(c) == []
+
+
+def cluster_daemonsets(c) -> list[str]:
+    p = c.kubectl.run(["get", "daemonsets", "-A", "-l", f"{km.RUN_LABEL}={c.run_id}", "-o", "name"])
+    return p.stdout.decode().split()
