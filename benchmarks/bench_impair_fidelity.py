@@ -104,7 +104,7 @@ def fmt(r: dict) -> str:
     for k in ("loss", "dup", "reorder"):
         if f"{k}_configured" in r:
             cfg.append(f"{k} {units.format_percent(r[k + '_configured'])}")
-            real.append(f"{k} {units.format_percent(r[k + '_realized'])} [99%: {r[k + '_interval']}]")
+            real.append(f"{k} {units.format_percent(r[k + '_realized'])} [{verify.COUNT_CONFIDENCE:.1%}: {r[k + '_interval']}]")
     return (f"{r['config']:<26} | {', '.join(cfg):<32} | {', '.join(real):<58} | {r['received']:>6}/{r['n']:<6} | "
             f"{'ok' if r['ok'] else 'MISSED'}")
 

@@ -46,7 +46,8 @@ def timer_allowance(cluster) -> float:
     """The allowance for the kernel that realizes netem for ``cluster``."""
     kernel = str(cluster.environment().get("kernel", ""))
     return UML_TIMER_ALLOWANCE_S if kernel.startswith("uml") else TIMER_ALLOWANCE_S
-CONFIDENCE = 0.99
+CONFIDENCE = 0.99            # of the delay quantile CIs
+COUNT_CONFIDENCE = 0.999     # of the loss/duplicate/reorder count intervals (several per verification)
 CALIBRATION_COUNT = 2000
 CALIBRATION_INTERVAL_S = 0.002
 CALIBRATION_BYTES = 64
@@ -128,7 +129,7 @@ def loss_counts(samples: SampleSet, direction: str) -> tuple[int, int]:
     return int(((r["srv_seen"] == 1) & ~got).sum()), len(r) - up_lost
 
 
-def binomial_interval(n: int, p: float, confidence: float = CONFIDENCE) -> tuple[int, int]:
+def binomial_interval(n: int, p: float, confidence: float = COUNT_CONFIDENCE) -> tuple[int, int]:
     """Two-sided acceptance interval [lo, hi] of the count of Binom(n, p)."""
     a = (1 - confidence) / 2
     return int(sps.binom.ppf(a, n, p)), int(sps.binom.ppf(1 - a, n, p))
@@ -202,6 +203,8 @@ def check_direction(imp: Impairment, samples: SampleSet, baseline: SampleSet, di
                                 fmt(float(mask.std())), True))
     p_loss = imp.expected_loss + imp.corrupt * (1 - imp.expected_loss)
     if p_loss:
+        lost_b, n_b = loss_counts(baseline, direction)      # what the path lost without the impairment
+        p_loss = 1.0 - (1.0 - p_loss) * (1.0 - (lost_b / n_b if n_b else 0.0))
         lost, n = loss_counts(samples, direction)
         n_eff = n
         if imp.gilbert_elliott:
@@ -212,21 +215,21 @@ def check_direction(imp: Impairment, samples: SampleSet, baseline: SampleSet, di
         ok = lo * scale <= lost <= hi * scale
         checks.append(Check(f"{tag} loss", units.format_percent(p_loss),
                             f"{units.format_percent(lost / max(n, 1))} ({lost}/{n})", ok,
-                            f"99% interval {lo * scale:.0f}..{hi * scale:.0f} lost"))
+                            f"{COUNT_CONFIDENCE:.1%} interval {lo * scale:.0f}..{hi * scale:.0f} lost"))
     if imp.duplicate:
         received = int((samples.rows["recv_ns"] >= 0).sum())
         dups = int(samples.rows["dups"].sum())
         lo, hi = binomial_interval(received, imp.duplicate)
         checks.append(Check(f"{tag} duplicates", units.format_percent(imp.duplicate),
                             f"{units.format_percent(dups / max(received, 1))} ({dups}/{received})",
-                            lo <= dups <= hi, f"99% interval {lo}..{hi}"))
+                            lo <= dups <= hi, f"{COUNT_CONFIDENCE:.1%} interval {lo}..{hi}"))
     if imp.reorder:
         skipped = int((got < imp.delay / 2).sum())
         share = imp.reorder_share
         lo, hi = binomial_interval(len(got), share)
         checks.append(Check(f"{tag} reordered (skipped the delay)", units.format_percent(share),
                             f"{units.format_percent(skipped / len(got))} ({skipped}/{len(got)})",
-                            lo <= skipped <= hi, f"99% interval {lo}..{hi}"))
+                            lo <= skipped <= hi, f"{COUNT_CONFIDENCE:.1%} interval {lo}..{hi}"))
     return checks
 
 
