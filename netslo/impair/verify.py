@@ -22,13 +22,12 @@ the test errors, no SLO verdict is given.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats as sps
 
-from .. import units
+from .. import stats, units
 from ..errors import InfrastructureError
 from ..probes import ProbeSpec
 from ..samples import SampleSet
@@ -138,11 +137,9 @@ def binomial_interval(n: int, p: float, confidence: float = COUNT_CONFIDENCE) ->
 def quantile_ci(x_sorted: np.ndarray, q: float, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """(estimate, lo, hi) of percentile q with the distribution-free order-statistic CI."""
     n = len(x_sorted)
-    a = (1 - confidence) / 2
-    lo_r = max(int(sps.binom.ppf(a, n, q / 100)), 1)
-    hi_r = min(int(sps.binom.ppf(1 - a, n, q / 100)) + 1, n)
-    est = x_sorted[max(1, math.ceil(q / 100 * n)) - 1]
-    return float(est), float(x_sorted[lo_r - 1]), float(x_sorted[hi_r - 1])
+    lo_r, hi_r = stats.percentile_ci_ranks(n, q, confidence)
+    lo_r, hi_r = max(lo_r, 1), min(hi_r, n)      # clamped to the sample: finite bounds, unlike stats
+    return stats.nearest_rank(x_sorted, q), float(x_sorted[lo_r - 1]), float(x_sorted[hi_r - 1])
 
 
 def expected_delays(imp: Impairment, base: np.ndarray, wire_bytes: int, interval: float,
