@@ -30,13 +30,13 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 from scipy import stats as sps
 
-from .. import units
+from .. import stats, units
 from ..samples import SampleSet
 from . import run_spread
 from .series import DELAY_SERIES, series, split_metric
@@ -193,8 +193,8 @@ class BlockSide:
 
 
 def nearest_rank(values: np.ndarray, q: float) -> float:
-    x = np.sort(values)
-    return float(x[max(1, math.ceil(q / 100.0 * len(x) - 1e-9)) - 1]) if len(x) else math.nan
+    """Nearest-rank percentile q of unsorted ``values`` (NaN when empty)."""
+    return stats.nearest_rank(np.sort(values), q)
 
 
 # ---- one comparison ----------------------------------------------------------------------------
@@ -319,18 +319,26 @@ def compare_spread(test: str, metric: str, base_parts: list[np.ndarray], cur_par
         hi = float(sps.beta.ppf(1 - a, lost_c + 1, n_c - lost_c)) if lost_c < n_c else 1.0
         out.delta_lo, out.delta_hi = lo - out.baseline, hi - out.baseline
     else:
-        pred = run_spread.Prediction.of([r[0] for r in base_runs])
-        if pred is None or pred.runs < policy.spread_min_runs or not math.isfinite(cur):
-            out.verdict = INSUFFICIENT
-            return out
-        out.baseline = pred.center
-        out.allowed = policy.allowed(metric, pred.center, SPREAD)
-        out.p = pred.p_above(cur, out.allowed)
-        band_lo, band_hi = pred.band(policy.confidence)
-        out.delta_lo, out.delta_hi = cur - band_hi, cur - band_lo
-        out.prediction = pred
+        return _predicted(out, [r[0] for r in base_runs], policy)
     out.delta = cur - out.baseline
     out.rel = out.delta / out.baseline if out.baseline else math.nan
+    return out
+
+
+def _predicted(out: Comparison, base_values: list, policy: Policy) -> Comparison:
+    """Fill ``out`` (its ``current`` set) from the Student-t prediction of the baseline runs' values."""
+    cur = out.current
+    pred = run_spread.Prediction.of(base_values)
+    if pred is None or pred.runs < policy.spread_min_runs or not math.isfinite(cur):
+        out.verdict = INSUFFICIENT
+        return out
+    out.baseline = pred.center
+    out.allowed = policy.allowed(out.metric, pred.center, SPREAD)
+    out.p = pred.p_above(cur, out.allowed)
+    band_lo, band_hi = pred.band(policy.confidence)
+    out.delta, out.delta_lo, out.delta_hi = cur - pred.center, cur - band_hi, cur - band_lo
+    out.rel = out.delta / pred.center
+    out.prediction = pred
     return out
 
 
@@ -357,20 +365,10 @@ def compare_index(metric: str, per_test: dict, current: "Run", baseline: "Run", 
     base_vals = [run_spread.geometric_index({t: run_value(by_session[j][t], metric)[0] for t in tests})
                  for j in sorted(sessions)]
     cur_val = run_spread.geometric_index({t: run_value(cur[t], metric)[0] for t in tests})
-    pred = run_spread.Prediction.of(base_vals)
     out = Comparison(name, metric, "s", math.nan, cur_val, math.nan, math.nan, math.nan, math.nan, math.nan,
                      math.nan, n_baseline=sum(sum(len(v) for v in per_test[t][0]) for t in tests),
                      n_current=sum(len(v) for v in cur.values()), runs_baseline=len(sessions), mode=SPREAD)
-    if pred is None or pred.runs < policy.spread_min_runs or not math.isfinite(cur_val):
-        out.verdict = INSUFFICIENT
-        return out
-    out.baseline, out.allowed = pred.center, policy.allowed(metric, pred.center, SPREAD)
-    out.p = pred.p_above(cur_val, out.allowed)
-    band_lo, band_hi = pred.band(policy.confidence)
-    out.delta, out.delta_lo, out.delta_hi = cur_val - pred.center, cur_val - band_hi, cur_val - band_lo
-    out.rel = out.delta / pred.center
-    out.prediction = pred
-    return out
+    return _predicted(out, base_vals, policy)
 
 
 def host_noise(base_parts: list[np.ndarray], cur_parts: list[np.ndarray], policy: Policy) -> dict:
@@ -508,8 +506,7 @@ def compare(baseline: Run, current: Run, policy: Policy = Policy(), baseline_lab
     comps = []
     common = [t for t in current.samples if t in baseline.samples]
     family_bound = (len(common) + 1) * len(policy.metrics)
-    boot = Policy(**{**asdict(policy), "metrics": policy.metrics,
-                     "n_boot": max(policy.n_boot, math.ceil(2 * family_bound / policy.alpha))})
+    boot = replace(policy, n_boot=max(policy.n_boot, math.ceil(2 * family_bound / policy.alpha)))
     noisy, timers, sides, ratios = {}, {}, {}, {}
     spread_series: dict = {m: {} for m in policy.metrics}   # metric -> {test: (base parts, cur parts)}
     for test in common:
