@@ -21,6 +21,8 @@ K = 1 gives the single-run block-bootstrap mode) and run i is the current run:
 
 ``--synthetic N`` uses N synthetic runs of 16 tests instead (lognormal RTTs, 1000 requests, with a
 run-to-run factor of ``--run-sd`` on the log scale): the statistics without this host's noise.
+With ``--shape-from DIR`` their RTTs have the shape of this host's (see ``shaped_runs``): its tails,
+a quieter runner's run-to-run spread. ``--confirm`` re-measures suspected tests as the plugin does.
 Prints numbers (rates with 95 % Clopper-Pearson intervals), no pass/fail.
 """
 
@@ -92,6 +94,17 @@ def with_shift(run: reg.Run, kind: str, rng) -> reg.Run:
     return out
 
 
+def answered(rtt_s: np.ndarray) -> SampleSet:
+    """A UDP SampleSet of one answered request per RTT (s) on a 2 ms schedule, sent 30 µs late."""
+    n = len(rtt_s)
+    rows = empty(n)
+    rows["sched_ns"] = np.arange(n, dtype=np.int64) * 2_000_000
+    rows["send_ns"] = rows["sched_ns"] + 30_000
+    rows["recv_ns"] = rows["send_ns"] + (rtt_s * 1e9).astype(np.int64)
+    rows["arrival"] = np.arange(n)
+    return SampleSet(rows, {"protocol": "udp"})
+
+
 def synthetic_runs(count: int, run_sd: float, n: int = 1000, tests: int = 16, seed: int = 0) -> list[reg.Run]:
     """``count`` runs of ``tests`` tests: lognormal RTTs (median 100-250 µs, sigma 0.5) times a
     per-run, per-test factor exp(N(0, run_sd)) — run-to-run noise of a runner."""
@@ -101,12 +114,26 @@ def synthetic_runs(count: int, run_sd: float, n: int = 1000, tests: int = 16, se
         run = reg.Run(environment=[{"run_id": f"synthetic{i}"}], sources=[f"synthetic{i}"])
         for k in range(tests):
             median = 100e-6 * (1 + 1.5 * k / tests) * np.exp(rng.normal(0.0, run_sd))
-            rows = empty(n)
-            rows["sched_ns"] = np.arange(n, dtype=np.int64) * 2_000_000
-            rows["send_ns"] = rows["sched_ns"] + 30_000
-            rows["recv_ns"] = rows["send_ns"] + (median * rng.lognormal(0, 0.5, n) * 1e9).astype(np.int64)
-            rows["arrival"] = np.arange(n)
-            run.add(f"synthetic[t{k:02d}]", SampleSet(rows, {"protocol": "udp"}))
+            run.add(f"synthetic[t{k:02d}]", answered(median * rng.lognormal(0, 0.5, n)))
+        out.append(run)
+    return out
+
+
+def shaped_runs(count: int, run_sd: float, real: list[reg.Run], n: int, seed: int = 0) -> list[reg.Run]:
+    """Like ``synthetic_runs`` but each test's RTTs have the shape measured on this host: drawn from
+    the test's real RTTs divided by their run's median (pooled over ``real``), times the test's median
+    and a per-run factor exp(N(0, run_sd)). This host's tails, a quieter runner's run-to-run spread."""
+    rng = np.random.default_rng(seed)
+    shapes, medians = {}, {}
+    for t in sorted(set.intersection(*(set(r.samples) for r in real))):
+        rtts = [rtt_by_seq(s)[received(s)] for r in real for s in r.samples[t]]
+        shapes[t] = np.concatenate([x / np.median(x) for x in rtts if len(x)])
+        medians[t] = float(np.median([np.median(x) for x in rtts if len(x)]))
+    out = []
+    for i in range(count):
+        run = reg.Run(environment=[{"run_id": f"shaped{i}"}], sources=[f"shaped{i}"])
+        for t, shape in shapes.items():
+            run.add(t, answered(medians[t] * np.exp(rng.normal(0.0, run_sd)) * rng.choice(shape, n)))
         out.append(run)
     return out
 
@@ -120,16 +147,33 @@ def rate(k: int, n: int) -> str:
     return f"{k}/{n} = {k / n:.1%} (95% CI {lo:.1%}-{hi:.1%})"
 
 
-def study(groups: list[list[reg.Run]], k: int, policy: reg.Policy, shifts, seed: int = 1) -> dict:
-    """{shift: (gate failures, cases, tests flagged, tests)} over every (K previous runs, run i)."""
+def rerun_of(tests: list[str], run: reg.Run, kind: str, rng) -> reg.Run:
+    """The re-measurement of ``tests``: their samples in ``run`` (another run of the same unchanged
+    system), with the same regression injected."""
+    out = reg.Run()
+    for t in tests:
+        for s in run.samples.get(t, []):
+            out.add(t, s if kind == "none" else shifted(s, kind, rng))
+    return out
+
+
+def study(groups: list[list[reg.Run]], k: int, policy: reg.Policy, shifts, seed: int = 1,
+          confirm: bool = False) -> dict:
+    """{shift: (gate failures, cases, tests flagged, tests)} over every (K previous runs, run i).
+
+    ``confirm``: as the pytest plugin does, tests suspected in run i are measured again and a
+    regression must show in both; the re-measurement is the test's samples in run i+1 (so the last
+    run of a directory is no case)."""
     rng = np.random.default_rng(seed)
     out = {}
     for kind in ("none",) + tuple(shifts):
         fails = cases = flagged = tests = noise = 0
         for runs in groups:
-            for i in range(k, len(runs)):
+            for i in range(k, len(runs) - confirm):
                 cur = runs[i] if kind == "none" else with_shift(runs[i], kind, rng)
                 rep = reg.compare(pooled(runs[i - k:i]), cur, policy)
+                if confirm:
+                    rep = reg.confirm(rep, rerun_of(reg.suspected(rep), runs[i + 1], kind, rng))
                 cases += 1
                 fails += rep.failed
                 names = {c.test for c in rep.comparisons if not c.test.startswith(INDEX_TEST)}
@@ -153,20 +197,29 @@ def main(argv=None) -> int:
     ap.add_argument("--synthetic", type=int, default=0, help="use N synthetic runs instead")
     ap.add_argument("--run-sd", type=float, default=0.02, help="synthetic run-to-run log-scale sd (0.02 = 2 %%)")
     ap.add_argument("--requests", type=int, default=1000, help="synthetic requests per test and run")
+    ap.add_argument("--shape-from", type=Path, default=None,
+                    help="with --synthetic: draw each test's RTT shape from the real runs in this directory")
     ap.add_argument("--baseline-runs", type=int, default=10, help="K previous runs form the baseline")
     ap.add_argument("--shifts", default=",".join(SHIFTS))
     ap.add_argument("--alpha", default=None)
+    ap.add_argument("--confirm", action="store_true",
+                    help="re-measure suspected tests (here: the next run's samples) as the plugin does")
     a = ap.parse_args(argv)
     policy = reg.policy_from_text(alpha=a.alpha)
-    groups = [synthetic_runs(a.synthetic, a.run_sd, a.requests)] if a.synthetic else [runs_in(d) for d in a.runs]
+    if a.synthetic:
+        groups = [shaped_runs(a.synthetic, a.run_sd, runs_in(a.shape_from), a.requests) if a.shape_from
+                  else synthetic_runs(a.synthetic, a.run_sd, a.requests)]
+    else:
+        groups = [runs_in(d) for d in a.runs]
     if not any(len(g) > a.baseline_runs for g in groups):
         print(f"need more than {a.baseline_runs} runs in a directory")
         return 2
     print(f"policy: alpha={policy.alpha:.0%} (Holm, family-wise) baseline_runs={a.baseline_runs} "
           f"mode={'run spread' if a.baseline_runs >= policy.spread_min_runs else 'block bootstrap'}; "
           f"runs per directory: {', '.join(str(len(g)) for g in groups)}"
-          + (f"; synthetic: run-to-run sd {a.run_sd:.0%}, {a.requests} requests per test" if a.synthetic else ""))
-    study(groups, a.baseline_runs, policy, [s for s in a.shifts.split(",") if s])
+          + (f"; synthetic: run-to-run sd {a.run_sd:.0%}, {a.requests} requests per test"
+             + (f", RTT shapes of {a.shape_from}" if a.shape_from else "") if a.synthetic else ""))
+    study(groups, a.baseline_runs, policy, [s for s in a.shifts.split(",") if s], confirm=a.confirm)
     return 0
 
 

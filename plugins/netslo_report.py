@@ -4,6 +4,9 @@ records and the GitHub job summary. Options only; the work is in ``netslo.report
   --baseline PATH             results.json / results dir / dir of past runs -> regression.md + .json;
                               the session fails on a regression (unless --regression-warn-only)
   --regression-*              the regression policy (metrics, effect floors, alpha, block, resamples)
+  --regression-confirm MODE   'suspect' (default): a test that looks regressed against the baseline is
+                              measured once more at once, and the regression must show again;
+                              'off' judges the first measurement alone
   --netslo-benchmark[=SERIES] record each SLO test's raw delays (default rtt) as pytest-benchmark data,
                               so --benchmark-save/--benchmark-compare/--benchmark-compare-fail apply
   --allure-severity OBJ=LEVEL Allure severity per SLO objective (default: tail-gated critical, else normal)
@@ -15,6 +18,7 @@ gets environment.properties and categories.json.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -37,6 +41,8 @@ class ReportState:
         self.baseline_label = ""
         self.policy = regression_mod.Policy()
         self.current = regression_mod.Run()
+        self.rerun = regression_mod.Run()     # re-measurements of suspected tests (confirm mode)
+        self.confirm = True
         self.report: regression_mod.Report | None = None
         self.written: list = []
         self.environment: dict = {}
@@ -68,6 +74,9 @@ def pytest_addoption(parser):
                 help=f"bootstrap resamples (default {regression_mod.Policy.n_boot})")
     g.addoption("--regression-report", default=None, metavar="DIR",
                 help="where to write regression.md/json (default: the --netslo-results dir)")
+    g.addoption("--regression-confirm", default="suspect", metavar="MODE",
+                help="'suspect' (default): re-measure a test that looks regressed and fail only if the "
+                     "re-measurement shows it too; 'off': judge the first measurement alone")
     g.addoption("--regression-warn-only", action="store_true",
                 help="report regressions without failing the session")
     g.addoption("--netslo-benchmark", nargs="?", const="rtt", default=None, metavar="SERIES",
@@ -96,6 +105,9 @@ def pytest_configure(config):
             opt("--regression-min-loss"), opt("--regression-alpha"), opt("--regression-block"),
             opt("--regression-resamples"))
         state.severity = _parse_severity(opt("--allure-severity"))
+        if opt("--regression-confirm") not in ("suspect", "off"):
+            raise SpecError("--regression-confirm", opt("--regression-confirm"), "suspect or off")
+        state.confirm = opt("--regression-confirm") == "suspect"
         bench = opt("--netslo-benchmark")
         if bench:
             state.bench_series = tuple(s.strip() for s in bench.split(",") if s.strip())
@@ -116,6 +128,27 @@ def pytest_configure(config):
         raise pytest.UsageError(f"netslo: --baseline: value {opt('--baseline')!r} — expected readable "
                                 f"netslo results ({type(e).__name__}: {e})") from None
     config.stash[STATE] = state
+
+
+def suspected_regression(config, test_id: str, samples) -> str | None:
+    """Why ``test_id`` should be measured again before the regression verdict (its own comparison
+    with the baseline has a metric at raw p < alpha), or None (no baseline, confirm off, no suspicion)."""
+    state = config.stash.get(STATE, None)
+    if state is None or state.baseline is None or not state.confirm or test_id not in state.baseline.samples:
+        return None
+    one = regression_mod.Run(sources=["current"])
+    one.add(test_id, samples)
+    rep = regression_mod.compare(state.baseline, one, replace(state.policy, gate_index=False))
+    hits = [c for c in rep.comparisons if c.verdict != regression_mod.INSUFFICIENT and c.p < state.policy.alpha]
+    return ", ".join(f"{c.metric} p={c.p:.2g}" for c in hits) or None
+
+
+def record_rerun(item, outcome, why: str) -> None:
+    """Keep the re-measurement of a suspected test for the session's regression verdict."""
+    state = item.config.stash[STATE]
+    state.rerun.add(item.nodeid, outcome.samples)
+    item.stash[OUTCOME].notes.append(f"re-measured for the regression check (suspected: {why}); "
+                                     f"a regression must show in both measurements")
 
 
 def _allure_on(config) -> bool:
@@ -238,6 +271,8 @@ def pytest_sessionfinish(session, exitstatus):
             summary_mod.append_to_step_summary(text)
     if state.baseline is not None and state.current.samples:
         state.report = regression_mod.compare(state.baseline, state.current, state.policy, state.baseline_label)
+        if state.rerun.samples:
+            state.report = regression_mod.confirm(state.report, state.rerun)
         state.written += list(state.report.write(out_dir))
         summary_mod.append_to_step_summary(
             (summary_mod.markdown(writer.records, env) + "\n" if writer and writer.records else "")
@@ -265,6 +300,11 @@ def pytest_terminal_summary(terminalreporter, config):
             tr.write_line(f"host noise (not failed) {c.test} {c.metric}: {format_duration(c.baseline)} -> "
                           f"{format_duration(c.current)} while the sender's own timer error P99 went "
                           f"{format_duration(c.timer_p99[0])} -> {format_duration(c.timer_p99[1])}", yellow=True)
+        for c in (c for c in rep.comparisons if c.verdict == regression_mod.NOT_CONFIRMED):
+            fmt = format_percent if c.unit == "1" else format_duration
+            again = fmt(c.confirm[0]) if c.confirm else "?"
+            tr.write_line(f"not confirmed (not failed) {c.test} {c.metric}: {fmt(c.baseline)} -> {fmt(c.current)}, "
+                          f"re-measured {again}", yellow=True)
         verdict = (f"{len(rep.regressions)} regression(s)" + (" (warn only)" if config.getoption("--regression-warn-only") else "")
                    if rep.failed else "no regression")
         tr.write_line(f"{verdict} in {len(rep.comparisons)} comparisons against {rep.baseline.sessions} baseline run(s)")

@@ -48,6 +48,7 @@ MIN_TAIL = 5             # a percentile needs this many samples above it (P99: n
 
 REGRESSED, IMPROVED, UNCHANGED, INSUFFICIENT = "regressed", "improved", "unchanged", "insufficient data"
 HOST_NOISE = "host noise"   # would be a regression, but the sender's own timer error grew as much
+NOT_CONFIRMED = "not confirmed"   # would be a regression, but a re-measurement of the test did not show it
 BOOTSTRAP, SPREAD = "block bootstrap", "run spread"   # Comparison.mode
 
 
@@ -227,6 +228,7 @@ class Comparison:
     mode: str = BOOTSTRAP
     flag_above: float = math.nan   # run-spread mode: smallest current value that fails (Bonferroni bound)
     prediction: object = None      # run-spread mode: the run_spread.Prediction behind p (delays)
+    confirm: tuple | None = None   # (current, p_adj) of the same comparison on the re-measurement
 
 
 def _enough(n: int, q: float | None) -> bool:
@@ -446,6 +448,7 @@ class Report:
     baseline_label: str = ""
     only_baseline: list = field(default_factory=list)   # tests missing from the current run
     only_current: list = field(default_factory=list)    # new tests (no baseline)
+    rerun: Run | None = None                            # re-measured tests (see confirm())
 
     @property
     def regressions(self) -> list:
@@ -483,6 +486,7 @@ class Report:
             "comparisons": [{k: clean(v) for k, v in asdict(c).items()} for c in self.comparisons],
             "only_baseline": self.only_baseline,
             "only_current": self.only_current,
+            "rerun": sorted(self.rerun.samples) if self.rerun else [],
         }
 
     def to_markdown(self) -> str:
@@ -570,6 +574,40 @@ def compare(baseline: Run, current: Run, policy: Policy = Policy(), baseline_lab
                   only_current=sorted(set(current.samples) - set(baseline.samples)))
 
 
+def suspected(report: Report) -> list[str]:
+    """Tests with any comparison at raw p < alpha: the ones worth re-measuring before the verdict
+    (a superset of the regressions, whose Holm-adjusted p is never below the raw p)."""
+    return sorted({c.test for c in report.comparisons if c.verdict != INSUFFICIENT and c.p < report.policy.alpha
+                   and not c.test.startswith(run_spread.INDEX_TEST)})
+
+
+def confirm(report: Report, rerun: Run) -> Report:
+    """``report`` where a regression of a test that was measured again (``rerun``: test -> fresh
+    samples, taken in the same session) stands only if the same comparison, with the fresh samples
+    in place of the first ones, is a regression too; otherwise its verdict is NOT_CONFIRMED.
+
+    A host that is slow for a few seconds rarely is again when the test is repeated, while a real
+    regression is: a false alarm needs two independent flukes. Gate-index rows are re-judged the same
+    way when any of their tests was re-measured."""
+    if not rerun.samples or not report.failed:
+        return replace(report, rerun=rerun if rerun.samples else None)
+    second = Run(environment=report.current.environment, sources=report.current.sources)
+    for test, parts in report.current.samples.items():
+        for s in rerun.samples.get(test, parts):
+            second.add(test, s)
+    again = {(c.test, c.metric): c for c in compare(report.baseline, second, report.policy,
+                                                    report.baseline_label).comparisons}
+    comps = []
+    for c in report.comparisons:
+        index_row = c.test.startswith(run_spread.INDEX_TEST)
+        if c.verdict == REGRESSED and (c.test in rerun.samples or index_row):
+            c2 = again.get((c.test, c.metric))
+            c = replace(c, confirm=(c2.current, c2.p_adj) if c2 else None,
+                        verdict=REGRESSED if c2 is not None and c2.verdict == REGRESSED else NOT_CONFIRMED)
+        comps.append(c)
+    return replace(report, comparisons=comps, rerun=rerun)
+
+
 # ---- regression.md -----------------------------------------------------------------------------
 
 def _fmt(value: float, unit: str, signed: bool = False) -> str:
@@ -594,7 +632,7 @@ def _row(c: Comparison, with_verdict: bool) -> str:
              rel, _fmt(c.allowed, c.unit), _p(c.p_adj), _p(c.p_mw), "–" if c.a12 is None else f"{c.a12:.2f}"]
     if with_verdict:
         cells.append({REGRESSED: "❌ regressed", IMPROVED: "✅ improved", UNCHANGED: "unchanged",
-                      HOST_NOISE: "⚠️ host noise"}.get(c.verdict, c.verdict))
+                      HOST_NOISE: "⚠️ host noise", NOT_CONFIRMED: "⚠️ not confirmed"}.get(c.verdict, c.verdict))
     return "| " + " | ".join(cells) + " |"
 
 
@@ -666,6 +704,14 @@ def markdown(report: "Report") -> str:
         lines += ["⚠️ Set aside as host noise (not failed; repeat on a quieter runner): " + "; ".join(
             f"`{c.test}` {c.metric} {_fmt(c.baseline, c.unit)} → {_fmt(c.current, c.unit)} while the sender's "
             f"timer error P99 went {_fmt(c.timer_p99[0], 's')} → {_fmt(c.timer_p99[1], 's')}" for c in noisy), ""]
+    unconfirmed = [c for c in report.comparisons if c.verdict == NOT_CONFIRMED]
+    if unconfirmed:
+        lines += ["⚠️ Not confirmed (not failed; the re-measurement in this session did not regress): " + "; ".join(
+            f"`{c.test}` {c.metric} {_fmt(c.baseline, c.unit)} → {_fmt(c.current, c.unit)}, re-measured "
+            f"{_fmt(c.confirm[0], c.unit) if c.confirm else '?'}" for c in unconfirmed), ""]
+    if report.rerun is not None:
+        lines += [f"Re-measured in this session because they looked regressed ({len(report.rerun.samples)}): "
+                  + ", ".join(f"`{t}`" for t in sorted(report.rerun.samples)), ""]
     changes = report.environment_changes()
     if changes:
         lines += ["⚠️ The environment differs from the baseline: " + "; ".join(changes), ""]

@@ -142,3 +142,44 @@ def test_a_busier_host_sets_aside_growth_within_its_own_timer_growth_but_not_bey
     busy.samples[TESTS[2]] = [samples(rng, 100e-6 * 1.4 * 20, timer=90e-6)]       # 20x: not the host
     rep = reg.compare(base, busy)
     assert {c.metric for c in rep.regressions if c.test == TESTS[2]} >= {"rtt.p50"}
+
+
+def _one_test_rerun(seed: int, test: str, **kw) -> reg.Run:
+    rerun = reg.Run()
+    rerun.add(test, samples(np.random.default_rng(seed), 100e-6 * (1 + 0.2 * TESTS.index(test)), **kw))
+    return rerun
+
+
+def test_a_fluke_that_the_re_measurement_does_not_repeat_is_not_confirmed_and_does_not_fail():
+    base = runs(1, 10, 0.03)
+    cur = runs(2, 1, 0.03)
+    slow = TESTS[3]
+    cur.samples[slow] = [samples(np.random.default_rng(5), 140e-6, add=1e-3)]   # one slow measurement
+    first = reg.compare(base, cur)
+    assert first.failed and reg.suspected(first) == [slow]
+    rep = reg.confirm(first, _one_test_rerun(6, slow))                      # the repeat is normal again
+    assert not rep.failed
+    flagged = [c for c in rep.comparisons if c.verdict == reg.NOT_CONFIRMED]
+    assert {c.test for c in flagged} >= {slow} and all(c.confirm is not None for c in flagged)
+    assert sorted(rep.rerun.samples) == [slow] and "Not confirmed" in rep.to_markdown()
+    assert rep.to_json()["rerun"] == [slow]
+
+
+def test_a_regression_that_the_re_measurement_repeats_still_fails_with_both_values():
+    base = runs(1, 10, 0.03)
+    cur = runs(2, 1, 0.03)
+    slow = TESTS[3]
+    cur.samples[slow] = [samples(np.random.default_rng(5), 140e-6, add=1e-3)]
+    rep = reg.confirm(reg.compare(base, cur), _one_test_rerun(6, slow, add=1e-3))
+    named = [c for c in rep.regressions if not c.test.startswith(run_spread.INDEX_TEST)]
+    assert rep.failed and {c.test for c in named} == {slow}
+    assert all(c.confirm[0] > 1e-3 for c in named if c.metric.startswith("rtt"))
+    assert not any(c.verdict == reg.NOT_CONFIRMED for c in rep.comparisons)
+
+
+def test_tests_not_re_measured_keep_their_verdict():
+    base = runs(1, 10, 0.03)
+    cur = runs(2, 1, 0.03)
+    cur.samples[TESTS[3]] = [samples(np.random.default_rng(5), 140e-6, add=1e-3)]
+    rep = reg.confirm(reg.compare(base, cur), _one_test_rerun(6, TESTS[0]))   # another test re-measured
+    assert rep.failed and TESTS[3] in {c.test for c in rep.regressions}
