@@ -16,6 +16,8 @@ import subprocess
 
 import pytest
 
+from tests.integration.inject_common import measuring_client
+
 
 def _probability() -> float | None:
     text = os.environ.get("NETSLO_INJECT_LOSS", "").strip()
@@ -39,10 +41,9 @@ def pytest_configure(config):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_fixture_setup(fixturedef, request):
     p = getattr(request.config, "_netslo_loss", None)
-    if p and fixturedef.argname == "outcome":
-        scenario = request.getfixturevalue("scenario")
-        cluster = request.getfixturevalue("cluster")
-        pod = request.getfixturevalue("client_for")(scenario.placement)
+    found = measuring_client(fixturedef, request) if p else None
+    if found:
+        cluster, pod = found
         if not hasattr(cluster, "netns_of"):
             raise pytest.UsageError("NETSLO_INJECT_LOSS needs the embedded (netns) provider")
         ns = cluster.netns_of(pod)

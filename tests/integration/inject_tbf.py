@@ -16,6 +16,8 @@ import subprocess
 
 import pytest
 
+from tests.integration.inject_common import measuring_client
+
 LATENCY = "20ms"     # tbf queue bound (delay added at most)
 BURST = "1600"       # bytes: one full-size frame
 
@@ -37,15 +39,13 @@ def pytest_configure(config):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_fixture_setup(fixturedef, request):
     spec = getattr(request.config, "_netslo_tbf", None)
-    if spec and fixturedef.argname == "outcome":
-        scenario = request.getfixturevalue("scenario")
-        if scenario.placement == spec[0]:
-            cluster = request.getfixturevalue("cluster")
-            pod = request.getfixturevalue("client_for")(scenario.placement)
-            dev = getattr(pod, "host_interface", None)
-            if dev is None or not hasattr(cluster, "node_netns"):
-                raise pytest.UsageError("NETSLO_INJECT_TBF needs the embedded (netns) provider")
-            subprocess.run(["ip", "netns", "exec", cluster.node_netns(pod.node), "tc", "qdisc", "replace",
-                            "dev", dev, "root", "tbf", "rate", spec[1], "burst", BURST, "latency", LATENCY],
-                           check=True, capture_output=True)
+    found = measuring_client(fixturedef, request, spec[0]) if spec else None
+    if found:
+        cluster, pod = found
+        dev = getattr(pod, "host_interface", None)
+        if dev is None or not hasattr(cluster, "node_netns"):
+            raise pytest.UsageError("NETSLO_INJECT_TBF needs the embedded (netns) provider")
+        subprocess.run(["ip", "netns", "exec", cluster.node_netns(pod.node), "tc", "qdisc", "replace",
+                        "dev", dev, "root", "tbf", "rate", spec[1], "burst", BURST, "latency", LATENCY],
+                       check=True, capture_output=True)
     yield
