@@ -34,10 +34,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from netslo import stats  # noqa: E402
 from netslo.report import regression as reg  # noqa: E402
 from netslo.report.run_spread import INDEX_TEST  # noqa: E402
 from netslo.report.series import received, rtt_by_seq  # noqa: E402
@@ -86,10 +86,11 @@ def pooled(runs: list[reg.Run]) -> reg.Run:
     return out
 
 
-def with_shift(run: reg.Run, kind: str, rng) -> reg.Run:
+def with_shift(run: reg.Run, kind: str, rng, tests=None) -> reg.Run:
+    """``run`` (only ``tests``, in that order, when given) with the regression ``kind`` injected."""
     out = reg.Run(environment=run.environment, sources=run.sources)
-    for t, parts in run.samples.items():
-        for s in parts:
+    for t in run.samples if tests is None else tests:
+        for s in run.samples.get(t, []):
             out.add(t, shifted(s, kind, rng))
     return out
 
@@ -142,19 +143,8 @@ def rate(k: int, n: int) -> str:
     """'k/n = r % (95 % CI lo-hi %)' with a Clopper-Pearson interval."""
     if not n:
         return "0/0"
-    lo = sps.beta.ppf(0.025, k, n - k + 1) if k else 0.0
-    hi = sps.beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
-    return f"{k}/{n} = {k / n:.1%} (95% CI {lo:.1%}-{hi:.1%})"
-
-
-def rerun_of(tests: list[str], run: reg.Run, kind: str, rng) -> reg.Run:
-    """The re-measurement of ``tests``: their samples in ``run`` (another run of the same unchanged
-    system), with the same regression injected."""
-    out = reg.Run()
-    for t in tests:
-        for s in run.samples.get(t, []):
-            out.add(t, s if kind == "none" else shifted(s, kind, rng))
-    return out
+    ci = stats.proportion(k, n, 0.95)
+    return f"{k}/{n} = {k / n:.1%} (95% CI {ci.lo:.1%}-{ci.hi:.1%})"
 
 
 def study(groups: list[list[reg.Run]], k: int, policy: reg.Policy, shifts, seed: int = 1,
@@ -173,7 +163,8 @@ def study(groups: list[list[reg.Run]], k: int, policy: reg.Policy, shifts, seed:
                 cur = runs[i] if kind == "none" else with_shift(runs[i], kind, rng)
                 rep = reg.compare(pooled(runs[i - k:i]), cur, policy)
                 if confirm:
-                    rep = reg.confirm(rep, rerun_of(reg.suspected(rep), runs[i + 1], kind, rng))
+                    # the re-measurement: the suspected tests' samples in the next run, same regression
+                    rep = reg.confirm(rep, with_shift(runs[i + 1], kind, rng, reg.suspected(rep)))
                 cases += 1
                 fails += rep.failed
                 names = {c.test for c in rep.comparisons if not c.test.startswith(INDEX_TEST)}

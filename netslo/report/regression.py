@@ -75,21 +75,22 @@ class Policy:
     noise_abs_p50: float = 20e-6       # ... if the P50 also grew by at least this (s)
     noise_abs_p99: float = 0.5e-3      # ... or the P99 by at least this (s)
 
-    def allowed(self, metric: str, base: float, mode: str = BOOTSTRAP) -> float:
-        """Largest increase (s or fraction) that does not count as a regression."""
+    def effects(self, metric: str, mode: str = BOOTSTRAP) -> tuple[float, float]:
+        """(relative effect, absolute floor: s for delays, fraction for loss) of ``metric`` in ``mode``."""
         loss = split_metric(metric)[1] is None
         if mode == SPREAD:
-            return self.spread_min_loss_abs if loss else max(self.spread_min_effect_rel * abs(base),
-                                                             self.spread_min_effect_abs)
-        return self.min_loss_abs if loss else max(self.min_effect_rel * abs(base), self.min_effect_abs)
+            return self.spread_min_effect_rel, self.spread_min_loss_abs if loss else self.spread_min_effect_abs
+        return self.min_effect_rel, self.min_loss_abs if loss else self.min_effect_abs
+
+    def allowed(self, metric: str, base: float, mode: str = BOOTSTRAP) -> float:
+        """Largest increase (s or fraction) that does not count as a regression (loss: the floor alone)."""
+        rel, floor = self.effects(metric, mode)
+        return floor if split_metric(metric)[1] is None else max(rel * abs(base), floor)
 
     def allowed_drop(self, metric: str, base: float, mode: str = BOOTSTRAP) -> float:
         """Largest decrease that is not reported as an improvement: the same ratio the other way
         (x(1+rel) up <-> /(1+rel) down), at least the absolute floor."""
-        spread = mode == SPREAD
-        floor = ((self.spread_min_loss_abs if spread else self.min_loss_abs) if split_metric(metric)[1] is None
-                 else (self.spread_min_effect_abs if spread else self.min_effect_abs))
-        rel = self.spread_min_effect_rel if spread else self.min_effect_rel
+        rel, floor = self.effects(metric, mode)
         return max(abs(base) * rel / (1.0 + rel), floor)
 
 
@@ -316,10 +317,8 @@ def compare_spread(test: str, metric: str, base_parts: list[np.ndarray], cur_par
         out.baseline = lost_b / n_b
         out.allowed = policy.allowed(metric, out.baseline, SPREAD)
         out.p = run_spread.loss_p(lost_b, n_b, lost_c, n_c, out.allowed)
-        a = (1 - policy.confidence) / 2                   # Clopper-Pearson interval of the current rate
-        lo = float(sps.beta.ppf(a, lost_c, n_c - lost_c + 1)) if lost_c else 0.0
-        hi = float(sps.beta.ppf(1 - a, lost_c + 1, n_c - lost_c)) if lost_c < n_c else 1.0
-        out.delta_lo, out.delta_hi = lo - out.baseline, hi - out.baseline
+        rate = stats.proportion(lost_c, n_c, policy.confidence)   # Clopper-Pearson interval of the current rate
+        out.delta_lo, out.delta_hi = rate.lo - out.baseline, rate.hi - out.baseline
     else:
         return _predicted(out, [r[0] for r in base_runs], policy)
     out.delta = cur - out.baseline
@@ -344,6 +343,18 @@ def _predicted(out: Comparison, base_values: list, policy: Policy) -> Comparison
     return out
 
 
+def by_session(baseline: "Run", parts_by_test: dict) -> dict:
+    """{session: {test: part}} over the baseline sessions that hold every test of ``parts_by_test``
+    ({test: that test's baseline parts, in the order of ``baseline.session_of[test]``}), sorted."""
+    sessions = set.intersection(*(set(baseline.session_of[t]) for t in parts_by_test))
+    out = {j: {} for j in sorted(sessions)}
+    for t, parts in parts_by_test.items():
+        for j, p in zip(baseline.session_of[t], parts):
+            if j in out:
+                out[j][t] = p
+    return out
+
+
 def compare_index(metric: str, per_test: dict, current: "Run", baseline: "Run", policy: Policy) -> Comparison | None:
     """The gate index of ``metric`` over the tests in ``per_test`` ({test: (base parts, cur parts)}):
     geometric mean (delays) or summed loss per run, judged like one test. None if < 2 tests or
@@ -351,25 +362,20 @@ def compare_index(metric: str, per_test: dict, current: "Run", baseline: "Run", 
     tests = sorted(per_test)
     if len(tests) < 2:
         return None
-    sessions = set.intersection(*(set(baseline.session_of[t]) for t in tests))
-    if len(sessions) < policy.spread_min_runs:
+    runs = by_session(baseline, {t: per_test[t][0] for t in tests})
+    if len(runs) < policy.spread_min_runs:
         return None
-    by_session = {j: {} for j in sessions}
-    for t in tests:
-        for j, v in zip(baseline.session_of[t], per_test[t][0]):
-            if j in by_session:
-                by_session[j][t] = v
     cur = {t: np.concatenate(per_test[t][1]) for t in tests}
     name = f"{run_spread.INDEX_TEST} ({len(tests)} tests)"
     if split_metric(metric)[1] is None:
-        base_parts = [np.concatenate([by_session[j][t] for t in tests]) for j in sorted(sessions)]
+        base_parts = [np.concatenate([run[t] for t in tests]) for run in runs.values()]
         return compare_spread(name, metric, base_parts, [np.concatenate(list(cur.values()))], policy)
-    base_vals = [run_spread.geometric_index({t: run_value(by_session[j][t], metric)[0] for t in tests})
-                 for j in sorted(sessions)]
+    base_vals = [run_spread.geometric_index({t: run_value(run[t], metric)[0] for t in tests})
+                 for run in runs.values()]
     cur_val = run_spread.geometric_index({t: run_value(cur[t], metric)[0] for t in tests})
     out = Comparison(name, metric, "s", math.nan, cur_val, math.nan, math.nan, math.nan, math.nan, math.nan,
                      math.nan, n_baseline=sum(sum(len(v) for v in per_test[t][0]) for t in tests),
-                     n_current=sum(len(v) for v in cur.values()), runs_baseline=len(sessions), mode=SPREAD)
+                     n_current=sum(len(v) for v in cur.values()), runs_baseline=len(runs), mode=SPREAD)
     return _predicted(out, base_vals, policy)
 
 
@@ -402,14 +408,10 @@ def spread_canary(base_parts: list[np.ndarray], cur_parts: list[np.ndarray]) -> 
 
 def index_canary(timers: dict, baseline: "Run", tests: list) -> dict:
     """timer_canary on the geometric mean over ``tests`` of the timer-error P50/P99, per run."""
-    sessions = sorted(set.intersection(*(set(baseline.session_of[t]) for t in tests)))
+    runs = by_session(baseline, {t: timers[t][0] for t in tests})
     base, cur = {}, {}
     for q in (50.0, 99.0):
-        per_session = []
-        for j in sessions:
-            vals = {t: nearest_rank(p, q) for t in tests for s, p in zip(baseline.session_of[t], timers[t][0]) if s == j}
-            per_session.append(run_spread.geometric_index(vals))
-        base[q] = per_session
+        base[q] = [run_spread.geometric_index({t: nearest_rank(p, q) for t, p in run.items()}) for run in runs.values()]
         cur[q] = run_spread.geometric_index({t: nearest_rank(np.concatenate(timers[t][1]), q) for t in tests})
     return run_spread.timer_canary(base, cur)
 
