@@ -136,7 +136,7 @@ class KubeImpairer:
         return out["held"]
 
     def read(self, pod, direction: str) -> dict:
-        return self.run(pod.node, ["read", *self._target_args(pod, direction)])["held"]
+        return self.inspect(pod, direction)["held"]
 
     def inspect(self, pod, direction: str) -> dict:
         """The whole read answer: held netem plus the inventory (qdiscs of the interface, ifb present)."""
@@ -149,12 +149,11 @@ class KubeImpairer:
     def clear(self) -> None:
         """Remove everything applied; the first error is raised after trying every one."""
         first = None
-        for (name, direction), pod in list(self.applied.items()):
+        for (_, direction), pod in list(self.applied.items()):
             try:
-                self.run(pod.node, ["remove", *self._target_args(pod, direction)])
+                self.remove(pod, direction)   # forgets it first: tried once, whatever happens
             except (InfrastructureError, Unsupported) as e:
                 first = first or e
-            self.applied.pop((name, direction), None)
         if first is not None:
             raise InfrastructureError(f"clearing impairments: {first}")
 
