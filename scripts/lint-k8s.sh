@@ -16,8 +16,17 @@ cd "$REPO"
 
 ACTIONLINT_VERSION=v1.7.12
 KUBERNETES_VALIDATE_VERSION=1.37.0
-TOOLS=${NETSLO_TOOLS:-/var/cache/netslo/tools}
-PY=${PYTHON:-python3}
+# Tool cache: /var/cache/netslo/tools as root (the project's CI machine), else the user's cache dir
+# (GitHub's lint job runs as the runner user, who cannot write /var/cache). NETSLO_TOOLS overrides.
+if [[ -n ${NETSLO_TOOLS:-} ]]; then TOOLS=$NETSLO_TOOLS
+elif ((EUID == 0)); then TOOLS=/var/cache/netslo/tools
+else TOOLS=${XDG_CACHE_HOME:-$HOME/.cache}/netslo/tools
+fi
+# The interpreter with netslo's dependencies: $PYTHON, else the .venv scripts/setup.sh makes, else python3.
+if [[ -n ${PYTHON:-} ]]; then PY=$PYTHON
+elif [[ -x .venv/bin/python ]]; then PY=.venv/bin/python
+else PY=python3
+fi
 fail=0
 say() { printf '[lint-k8s] %s\n' "$*" >&2; }
 
