@@ -1,14 +1,19 @@
 """``kind``: a throwaway multi-node cluster in Docker, with a pinned CNI and the netslo agent image.
 
     KindProvider(cni="calico", nodes=2, name="netslo", keep_cluster=False, encapsulation=None,
-                 image=DEFAULT_IMAGE, kind="kind", kubectl=None, helm="helm", node_image=KIND_NODE_IMAGE,
-                 workdir=None, timeout=600.0).up() -> KubeCluster
+                 image=DEFAULT_IMAGE, kind=$NETSLO_KIND or "kind", kubectl=None, helm="helm",
+                 node_image=$NETSLO_KIND_NODE_IMAGE or KIND_NODE_IMAGE, workdir=None,
+                 timeout=600.0).up() -> KubeCluster
 
-``nodes`` counts the nodes pods run on: 1 = a single control-plane node (untainted), N >= 2 = one
-control plane + N workers. The config disables kind's default CNI and sets the pod/service subnets the
-CNI's data file asks for. With ``keep_cluster`` an existing cluster of that name is reused and nothing
-but the run namespace is deleted at the end. Every command line is built by a method (``*_command``)
-so tests can check what would run; timeouts are seconds.
+``nodes`` counts the nodes pods run on: 1 = a single control-plane node, N >= 2 = one control plane +
+N-1 workers, the control plane without its NoSchedule taint (a kubeadm patch), so ``--netslo-nodes 2``
+is two kind nodes, not three. The config disables kind's default CNI and sets the pod/service subnets
+the CNI's data file asks for. With ``keep_cluster`` an existing cluster of that name is reused (its
+installed CNI must be the one asked for) and nothing but the run namespace is deleted at the end. A
+cluster this provider started to create is deleted on any failure, also a ``kind create`` that timed
+out half-way. Every command line is built by a method (``*_command``) so tests can check what would
+run; timeouts are seconds. ``$NETSLO_KIND`` / ``$NETSLO_KIND_NODE_IMAGE`` name another kind binary and
+node image (``scripts/kind-offline.sh env`` prints them for the self-built, registry-free toolchain).
 """
 
 from __future__ import annotations
@@ -33,7 +38,16 @@ KIND_VERSION = "v0.33.0"  # go install sigs.k8s.io/kind@v0.33.0
 # local cluster of scripts/local-k8s.sh.
 KIND_NODE_IMAGE = ("kindest/node:v1.34.11@sha256:"
                    "44e222ee2132dab25ff87301682f89eb82c7880ea3a1bf543bfe9708fd08d67d")
+# kind has no hard limit; every node is a privileged container running systemd, containerd and kubelet
+# (~0.5 GB and a busy core while it joins), so more than this is refused as a usage error up front.
 MAX_NODES = 8
+KIND_ENV = "NETSLO_KIND"
+NODE_IMAGE_ENV = "NETSLO_KIND_NODE_IMAGE"
+CNI_LABEL = "netslo.io/cni"
+# DaemonSets that identify an installed CNI (kube-system), for a reused cluster made without our label.
+CNI_DAEMONSETS = {"calico-node": "calico", "cilium": "cilium", "antrea-agent": "antrea"}
+# The kind control plane runs pods too when nodes >= 2 (kubeadm would taint it NoSchedule).
+UNTAINT_PATCH = "kind: InitConfiguration\nnodeRegistration:\n  taints: []\n"
 
 
 class KindProvider:
@@ -41,11 +55,11 @@ class KindProvider:
 
     def __init__(self, cni: str = "calico", nodes: int = 2, name: str = "netslo",
                  keep_cluster: bool = False, encapsulation: str | None = None,
-                 image: str | None = None, kind: str = "kind", kubectl: str | None = None,
-                 helm: str = "helm", node_image: str = KIND_NODE_IMAGE, workdir: str | None = None,
+                 image: str | None = None, kind: str | None = None, kubectl: str | None = None,
+                 helm: str = "helm", node_image: str | None = None, workdir: str | None = None,
                  timeout: float = 600.0, run_id: str | None = None):
         if not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
-            raise SpecError("--nodes", nodes, f"a whole number 1..{MAX_NODES}")
+            raise SpecError("--netslo-nodes", nodes, f"a whole number 1..{MAX_NODES}")
         if not km._DNS_LABEL.match(name):
             raise SpecError("kind cluster name", name, "lowercase letters, digits and '-'")
         self.cni = cni_mod.load(cni)
@@ -54,14 +68,16 @@ class KindProvider:
         self.cluster_name = name
         self.keep_cluster = keep_cluster
         self.image = image or os.environ.get("NETSLO_AGENT_IMAGE") or km.DEFAULT_IMAGE
-        self.kind = kind
+        self.kind = kind or os.environ.get(KIND_ENV) or "kind"
         self.kubectl_binary = kubectl
         self.helm = helm
-        self.node_image = node_image
+        self.node_image = node_image or os.environ.get(NODE_IMAGE_ENV) or KIND_NODE_IMAGE
         self.workdir = Path(workdir) if workdir else Path(tempfile.gettempdir()) / f"netslo-kind-{name}"
         self.timeout = timeout
         self.run_id = run_id
         self._created_cluster = False
+        self._create_complete = False
+        self.cni_info: dict = {}
 
     # ---- what would run ---------------------------------------------------------------------
     @property
@@ -74,8 +90,8 @@ class KindProvider:
 
     def config(self) -> dict:
         """The kind Cluster config (kind.x-k8s.io/v1alpha4)."""
-        roles = ["control-plane"] + (["worker"] * self.nodes if self.nodes >= 2 else [])
-        return {
+        roles = ["control-plane"] + ["worker"] * (self.nodes - 1)
+        cfg = {
             "kind": "Cluster",
             "apiVersion": "kind.x-k8s.io/v1alpha4",
             "name": self.cluster_name,
@@ -86,8 +102,11 @@ class KindProvider:
                 "kubeProxyMode": "iptables",
             },
             "nodes": [{"role": r, "image": self.node_image,
-                       "labels": {"netslo.io/cni": self.cni.name}} for r in roles],
+                       "labels": {CNI_LABEL: self.cni.name}} for r in roles],
         }
+        if self.nodes >= 2:
+            cfg["kubeadmConfigPatches"] = [UNTAINT_PATCH]
+        return cfg
 
     def config_yaml(self) -> str:
         return "# written by netslo (netslo/providers/kind.py)\n" + yaml.safe_dump(self.config(), sort_keys=False)
@@ -131,9 +150,17 @@ class KindProvider:
             raise InfrastructureError(f"{' '.join(argv[:4])}: exit {proc.returncode}: {' | '.join(err[-3:])}")
         return proc.stdout.decode()
 
+    def preflight(self) -> None:
+        """What can be checked before anything is created: the kind binary and the CNI's source."""
+        if not (shutil.which(self.kind) if os.sep not in self.kind else os.access(self.kind, os.X_OK)):
+            raise Unsupported(f"kind not found ({self.kind}); install kind {KIND_VERSION} "
+                              f"or set ${KIND_ENV}")
+        cni_mod.check_source(self.cni)
+
     def exists(self) -> bool:
-        if not shutil.which(self.kind) and os.sep not in self.kind:
-            raise Unsupported(f"kind not found on PATH; install kind {KIND_VERSION}")
+        if not (shutil.which(self.kind) if os.sep not in self.kind else os.access(self.kind, os.X_OK)):
+            raise Unsupported(f"kind not found ({self.kind}); install kind {KIND_VERSION} "
+                              f"or set ${KIND_ENV}")
         out = self._run(self.list_command(), 30)
         return self.cluster_name in out.split()
 
@@ -144,23 +171,61 @@ class KindProvider:
         steps = self.plan(exists)[1:]  # the list command already ran
         try:
             for argv in steps:
+                creating = argv[:3] == [self.kind, "create", "cluster"]
+                # Set before the command: a create that fails or times out half-way has made node
+                # containers already, and teardown() must delete them.
+                self._created_cluster = self._created_cluster or creating
                 self._run(argv, self.timeout)
-                if argv[:3] == [self.kind, "create", "cluster"]:
-                    self._created_cluster = True
+                if creating:
                     kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
                     self.cni_info = install_cni(kubectl, self.cni, encapsulation=self.encapsulation,
                                                 timeout=self.timeout, helm=self.helm)
+                    self._create_complete = True
+                elif argv[:3] == [self.kind, "export", "kubeconfig"]:
+                    self.cni_info = self.installed_cni(Kubectl(self.kubectl_binary, self.kubeconfig))
             kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
             cluster = KindCluster(self, kubectl, provider=self.name, image=self.image, pull_policy="Never",
                                   datapath=self.cni.name, run_id=self.run_id, single_kernel=True)
             return cluster.open(self.timeout)
-        except BaseException:
-            self.teardown()
+        except BaseException as e:
+            try:
+                self.teardown()
+            except InfrastructureError as te:   # keep the cause; say what is left behind
+                raise InfrastructureError(f"{e}; and deleting the cluster failed: {te}") from e
             raise
 
+    def installed_cni(self, kubectl) -> dict:
+        """What a reused cluster runs: the CNI of its nodes' netslo label, else of its DaemonSets.
+
+        A cluster made for another CNI is an error: its results would be reported under the wrong name.
+        """
+        names = {n.get("metadata", {}).get("labels", {}).get(CNI_LABEL) for n in kubectl.get("nodes")}
+        names.discard(None)
+        found, image = None, ""
+        for ds, cni in CNI_DAEMONSETS.items():
+            obj = kubectl.get("daemonset", ds, "kube-system", missing_ok=True)
+            if obj is not None:
+                found = cni
+                containers = obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+                image = containers[0].get("image", "") if containers else ""
+                break
+        installed = found or (names.pop() if len(names) == 1 else None)
+        if installed != self.cni.name:
+            raise InfrastructureError(
+                f"kind cluster {self.cluster_name!r} (kept) runs CNI {installed or 'none found'}, not the "
+                f"requested {self.cni.name}; delete it (kind delete cluster --name {self.cluster_name}) "
+                f"or ask for --netslo-cni {installed}" if installed else
+                f"kind cluster {self.cluster_name!r} (kept) runs no CNI netslo knows "
+                f"({', '.join(CNI_DAEMONSETS)} absent from kube-system); delete it and let netslo create it")
+        version = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "unknown"
+        return {"cni": installed, "cni_version": version, "cni_image": image,
+                "encapsulation": "unknown (reused cluster)", "reused": "true"}
+
     def teardown(self) -> None:
-        """Delete the kind cluster if this provider created it (never a reused one)."""
-        if self._created_cluster and not self.keep_cluster:
+        """Delete the kind cluster if this provider created it (never a reused one). With
+        ``keep_cluster`` a cluster whose creation or CNI install did not finish is deleted too: kept,
+        it would be reused half-made."""
+        if self._created_cluster and (not self.keep_cluster or not self._create_complete):
             self._run(self.delete_command(), 300)
             self._created_cluster = False
 
@@ -174,9 +239,14 @@ class KindCluster(KubeCluster):
 
     def environment(self) -> dict[str, str]:
         env = super().environment()
+        info = self._kind.cni_info
         env.update({"kind": KIND_VERSION, "kind_node_image": self._kind.node_image,
-                    "cni": self._kind.cni.name, "cni_version": self._kind.cni.version,
-                    "encapsulation": self._kind.encapsulation})
+                    "cni": info.get("cni", self._kind.cni.name),
+                    "cni_version": info.get("cni_version", self._kind.cni.version),
+                    "encapsulation": info.get("encapsulation", self._kind.encapsulation)})
+        for key in ("cni_sha256", "cni_source", "cni_image"):
+            if info.get(key):
+                env[key] = info[key]
         return env
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ def test_every_cni_data_file_is_pinned_and_valid(name):
 
 
 def test_unknown_cni_and_bad_data_files_are_spec_errors(tmp_path):
-    with pytest.raises(SpecError, match="--cni: value 'weave'"):
+    with pytest.raises(SpecError, match="--netslo-cni: value 'weave'"):
         cni.load("weave")
     (tmp_path / "cni").mkdir()
     good = yaml.safe_load((cni.manifests_dir() / "cni" / "calico.yaml").read_text())
@@ -72,6 +72,40 @@ def test_fetch_uses_the_cache_and_still_verifies(tmp_path):
     (tmp_path / f"antrea-{spec.version}-{key}").write_bytes(b"tampered")
     with pytest.raises(InfrastructureError, match="has sha256"):
         cni.fetch(spec, directory=tmp_path)
+
+
+def test_fetch_reads_the_mirror_never_the_network_and_still_verifies(tmp_path, monkeypatch):
+    spec = _spec_with(hashlib.sha256(b"mirrored").hexdigest())
+    monkeypatch.setenv(cni.MIRROR_ENV, str(tmp_path / "mirror"))
+    where = tmp_path / "mirror" / "antrea" / spec.version / "antrea.yml"
+    assert cni.mirror_path(spec) == where and cni.source(spec) == str(where)
+    with pytest.raises(SpecError, match=f"NETSLO_CNI_MIRROR: .*missing: {where}"):
+        cni.check_source(spec)
+    with pytest.raises(InfrastructureError, match="mirror file .* nothing is downloaded"):
+        cni.fetch(spec, directory=tmp_path / "cache")
+    where.parent.mkdir(parents=True)
+    where.write_bytes(b"mirrored")
+    cni.check_source(spec)
+    assert cni.fetch(spec, directory=tmp_path / "cache") == (b"mirrored", spec.sha256)
+    where.write_bytes(b"tampered")
+    with pytest.raises(InfrastructureError, match="has sha256"):
+        cni.fetch(spec, directory=tmp_path / "cache")
+    monkeypatch.delenv(cni.MIRROR_ENV)
+    assert cni.mirror_path(spec) is None and cni.source(spec) == spec.url
+
+
+def test_calico_digest_is_recorded_and_its_default_encapsulation_is_vxlan():
+    spec = cni.load("calico")
+    assert spec.sha256 == "4b2e4053abc87427c214128f0e1b065d2f0dbadeb6be4ca3bdc6754e33af0ca7"
+    assert spec.default_encapsulation == "vxlan"   # ipip needs the kernel's IPIP tunnel
+
+
+def test_digest_cli_checks_a_local_copy(tmp_path, capsys):
+    from netslo.providers.cni.__main__ import main
+    f = tmp_path / "calico.yaml"
+    f.write_bytes(b"not the release file")
+    assert main(["digest", "calico", "--file", str(f)]) == 1
+    assert "DIFFERS from the recorded 4b2e4053" in capsys.readouterr().out
 
 
 CALICO_LIKE = """

@@ -15,17 +15,27 @@ from netslo.providers.kind import KIND_NODE_IMAGE, KindProvider
 from netslo.providers.minikube import MinikubeProvider
 
 
+@pytest.fixture(autouse=True)
+def _default_kind(monkeypatch):
+    """The defaults, not the offline toolchain's exports (scripts/kind-offline.sh env) of this shell."""
+    for var in (kind_mod.KIND_ENV, kind_mod.NODE_IMAGE_ENV, "NETSLO_CNI_MIRROR", "NETSLO_AGENT_IMAGE"):
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture
 def kind_calico(tmp_path):
     return KindProvider(cni="calico", nodes=2, name="netslo", workdir=str(tmp_path))
 
 
-def test_kind_config_would_have_n_workers_no_default_cni_and_cni_subnets(kind_calico):
+def test_kind_config_would_have_n_nodes_no_default_cni_and_cni_subnets(kind_calico):
     cfg = yaml.safe_load(kind_calico.config_yaml())
     assert cfg["kind"] == "Cluster" and cfg["apiVersion"] == "kind.x-k8s.io/v1alpha4"
     assert cfg["networking"] == {"disableDefaultCNI": True, "podSubnet": "192.168.0.0/16",
                                  "serviceSubnet": "10.96.0.0/12", "kubeProxyMode": "iptables"}
-    assert [n["role"] for n in cfg["nodes"]] == ["control-plane", "worker", "worker"]
+    # --netslo-nodes 2: two nodes pods run on = the control plane (untainted by a kubeadm patch) + 1 worker
+    assert [n["role"] for n in cfg["nodes"]] == ["control-plane", "worker"]
+    patch = yaml.safe_load(cfg["kubeadmConfigPatches"][0])
+    assert patch == {"kind": "InitConfiguration", "nodeRegistration": {"taints": []}}
     assert all(n["image"] == KIND_NODE_IMAGE for n in cfg["nodes"])
     assert all(n["labels"] == {"netslo.io/cni": "calico"} for n in cfg["nodes"])
 
@@ -35,6 +45,7 @@ def test_kind_config_would_use_each_cnis_pod_subnet(tmp_path, cni, subnet):
     cfg = KindProvider(cni=cni, nodes=1, workdir=str(tmp_path)).config()
     assert cfg["networking"]["podSubnet"] == subnet
     assert [n["role"] for n in cfg["nodes"]] == ["control-plane"]  # one node: the untainted control plane
+    assert "kubeadmConfigPatches" not in cfg                        # kind untaints a single node itself
 
 
 def test_kind_node_image_is_pinned_by_digest():
@@ -69,8 +80,8 @@ def test_kind_commands_would_refuse_to_clobber_an_existing_cluster(kind_calico):
         kind_calico.plan(exists=True)
 
 
-@pytest.mark.parametrize("kw,msg", [({"nodes": 0}, "--nodes: value 0"), ({"nodes": 9}, "--nodes: value 9"),
-                                    ({"cni": "flannel"}, "--cni: value 'flannel'"),
+@pytest.mark.parametrize("kw,msg", [({"nodes": 0}, "--netslo-nodes: value 0"), ({"nodes": 9}, "--netslo-nodes: value 9"),
+                                    ({"cni": "flannel"}, "--netslo-cni: value 'flannel'"),
                                     ({"name": "Net_SLO"}, "kind cluster name: value 'Net_SLO'"),
                                     ({"cni": "calico", "encapsulation": "geneve"},
                                      "calico encapsulation: value 'geneve'")])
@@ -83,6 +94,64 @@ def test_kind_without_the_binary_is_unsupported(tmp_path):
     from netslo.errors import Unsupported
     with pytest.raises(Unsupported, match="kind not found"):
         KindProvider(kind="kind-not-installed-here", workdir=str(tmp_path)).up()
+    with pytest.raises(Unsupported, match="kind not found"):
+        KindProvider(kind="kind-not-installed-here", workdir=str(tmp_path)).preflight()
+
+
+def test_kind_binary_and_node_image_come_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(kind_mod.KIND_ENV, "/opt/kind-offline/bin/kind")
+    monkeypatch.setenv(kind_mod.NODE_IMAGE_ENV, "localhost/netslo-kind-node:v1.34.4")
+    p = KindProvider(cni="calico", nodes=2, workdir=str(tmp_path))
+    assert p.create_command()[:3] == ["/opt/kind-offline/bin/kind", "create", "cluster"]
+    assert "localhost/netslo-kind-node:v1.34.4" in p.create_command()
+    assert {n["image"] for n in p.config()["nodes"]} == {"localhost/netslo-kind-node:v1.34.4"}
+
+
+def _fake_kind(tmp_path, create_rc=0, create_sleep=0):
+    """A kind stand-in that logs its argv; "get clusters" lists nothing, "create" may fail or hang."""
+    log = tmp_path / "kind.log"
+    script = tmp_path / "kind"
+    script.write_text(f"""#!/bin/sh
+echo "$*" >> {log}
+case "$1 $2" in
+  "get clusters") exit 0 ;;
+  "create cluster") sleep {create_sleep}; exit {create_rc} ;;
+  *) exit 0 ;;
+esac
+""")
+    script.chmod(0o755)
+    return str(script), log
+
+
+@pytest.mark.parametrize("rc,sleep,timeout", [(1, 0, 30), (0, 5, 0.5)], ids=["create fails", "create times out"])
+def test_kind_create_that_fails_or_times_out_deletes_the_half_made_cluster(tmp_path, rc, sleep, timeout):
+    kind, log = _fake_kind(tmp_path, create_rc=rc, create_sleep=sleep)
+    p = KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w"), timeout=timeout)
+    with pytest.raises(InfrastructureError, match="kind create cluster"):
+        p.up()
+    calls = [line.split()[:2] for line in log.read_text().splitlines()]
+    assert calls == [["get", "clusters"], ["create", "cluster"], ["delete", "cluster"]]
+
+
+class _FakeKubectl:
+    def __init__(self, labels, daemonsets):
+        self.labels, self.daemonsets = labels, daemonsets
+
+    def get(self, kind, name=None, namespace=None, missing_ok=False):
+        if kind == "nodes":
+            return [{"metadata": {"name": f"n{i}", "labels": self.labels}} for i in range(2)]
+        image = self.daemonsets.get(name)
+        return None if image is None else {"spec": {"template": {"spec": {"containers": [{"image": image}]}}}}
+
+
+def test_kind_kept_cluster_reports_the_installed_cni_and_refuses_another(tmp_path):
+    p = KindProvider(cni="calico", keep_cluster=True, workdir=str(tmp_path))
+    info = p.installed_cni(_FakeKubectl({"netslo.io/cni": "calico"}, {"calico-node": "docker.io/calico/node:v3.28.5"}))
+    assert (info["cni"], info["cni_version"]) == ("calico", "v3.28.5")
+    with pytest.raises(InfrastructureError, match="runs CNI cilium, not the requested calico"):
+        p.installed_cni(_FakeKubectl({"netslo.io/cni": "cilium"}, {"cilium": "quay.io/cilium/cilium:v1.18.6"}))
+    with pytest.raises(InfrastructureError, match="runs no CNI netslo knows"):
+        p.installed_cni(_FakeKubectl({}, {}))
 
 
 def test_minikube_commands_would_start_with_bundled_calico(tmp_path):

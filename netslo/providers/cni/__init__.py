@@ -4,12 +4,23 @@ Each data file names the version, the release URL of the upstream manifest or He
 install time, never stored in this repo), its sha256, the pod/service subnets to give the cluster, the
 encapsulations our overlays can select and the workloads that must become ready.
 
-    spec = load("calico"); data = fetch(spec); install(kubectl, spec, encapsulation="vxlan")
+    spec = load("calico"); data, digest = fetch(spec); install(kubectl, spec, encapsulation="vxlan")
+
+Where the bytes come from: ``$NETSLO_CNI_MIRROR`` (a directory: an air-gapped network's own copy of
+the release files, laid out ``<mirror>/<name>/<version>/<file name of the URL>``), else the cache
+(``$NETSLO_CNI_CACHE``), else the release URL. With a mirror set nothing is downloaded.
+
+Digest policy, the same on a laptop and in CI: a recorded sha256 is always enforced, whatever the
+source; with none recorded the file is refused unless ``$NETSLO_CNI_ALLOW_UNRECORDED=1`` says once
+that it may be used, and then its digest is reported (``cni_sha256`` with ``cni_sha256_recorded:
+false`` in the run's environment) so it can be recorded:
+``python -m netslo.providers.cni digest NAME [--file F] [--record]``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import urllib.request
@@ -20,10 +31,13 @@ import yaml
 
 from ...errors import InfrastructureError, SpecError
 
+log = logging.getLogger("netslo.cni")
+
 CNIS = ("calico", "cilium", "antrea")
 SOURCE_KINDS = ("manifest", "helm")
 WORKLOAD_KINDS = ("DaemonSet", "Deployment")
 ALLOW_UNRECORDED_ENV = "NETSLO_CNI_ALLOW_UNRECORDED"  # "1": accept a download whose sha256 is not recorded
+MIRROR_ENV = "NETSLO_CNI_MIRROR"   # directory <mirror>/<name>/<version>/<file name of the URL>
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -73,7 +87,7 @@ def _need(d: dict, key: str, where: str, typ=str):
 def load(name: str, directory: Path | None = None) -> CniSpec:
     """Read and validate manifests/cni/<name>.yaml."""
     if name not in CNIS:
-        raise SpecError("--cni", name, f"one of {', '.join(CNIS)}")
+        raise SpecError("--netslo-cni", name, f"one of {', '.join(CNIS)}")
     path = (directory or manifests_dir()) / "cni" / f"{name}.yaml"
     where = str(path)
     try:
@@ -141,14 +155,53 @@ def verify(spec: CniSpec, data: bytes, allow_unrecorded: bool | None = None) -> 
         allow_unrecorded = os.environ.get(ALLOW_UNRECORDED_ENV) == "1"
     if not allow_unrecorded:
         raise InfrastructureError(f"CNI {spec.name} {spec.version}: no sha256 recorded in {spec.source_file}; "
-                                  f"the download has sha256 {digest} — record it, or set "
+                                  f"the download has sha256 {digest} — record it (python -m "
+                                  f"netslo.providers.cni digest {spec.name} --record), or set "
                                   f"{ALLOW_UNRECORDED_ENV}=1 to accept it once")
+    log.warning("CNI %s %s: sha256 %s is not recorded in %s; accepted because %s=1",
+                spec.name, spec.version, digest, spec.source_file, ALLOW_UNRECORDED_ENV)
     return digest
+
+
+def file_name(spec: CniSpec) -> str:
+    """The release file's name (last path element of its URL)."""
+    return spec.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def mirror_path(spec: CniSpec, mirror: str | os.PathLike | None = None) -> Path | None:
+    """Where the mirror ($NETSLO_CNI_MIRROR) keeps this release file; None without a mirror."""
+    mirror = mirror if mirror is not None else os.environ.get(MIRROR_ENV)
+    if not mirror:
+        return None
+    return Path(mirror) / spec.name / spec.version / file_name(spec)
+
+
+def source(spec: CniSpec) -> str:
+    """Where ``fetch`` takes the file from: the mirror's path, or the release URL."""
+    return str(mirror_path(spec) or spec.url)
+
+
+def check_source(spec: CniSpec) -> None:
+    """Before a cluster is made: a mirror that is set must hold the file (else a SpecError naming it)."""
+    path = mirror_path(spec)
+    if path is not None and not path.is_file():
+        raise SpecError(MIRROR_ENV, os.environ.get(MIRROR_ENV),
+                        f"a directory holding {spec.name} {spec.version} as "
+                        f"<mirror>/{spec.name}/{spec.version}/{file_name(spec)} (missing: {path})")
 
 
 def fetch(spec: CniSpec, *, timeout: float = 60.0, allow_unrecorded: bool | None = None,
           directory: Path | None = None) -> tuple[bytes, str]:
-    """(bytes, sha256) of the pinned release file, cached by URL; checked with ``verify``."""
+    """(bytes, sha256) of the pinned release file: from the mirror if one is set (``source()`` says
+    which), else cached by URL or downloaded; always checked with ``verify``."""
+    mirrored = mirror_path(spec)
+    if mirrored is not None:
+        try:
+            data = mirrored.read_bytes()
+        except OSError as e:
+            raise InfrastructureError(f"CNI {spec.name} {spec.version}: mirror file {mirrored}: "
+                                      f"{e.strerror} (${MIRROR_ENV} is set, so nothing is downloaded)") from None
+        return data, verify(spec, data, allow_unrecorded)
     directory = directory or cache_dir()
     key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]
     cached = directory / f"{spec.name}-{spec.version}-{key}"

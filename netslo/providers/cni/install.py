@@ -21,7 +21,7 @@ import yaml
 
 from ...errors import InfrastructureError
 from ..kube_wait import node_ready, wait_until, wait_workload
-from . import CniSpec, encapsulation as check_encapsulation, fetch
+from . import CniSpec, encapsulation as check_encapsulation, fetch, source as cni_source
 
 BANDWIDTH_PLUGIN = {"type": "bandwidth", "capabilities": {"bandwidth": True}}
 
@@ -162,6 +162,7 @@ def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_sub
                                           f"{proc.stderr.decode(errors='replace').strip()[-400:]}")
     wait_ready(kubectl, spec, timeout)
     return {"cni": spec.name, "cni_version": spec.version, "encapsulation": enc, "cni_sha256": digest,
+            "cni_sha256_recorded": "true" if spec.sha256 else "false", "cni_source": cni_source(spec),
             "bandwidth": spec.bandwidth}
 
 
