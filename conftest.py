@@ -4,4 +4,4 @@
 from importlib.metadata import entry_points
 
 _installed = any(ep.name == "netslo" for ep in entry_points(group="pytest11"))
-pytest_plugins = [] if _installed else ["plugins.netslo_plugin"]
+pytest_plugins = [] if _installed else ["netslo.plugin.hooks"]

@@ -28,6 +28,8 @@ def main(argv=None) -> int:
             print(slo.schema_json())
         elif args.cmd == "validate":
             spec = slo.load(args.file)
+            for line in slo.sample_warnings(spec):
+                print(f"warning: {line}", file=sys.stderr)
             print(f"{args.file}: ok ({len(spec.objectives)} objectives)")
         else:
             from .providers import netns

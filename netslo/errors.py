@@ -3,7 +3,9 @@
 - ``SpecError``: bad user input (SLO file, CLI option); one line naming file, field, value, expected form.
 - ``InfrastructureError``: the cluster, a pod, a responder or an impairment did not work; a test
   reports it as an *error* with its cause, never as an SLO failure.
-- ``Unsupported``: the platform lacks a capability the scenario needs; the test is skipped with the reason.
+- ``Unsupported``: the platform lacks a capability the scenario needs, known before measuring; the
+  test is skipped with the reason and a skip category (``netslo.skips``). Data that went missing
+  during a measurement (lost requests) is never Unsupported: it is a finding.
 """
 
 
@@ -29,4 +31,13 @@ class InfrastructureError(NetsloError, RuntimeError):
 
 
 class Unsupported(NetsloError):
-    """A capability the scenario needs is missing here; carries the reason for a skip."""
+    """A capability the scenario needs is missing here; carries the reason and skip category."""
+
+    def __init__(self, message: str, category: str = "capability"):
+        super().__init__(message)
+        self.category = category
+
+
+class NotEnoughSamples(NetsloError):
+    """A check could not be bounded: too few answered samples for its confidence interval. The test
+    errors (never passes on a point estimate); the message names n and the n it needs."""

@@ -190,7 +190,7 @@ class NetnsServices:
         if exposure == "nodeport-cluster":
             others = [n for n in self.cluster.nodes if n != self.backend.node]
             if not others:
-                raise Unsupported("nodeport-cluster needs a node without the backend (use --nodes 2 or more)")
+                raise Unsupported("nodeport-cluster needs a node without the backend (use --netslo-nodes 2 or more)")
             return self.node_ip(client.node if client.node in others else others[0]), NODE_PORT_CLUSTER
         return self.ingress.ip, RESPONDER_PORTS["proxy"]
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import slo as slo_mod
-from .errors import Unsupported
-from .runner import Outcome, check_pace, host_stall
+from .runner import Outcome, check_pace, host_stall, judge_all, require_measurable
 from .samples import SampleSet
 from .stats import Estimate, analyze, bootstrap_quantile_diff
 
@@ -67,9 +66,7 @@ def _judge(cluster, scenario, samples: SampleSet, spec: slo_mod.SloSpec, interva
     analysis = analyze(samples, spec.sampling.confidence)
     check_pace(analysis, interval)
     thresholds = spec.thresholds_for({**scenario.labels(), "datapath": cluster.datapath})
-    missing = sorted({t.metric for t in thresholds if t.metric not in analysis.metrics})
-    if missing:
-        raise Unsupported(f"{', '.join(missing)} cannot be measured for {scenario.id} on provider {cluster.provider}")
-    checks = [slo_mod.decide(analysis.metrics[t.metric], t) for t in thresholds]
+    require_measurable(thresholds, scenario, cluster)
+    checks = judge_all(analysis, thresholds, spec.sampling.confidence)
     samples.meta.update(scenario=scenario.id)
     return Outcome(scenario, samples, analysis, checks, cluster.environment(), batches=int(samples.meta.get("runs", 1)))

@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from . import progress
 from . import slo as slo_mod
-from .errors import InfrastructureError, SpecError, Unsupported
+from .errors import InfrastructureError, NotEnoughSamples, SpecError, Unsupported
+from .measurable import missing_reason, why_unmeasurable
 from .probes import ProbeSpec
 from .providers.base import Cluster, Pod
 from .samples import SampleSet
@@ -46,22 +48,43 @@ class Outcome:
         return [c for c in self.checks if c.verdict == slo_mod.FAIL]
 
     @property
+    def insufficient(self) -> list:
+        return [c for c in self.checks if c.verdict == slo_mod.INSUFFICIENT]
+
+    @property
     def verdict(self) -> str:
-        return slo_mod.FAIL if self.failed else slo_mod.PASS
+        """fail (a breach, or no data), insufficient (too few samples to bound a check), or pass."""
+        if self.failed:
+            return slo_mod.FAIL
+        return slo_mod.INSUFFICIENT if self.insufficient else slo_mod.PASS
 
     def message(self) -> str:
-        head = f"SLO breach: {self.scenario.id}" if self.failed else f"SLO met: {self.scenario.id}"
-        lines = [c.line() for c in (self.failed or self.checks)] + list(self.notes)
+        head = {slo_mod.FAIL: "SLO breach", slo_mod.INSUFFICIENT: "SLO not judged (not enough samples)",
+                slo_mod.PASS: "SLO met"}[self.verdict] + f": {self.scenario.id}"
+        shown = (self.failed + self.insufficient) or self.checks
+        lines = [c.line() for c in shown] + list(self.notes)
         timer = self.analysis.metrics["timer_error.p99"].value
         lines.append(f"context: sender timer error p99 = {format_duration(timer)} (host scheduling noise), "
                      f"{len(self.samples)} requests in {self.batches} batch(es), provider "
                      f"{self.environment.get('provider', '?')}")
         return head + "\n  " + "\n  ".join(lines)
 
+    def summary_line(self) -> str:
+        """'<scenario> <verdict> rtt p50 … p99 … loss … n=…' for progress and logs."""
+        m = self.analysis.metrics
+        worst = (self.failed + self.insufficient)[:1]
+        why = f" — {worst[0].line()}" if worst else ""
+        return (f"{self.scenario.id}: {self.verdict} rtt p50 {format_duration(m['rtt.p50'].value)} "
+                f"p99 {format_duration(m['rtt.p99'].value)} loss {m['loss'].value:.2%} "
+                f"n={len(self.samples)} in {self.batches} batch(es){why}")
+
     def assert_met(self) -> None:
-        """Raise SloBreach with every broken threshold (value, CI, threshold) when the SLO is broken."""
+        """Raise SloBreach with every broken threshold (value, CI, threshold) when the SLO is broken,
+        NotEnoughSamples when a check could not be bounded (the test errors, it does not pass)."""
         if self.failed:
             raise SloBreach(self.message())
+        if self.insufficient:
+            raise NotEnoughSamples(self.message())
 
 
 def probe_spec(scenario: Scenario, server: Pod, ports: dict, sampling: slo_mod.Sampling, count: int) -> ProbeSpec:
@@ -88,6 +111,30 @@ def host_stall(analysis: Analysis) -> float | None:
     client's own timer), so it marks samples taken while the host was descheduled."""
     worst = analysis.metrics["timer_error.max"].value
     return worst if worst > HOST_STALL_S else None
+
+
+def require_measurable(thresholds: list, scenario: Scenario, cluster: Cluster) -> None:
+    """Unsupported (category 'capability') when a threshold's metric cannot be measured for this
+    protocol on this provider at all; known before anything is sent."""
+    why = sorted({w for t in thresholds
+                  if (w := why_unmeasurable(t.metric, scenario.protocol, getattr(cluster, "shared_clock", False))) is not None})
+    if why:
+        raise Unsupported(f"{scenario.id} on provider {cluster.provider}: " + "; ".join(why), "capability")
+
+
+def judge_all(analysis: Analysis, thresholds: list, confidence: float, final: bool = True) -> list:
+    """Every threshold judged: a metric without data fails with the reason; with ``final`` an
+    inconclusive check is decided (point estimate if the CI is bounded, else insufficient)."""
+    out = []
+    for t in thresholds:
+        est = analysis.metrics.get(t.metric)
+        if est is None or est.n == 0:
+            out.append(slo_mod.missing(t, missing_reason(t.metric, analysis.counts)))
+        elif final:
+            out.append(slo_mod.decide(est, t, confidence))
+        else:
+            out.append(slo_mod.Check(t, est, slo_mod.judge(est, t)))
+    return out
 
 
 def run(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scenario,
@@ -117,25 +164,26 @@ def _measure(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: 
     if not thresholds:  # a scenario nobody set an objective for must not pass silently
         raise SpecError(f"{spec.source}: objectives", scenario.id,
                         "an objective whose select matches this scenario (protocol/placement/profile/datapath)")
+    require_measurable(thresholds, scenario, cluster)
     batches: list[SampleSet] = []
     total = 0
+    most = -(-sampling.max_samples // sampling.samples)   # batches at most
     while True:
         count = min(sampling.samples, sampling.max_samples - total)
+        progress.note(f"{scenario.id}: batch {len(batches) + 1}/{most} ({count} requests, "
+                      f"{format_duration(count * (scenario.interval or sampling.interval))} of sending)")
         batch = cluster.probe(client, probe_spec(scenario, server, ports, sampling, count))
         batches.append(batch)
         total += len(batch)
         merged = batches[0] if len(batches) == 1 else SampleSet.concat(batches)
         analysis = analyze(merged, sampling.confidence)
         check_pace(analysis, scenario.interval or sampling.interval)
-        unmeasurable = [t.metric for t in thresholds if t.metric not in analysis.metrics]
-        if unmeasurable:
-            raise Unsupported(f"{', '.join(sorted(set(unmeasurable)))} cannot be measured for {scenario.id} "
-                              f"on provider {cluster.provider} (e.g. one-way delay needs a shared clock)")
-        verdicts = [slo_mod.judge(analysis.metrics[t.metric], t) for t in thresholds]
+        verdicts = [c.verdict for c in judge_all(analysis, thresholds, sampling.confidence, final=False)]
         if slo_mod.INCONCLUSIVE not in verdicts or total >= sampling.max_samples:
             break
-    checks = [slo_mod.decide(analysis.metrics[t.metric], t) for t in thresholds]
+    checks = judge_all(analysis, thresholds, sampling.confidence)
     merged.meta.update(scenario=scenario.id, server_pod=server.name, server_node=server.node)
-    return Outcome(scenario, merged, analysis, checks, cluster.environment(), len(batches),
-                   time.monotonic() - t0)
+    out = Outcome(scenario, merged, analysis, checks, cluster.environment(), len(batches), time.monotonic() - t0)
+    progress.note(out.summary_line())
+    return out
 

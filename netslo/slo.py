@@ -17,7 +17,13 @@ File format (units are mandatory)::
 Every threshold is an upper bound (metric <= value). Verdict per threshold, from the metric's CI
 [lo, hi]: **pass** when hi <= threshold, **fail** when lo > threshold, otherwise **inconclusive**:
 the runner samples more (in batches of ``samples``, up to ``max_samples`` in total) and, if still
-inconclusive, decides on the point estimate and says so in the message.
+inconclusive, decides on the point estimate and says so in the message — but only where the CI has
+both bounds: a percentile needs enough answered samples for that (two-sided 95 %: P50 6, P99 368,
+P99.9 3688; ``samples_needed``), and a check that still lacks a bound when sampling runs out is
+**insufficient**: the test errors, naming n and the n it needs. It never passes on a point estimate.
+A metric with no data at all (every request lost) fails its check with the reason.
+
+``allow_skips: [CATEGORY, ...]`` declares skips of those categories expected (``netslo.skips``).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from dataclasses import dataclass
 
 import jsonschema
 
-from . import units, yamlfile
+from . import skips, units, yamlfile
 from .errors import SpecError
 from .stats import Estimate
 
@@ -70,6 +76,8 @@ def json_schema() -> dict:
                 },
             },
             "objectives": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/objective"}},
+            "allow_skips": {"type": "array", "items": {"enum": sorted(skips.CATEGORIES)}, "uniqueItems": True,
+                            "description": "skip categories this gate declares expected (netslo.skips)"},
         },
         "$defs": {
             "duration": {"type": "string", "pattern": _DURATION_RE,
@@ -169,6 +177,7 @@ class SloSpec:
     sampling: Sampling
     objectives: list
     source: str = "<memory>"
+    allow_skips: frozenset = frozenset()
 
     def thresholds_for(self, labels: dict) -> list[Threshold]:
         """Every threshold of every objective whose selector matches the scenario labels."""
@@ -211,17 +220,40 @@ def parse(doc, source: str = "<memory>") -> SloSpec:
             objectives.append(Objective(o["name"], select, tuple(ths)))
     except SpecError as e:
         raise e.located(source) from None
-    return SloSpec(sampling, objectives, source)
+    return SloSpec(sampling, objectives, source, frozenset(doc.get("allow_skips") or ()))
 
 
 def load(path) -> SloSpec:
     """Read and validate an SLO YAML file; every problem is a one-line SpecError naming the file."""
-    return parse(yamlfile.read(path, "--slo-file"), str(path))
+    return parse(yamlfile.read(path, "--netslo-slo"), str(path))
 
 
 # ---- verdicts ------------------------------------------------------------------------------------
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+PASS, FAIL, INCONCLUSIVE, INSUFFICIENT = "pass", "fail", "inconclusive", "insufficient"
+
+
+def percentile_of(metric: str) -> float | None:
+    """99.0 for 'rtt.p99', None for metrics that are not percentiles."""
+    stat = metric.partition(".")[2]
+    return float(stat[1:]) if stat.startswith("p") and stat[1:].replace(".", "", 1).isdigit() else None
+
+
+def samples_needed(metric: str, confidence: float) -> int:
+    """Fewest answered samples for which percentile ``metric`` has a CI with both bounds at
+    ``confidence`` (two-sided): the upper bound of P_q exists once (q/100)^n <= (1-confidence)/2.
+    1 for metrics that are not percentiles."""
+    q = percentile_of(metric)
+    if q is None:
+        return 1
+    from .stats import percentile_ci_ranks
+    p = max(q, 100.0 - q) / 100.0
+    n = max(1, math.ceil(math.log((1.0 - confidence) / 2.0) / math.log(p)) - 2)
+    while True:
+        lo, hi = percentile_ci_ranks(n, q, confidence)
+        if lo >= 1 and hi <= n:
+            return n
+        n += 1
 
 
 @dataclass(frozen=True)
@@ -230,12 +262,15 @@ class Check:
 
     threshold: Threshold
     estimate: Estimate
-    verdict: str               # pass | fail | inconclusive
+    verdict: str               # pass | fail | inconclusive | insufficient
     by_point: bool = False     # decided on the point estimate after sampling ran out
+    note: str = ""             # why the check has no data or no bound (missing data, too few samples)
 
     def line(self) -> str:
         fmt = units.format_percent if self.estimate.unit == "1" else units.format_duration
         e, t = self.estimate, self.threshold
+        if self.note:
+            return f"{t.metric}: {self.note} [{self.verdict}; threshold {t.text}, objective {t.objective}]"
         ci = f"{fmt(e.lo)}–{fmt(e.hi)}" if math.isfinite(e.lo) and math.isfinite(e.hi) else \
             f"{fmt(e.lo)}–{fmt(e.hi)} (too few samples to bound)"
         op = {PASS: "<=", FAIL: ">", INCONCLUSIVE: "~"}[self.verdict]
@@ -255,12 +290,39 @@ def judge(estimate: Estimate, threshold: Threshold) -> str:
     return INCONCLUSIVE
 
 
-def decide(estimate: Estimate, threshold: Threshold) -> Check:
-    """Final verdict when no more samples may be taken: CI first, then the point estimate."""
+def decide(estimate: Estimate, threshold: Threshold, confidence: float = 0.95) -> Check:
+    """Final verdict when no more samples may be taken: CI first; then the point estimate, only
+    when the CI has both bounds; else INSUFFICIENT, naming n and the n the percentile needs."""
     v = judge(estimate, threshold)
     if v != INCONCLUSIVE:
         return Check(threshold, estimate, v)
+    if not (math.isfinite(estimate.lo) and math.isfinite(estimate.hi)):
+        need = samples_needed(threshold.metric, confidence)
+        q = percentile_of(threshold.metric)
+        what = f"P{q:g}" if q is not None else threshold.metric
+        return Check(threshold, estimate, INSUFFICIENT,
+                     note=f"not enough samples: n={estimate.n} answered samples cannot bound {what} at "
+                          f"{confidence:.0%} confidence; it needs at least {need}")
     return Check(threshold, estimate, PASS if estimate.value <= threshold.limit else FAIL, by_point=True)
+
+
+def missing(threshold: Threshold, reason: str) -> Check:
+    """The check of a measurable metric that has no data: it fails, and says why."""
+    unit = "1" if threshold.metric in FRACTION_METRICS else "s"
+    return Check(threshold, Estimate(math.nan, -math.inf, math.inf, 0, unit), FAIL, note=reason)
+
+
+def sample_warnings(spec: SloSpec) -> list[str]:
+    """Thresholds that ``max_samples`` can never bound (percentiles needing more answered samples)."""
+    out = []
+    for o in spec.objectives:
+        for t in o.thresholds:
+            need = samples_needed(t.metric, spec.sampling.confidence)
+            if need > spec.sampling.max_samples:
+                out.append(f"{spec.source}: objective {o.name}: {t.metric} needs at least {need} answered "
+                           f"samples at {spec.sampling.confidence:.0%} confidence, but max_samples is "
+                           f"{spec.sampling.max_samples}: it will end as 'not enough samples'")
+    return out
 
 
 def schema_json() -> str:

@@ -5,8 +5,8 @@ the minimum RTO (200 ms) let a persistent TCP connection go idle long enough for
 ``tcp_slow_start_after_idle`` to reset its congestion window, which large messages then pay for.
 ``SIZE_PROFILES``: keys of ``scenario.PROFILES`` (command & control 1k/1k, telemetry 10k/1k,
 image 100k/1k). ``sweep()`` turns them into scenarios; ``count_for()`` keeps each point's duration
-bounded so long intervals get few samples (their P99 then has no finite CI upper bound and the
-verdict says it was decided on the point estimate).
+bounded so long intervals get few samples (a P99 then has no finite CI upper bound: the sweep
+leaves it unjudged and says so; it never decides on one sample).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Kubernetes tier of CI on this machine: bring the local single-node cluster up (build cached in
-# /var/cache/netslo), run the Kubernetes provider tests and the gate with --provider existing against
+# /var/cache/netslo), run the Kubernetes provider tests and the gate with --netslo-provider existing against
 # real pods, and always take the cluster down again (also when a test fails or the run is interrupted).
 #
 #   sudo bash scripts/ci-k8s.sh            (root: network namespaces, mounts, cgroups)
@@ -29,7 +29,7 @@ rc=0
 # The gate itself, on the same real cluster (needs make_provider("existing") wired in netslo.providers).
 if "$PY" -c 'from netslo.providers import make_provider; make_provider("existing")' 2>/dev/null; then
   # shellcheck disable=SC2086
-  "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --provider existing --netslo-results "$RESULTS" $GATE_TESTS || rc=1
+  "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider existing --netslo-results "$RESULTS" $GATE_TESTS || rc=1
 else
   echo "ci-k8s: make_provider('existing') not available in this build; gate on the local cluster skipped" >&2
 fi

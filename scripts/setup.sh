@@ -4,10 +4,12 @@
 #           irtt (reference tools), gcc (C reference in benchmarks), mosquitto,
 #           user-mode-linux (a 6.1 kernel with sch_netem, booted when the host kernel lacks netem),
 #           chromium + Java (Allure HTML report and its browser check)
-#   python: requirements.txt (pinned) + netslo itself (editable, registers the pytest plugin)
+#   python: a virtual environment .venv/ made with the distribution's own python3 (PEP 668 forbids pip
+#           into it), holding requirements.txt (pinned) + netslo itself (editable, registers the plugin).
+#           The README commands run .venv/bin/python. PYTHON=/path/to/python picks another interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS=(iproute2 util-linux procps iptables nftables iputils-ping iperf3 irtt gcc libc6-dev ethtool mosquitto user-mode-linux
+PKGS=(python3 python3-venv iproute2 util-linux procps iptables nftables iputils-ping iperf3 irtt gcc libc6-dev ethtool mosquitto user-mode-linux
       chromium)
 command -v java >/dev/null 2>&1 || PKGS+=(default-jre-headless)   # the Allure CLI runs on Java
 missing=()
@@ -19,9 +21,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 # mosquitto from Debian starts a system broker on install; netslo starts its own inside pods.
 systemctl disable --now mosquitto >/dev/null 2>&1 || true
-PY=${PYTHON:-python3}
-"$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt
-"$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --no-build-isolation -e . 2>/dev/null \
-    || "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps -e .
+BASE=${PYTHON:-/usr/bin/python3}
+VENV=.venv
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys; sys.exit(0)' 2>/dev/null; then
+    rm -rf "$VENV"
+    "$BASE" -m venv "$VENV"
+fi
+PY=$VENV/bin/python
+PIP=("$PY" -m pip install -q --disable-pip-version-check)
+"${PIP[@]}" -r requirements.txt
+"${PIP[@]}" --no-deps --no-build-isolation -e . 2>/dev/null || "${PIP[@]}" --no-deps -e .
 bash scripts/allure-report.sh --install >/dev/null   # pinned Allure CLI from npm, cached
 echo "netslo: setup done ($("$PY" --version), $(ip -V))"

@@ -21,4 +21,4 @@ def make_provider(name: str, **options):
     if name == "minikube":
         from .minikube import MinikubeProvider
         return MinikubeProvider(**options)
-    raise SpecError("--provider", name, f"one of {', '.join(PROVIDERS)}")
+    raise SpecError("--netslo-provider", name, f"one of {', '.join(PROVIDERS)}")

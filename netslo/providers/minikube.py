@@ -43,7 +43,7 @@ class MinikubeProvider:
                  minikube: str = "minikube", kubectl: str | None = None, workdir: str | None = None,
                  timeout: float = 900.0, run_id: str | None = None, encapsulation: str | None = None):
         if not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
-            raise SpecError("--nodes", nodes, f"a whole number 1..{MAX_NODES}")
+            raise SpecError("--netslo-nodes", nodes, f"a whole number 1..{MAX_NODES}")
         if driver not in DRIVERS:
             raise SpecError("minikube driver", driver, f"one of {', '.join(DRIVERS)}")
         if not km._DNS_LABEL.match(profile):

@@ -68,7 +68,7 @@ def labels(scenario, environment: dict) -> dict:
 def severity(checks, overrides: dict | None = None) -> str:
     """Allure severity from the SLO tier of the test's objectives.
 
-    ``overrides`` maps objective name -> severity (``--allure-severity``); an objective object with a
+    ``overrides`` maps objective name -> severity (``--netslo-allure-severity``); an objective object with a
     ``tier`` attribute is honoured too. Otherwise: a gated tail (P99 and above) is critical, any other
     threshold normal, no threshold minor."""
     overrides = overrides or {}

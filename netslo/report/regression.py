@@ -125,7 +125,7 @@ def results_files(path) -> list[Path]:
         found = sorted(p.rglob("results.json"))
         if found:
             return found
-    raise FileNotFoundError(f"--baseline: value {str(path)!r} — expected a results.json file or a "
+    raise FileNotFoundError(f"--netslo-baseline: value {str(path)!r} — expected a results.json file or a "
                             f"directory containing results.json files (netslo-results/ of past runs)")
 
 
@@ -451,6 +451,13 @@ class Report:
     only_baseline: list = field(default_factory=list)   # tests missing from the current run
     only_current: list = field(default_factory=list)    # new tests (no baseline)
     rerun: Run | None = None                            # re-measured tests (see confirm())
+    excused: dict = field(default_factory=dict)         # missing test -> why that is on purpose
+
+    @property
+    def missing(self) -> list:
+        """Baseline tests absent from this run without a reason (deselected or a declared skip):
+        they fail the regression check, since a test that stopped measuring cannot regress."""
+        return [t for t in self.only_baseline if t not in self.excused]
 
     @property
     def regressions(self) -> list:
@@ -458,7 +465,7 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return bool(self.regressions)
+        return bool(self.regressions or self.missing)
 
     def environment_changes(self) -> list[str]:
         """Keys whose value differs between the baseline runs and the current run (run ids ignored)."""
@@ -479,7 +486,7 @@ class Report:
             return x
         return {
             "schema": 1,
-            "verdict": "regression" if self.failed else "no regression",
+            "verdict": ("regression" if self.regressions else "missing tests") if self.failed else "no regression",
             "policy": {**asdict(self.policy), "metrics": list(self.policy.metrics)},
             "baseline": {"sources": self.baseline.sources, "runs": self.baseline.sessions},
             "current": {"sources": self.current.sources},
@@ -487,6 +494,8 @@ class Report:
             "regressions": [{"test": c.test, "metric": c.metric} for c in self.regressions],
             "comparisons": [{k: clean(v) for k, v in asdict(c).items()} for c in self.comparisons],
             "only_baseline": self.only_baseline,
+            "missing": self.missing,
+            "excused": self.excused,
             "only_current": self.only_current,
             "rerun": sorted(self.rerun.samples) if self.rerun else [],
         }
@@ -667,6 +676,8 @@ def markdown(report: "Report") -> str:
     tests = sorted({c.test for c in regs})
     head = (f"❌ {len(regs)} regression{'s' if len(regs) != 1 else ''} in {len(tests)} test{'s' if len(tests) != 1 else ''}"
             if regs else "✅ no regression")
+    if report.missing:
+        head += f"; ❌ {len(report.missing)} baseline test{'s' if len(report.missing) != 1 else ''} not measured"
     lines = [f"### netslo SLO regression vs baseline: {head}", ""]
     cur_env = report.current.environment[-1] if report.current.environment else {}
     lines.append(f"Baseline `{report.baseline_label or ', '.join(report.baseline.sources)}` "
@@ -717,8 +728,12 @@ def markdown(report: "Report") -> str:
     changes = report.environment_changes()
     if changes:
         lines += ["⚠️ The environment differs from the baseline: " + "; ".join(changes), ""]
-    if report.only_baseline:
-        lines += ["Tests in the baseline but not in this run: " + ", ".join(f"`{t}`" for t in report.only_baseline), ""]
+    if report.missing:
+        lines += ["❌ Tests in the baseline but not measured in this run (fail the regression check): "
+                  + ", ".join(f"`{t}`" for t in report.missing), ""]
+    if report.excused:
+        lines += ["Tests in the baseline left out on purpose: "
+                  + ", ".join(f"`{t}` ({why})" for t, why in sorted(report.excused.items())), ""]
     if report.only_current:
         lines += ["New tests without a baseline: " + ", ".join(f"`{t}`" for t in report.only_current), ""]
     lines += [f"<details><summary>All {len(report.comparisons)} comparisons</summary>", "",
@@ -745,26 +760,26 @@ def policy_from_text(metrics: str | None = None, min_effect: str | None = None, 
                 if name not in ("loss",) + DELAY_SERIES or (name == "loss") != (q is None) or (q is not None and not 0 < q < 100):
                     raise ValueError
             except ValueError:
-                raise SpecError("--regression-metrics", m, "comma-separated metrics like rtt.p50,rtt.p99,"
+                raise SpecError("--netslo-regression-metrics", m, "comma-separated metrics like rtt.p50,rtt.p99,"
                                 "ipdv.p99,loss (series.pQ with 0<Q<100, or loss)") from None
         kw["metrics"] = ms
     if min_effect:   # an explicit effect applies in both modes
-        kw["min_effect_rel"] = kw["spread_min_effect_rel"] = units.percent(min_effect, "--regression-min-effect")
+        kw["min_effect_rel"] = kw["spread_min_effect_rel"] = units.percent(min_effect, "--netslo-regression-min-effect")
     if min_abs:
-        kw["min_effect_abs"] = kw["spread_min_effect_abs"] = units.duration(min_abs, "--regression-min-abs")
+        kw["min_effect_abs"] = kw["spread_min_effect_abs"] = units.duration(min_abs, "--netslo-regression-min-abs")
     if min_loss:
-        kw["min_loss_abs"] = kw["spread_min_loss_abs"] = units.percent(min_loss, "--regression-min-loss")
+        kw["min_loss_abs"] = kw["spread_min_loss_abs"] = units.percent(min_loss, "--netslo-regression-min-loss")
     if alpha:
-        kw["alpha"] = units.percent(alpha, "--regression-alpha")
+        kw["alpha"] = units.percent(alpha, "--netslo-regression-alpha")
         if not 0 < kw["alpha"] < 0.5:
-            raise SpecError("--regression-alpha", alpha, "a percentage above 0% and below 50%, e.g. 5%")
+            raise SpecError("--netslo-regression-alpha", alpha, "a percentage above 0% and below 50%, e.g. 5%")
     if block:
-        kw["block_s"] = units.duration(block, "--regression-block")
+        kw["block_s"] = units.duration(block, "--netslo-regression-block")
         if kw["block_s"] <= 0:
-            raise SpecError("--regression-block", block, "a duration > 0, e.g. '200ms'")
+            raise SpecError("--netslo-regression-block", block, "a duration > 0, e.g. '200ms'")
     if n_boot:
         if not str(n_boot).isdigit() or int(n_boot) < 200:
-            raise SpecError("--regression-resamples", n_boot, "a whole number >= 200, e.g. 4000")
+            raise SpecError("--netslo-regression-resamples", n_boot, "a whole number >= 200, e.g. 4000")
         kw["n_boot"] = int(n_boot)
     return Policy(**{**asdict(p), **kw})
 

@@ -48,6 +48,8 @@ class ResultsWriter:
         self.dir = Path(directory)
         self.records: list[dict] = []
         self.environment: dict = {}
+        self.tally = None          # netslo.report.tally.Tally of the session, when the gate ran
+        self.written: Path | None = None
 
     def add(self, test_id: str, outcome) -> None:
         (self.dir / "samples").mkdir(parents=True, exist_ok=True)
@@ -57,10 +59,15 @@ class ResultsWriter:
         self.environment = outcome.environment
 
     def write(self) -> Path | None:
-        if not self.records:
+        """results.json with every record and the session's tally (counts of passed / failed /
+        errored / skipped tests); nothing when the session measured and tallied nothing."""
+        if not self.records and not (self.tally and self.tally.entries):
             return None
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / "results.json"
-        path.write_text(json.dumps({"schema": SCHEMA_VERSION, "environment": self.environment,
-                                    "results": self.records}, indent=1))
+        doc = {"schema": SCHEMA_VERSION, "environment": self.environment, "results": self.records}
+        if self.tally is not None:
+            doc["gate"] = self.tally.to_json()
+        path.write_text(json.dumps(doc, indent=1))
+        self.written = path
         return path

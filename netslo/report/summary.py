@@ -29,9 +29,18 @@ def check_cell(check: dict) -> str:
             f"({_fmt(check['lo'], frac)}–{_fmt(check['hi'], frac)}) ≤ {check['threshold']}{note}")
 
 
-def markdown(records: list[dict], environment: dict) -> str:
+def markdown(records: list[dict], environment: dict, tally=None) -> str:
+    """The verdict headline, the per-test table and, with the session's ``tally``, every test that
+    was not measured and met. "All met" only when nothing failed, errored or skipped unexpectedly."""
     failed = [r for r in records if r["verdict"] != "pass"]
-    head = f"❌ {len(failed)} of {len(records)} SLO tests failed" if failed else f"✅ all {len(records)} SLO tests met their SLOs"
+    if tally is not None and not tally.green:
+        head = tally.headline()
+    elif failed:
+        head = f"❌ {len(failed)} of {len(records)} SLO tests failed"
+    elif tally is not None:
+        head = f"✅ all {len(records)} measured SLO scenarios met their SLOs; {tally.headline().removeprefix('✅ ')}"
+    else:
+        head = f"✅ all {len(records)} SLO tests met their SLOs"
     env = ", ".join(f"{k}={v}" for k, v in environment.items() if k in
                     ("provider", "datapath", "cni", "nodes", "pod_mtu", "kernel", "congestion_control"))
     lines = [f"### netslo SLO gate: {head}", "", f"Environment: {env}", "",
@@ -41,7 +50,23 @@ def markdown(records: list[dict], environment: dict) -> str:
         lines.append(f"| `{r['scenario']}` | {'✅ pass' if r['verdict'] == 'pass' else '❌ ' + r['verdict']} | "
                      f"{r['counts']['sent']} | {checks} |")
     lines.append("")
+    if tally is not None:
+        lines.append(tally.markdown())
     return "\n".join(lines)
+
+
+def terminal_row(rec: dict) -> str:
+    """One line of the terminal summary for a results.json record."""
+    m = rec["metrics"]
+
+    def fmt(key):
+        v = m.get(key, {}).get("value")
+        return units.format_duration(v) if isinstance(v, (int, float)) else "-"
+
+    loss = m.get("loss", {}).get("value")
+    return (f"{rec['scenario']:<28} {rec['verdict']:<5} rtt p50 {fmt('rtt.p50'):>8} p99 {fmt('rtt.p99'):>8}  "
+            f"|ipdv| p99 {fmt('ipdv.p99'):>8}  loss {units.format_percent(loss) if loss is not None else '-':>6}  "
+            f"n={rec['counts']['sent']}")
 
 
 def append_to_step_summary(text: str) -> Path | None:

@@ -21,25 +21,26 @@ from netslo.probes import ProbeSpec
 from netslo.probes.bulk import bulk
 from netslo.scenario import Scenario
 from netslo.stats import analyze, mann_whitney
-from plugins.netslo_plugin import OUTCOME
+from netslo.plugin.gate import skip
+from netslo.plugin.hooks import OUTCOME
 
 pytestmark = [pytest.mark.cni, pytest.mark.needs_netem]
 
 BOTH = ("egress", "ingress")  # client pod: upstream on eth0 egress, downstream via ifb
 
 
-@pytest.mark.parametrize("impaired", [{"spec": {"preset": n}, "directions": BOTH} for n in sorted(PRESETS)],
+@pytest.mark.parametrize("netslo_impaired", [{"spec": {"preset": n}, "directions": BOTH} for n in sorted(PRESETS)],
                          ids=sorted(PRESETS), indirect=True)
-def test_preset_slo(impaired, impaired_cluster, impair_slo, request):
+def test_preset_slo(netslo_impaired, netslo_impaired_cluster, netslo_impair_slo, request):
     """UDP 1 kB request/response SLOs with the preset on both directions of the client."""
-    env = impaired_cluster
-    client, _ = impaired
-    name = request.node.callspec.params["impaired"]["spec"]["preset"]
+    env = netslo_impaired_cluster
+    client, _ = netslo_impaired
+    name = request.node.callspec.params["netslo_impaired"]["spec"]["preset"]
     scenario = Scenario("cross-node", "udp", "1k")
-    outcome = runner.run(env.cluster, client, env.server, env.ports, scenario, impair_slo.for_preset(name))
-    outcome.notes.append(f"impairment {name} on both directions, kernel {env.kernel}")
-    request.node.stash[OUTCOME] = outcome
-    outcome.assert_met()
+    netslo_outcome = runner.run(env.cluster, client, env.server, env.ports, scenario, netslo_impair_slo.for_preset(name))
+    netslo_outcome.notes.append(f"impairment {name} on both directions, kernel {env.kernel}")
+    request.node.stash[OUTCOME] = netslo_outcome
+    netslo_outcome.assert_met()
 
 
 LOSS_GRID = ("0.01%", "0.1%", "1%", "3%")
@@ -47,12 +48,12 @@ LOSS_GRID = ("0.01%", "0.1%", "1%", "3%")
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", LOSS_GRID)
-def test_tcp_loss_grid_cubic_vs_bbr(loss, impairment, impaired_cluster):
+def test_tcp_loss_grid_cubic_vs_bbr(loss, netslo_impairment, netslo_impaired_cluster):
     """50 ms RTT (25 ms each way), 50 Mbit/s bottleneck, random loss on the data path only.
 
     The study: Cubic falters from 0.1 % loss, BBR keeps its throughput. Asserted: BBR >= Cubic at
     >= 1 % loss, and Cubic stays within 3x of the Mathis bound (MSS/RTT)*1.22/sqrt(p) there."""
-    env = impaired_cluster
+    env = netslo_impaired_cluster
     data = parse({"delay": "25ms", "loss": loss, "rate": "50mbit", "limit": 10000})
     acks = parse({"delay": "25ms"}).with_direction("ingress")
     client = env.client("cross-node")
@@ -78,14 +79,14 @@ def test_tcp_loss_grid_cubic_vs_bbr(loss, impairment, impaired_cluster):
 
 
 @pytest.mark.slow
-def test_slow_start_after_idle(impairment, impaired_cluster):
+def test_slow_start_after_idle(netslo_impairment, netslo_impaired_cluster):
     """100 kB requests every 1 s over 20 ms RTT: P50 inflates with tcp_slow_start_after_idle=1."""
-    env = impaired_cluster
-    client, _ = impairment({"delay": "10ms"}, directions=BOTH, count=1000)
+    env = netslo_impaired_cluster
+    client, _ = netslo_impairment({"delay": "10ms"}, directions=BOTH, count=1000)
     try:
         env.cluster.exec_in(client, ["sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=cubic"])
     except InfrastructureError as e:
-        pytest.skip(f"cannot select cubic in the client namespace: {e}")
+        skip("capability", f"cannot select cubic in the client namespace: {e}")
     p50, rtts = {}, {}
     for ssai in ("1", "0"):
         env.cluster.exec_in(client, ["sysctl", "-q", "-w", f"net.ipv4.tcp_slow_start_after_idle={ssai}"])
@@ -109,7 +110,7 @@ def _tcp_counters(env, pod) -> dict:
 
 
 @pytest.mark.slow
-def test_corruption_causes_retransmissions(impairment, impaired_cluster):
+def test_corruption_causes_retransmissions(netslo_impairment, netslo_impaired_cluster):
     """Bit corruption on the data path: corrupted segments fail the receiver's checksum
     (TcpInCsumErrors) and every one of them is retransmitted; without corruption neither happens.
 
@@ -117,9 +118,9 @@ def test_corruption_causes_retransmissions(impairment, impaired_cluster):
     so segmentation offloads are off on the client for the test (one packet = one segment). Bits
     flipped in headers dropped before the server (node routing, bridge) also cause retransmissions,
     so retransmissions >= checksum errors seen by the server."""
-    env = impaired_cluster
+    env = netslo_impaired_cluster
     base_spec = {"delay": "5ms", "rate": "50mbit", "limit": 10000}
-    client, _ = impairment(base_spec, count=1000)
+    client, _ = netslo_impairment(base_spec, count=1000)
     offload = ["ethtool", "-K", "eth0", "tso", "{}", "gso", "{}"]
     env.cluster.exec_in(client, [a.format("off") for a in offload])
     runs = {}
@@ -127,7 +128,7 @@ def test_corruption_causes_retransmissions(impairment, impaired_cluster):
         for label, spec in (("clean", base_spec), ("corrupt", {**base_spec, "corrupt": "2%"})):
             if label == "corrupt":
                 env.clear()
-                impairment(spec, count=1000)
+                netslo_impairment(spec, count=1000)
             before = (_tcp_counters(env, client), _tcp_counters(env, env.server))
             flow = bulk(env.cluster, client, env.server, env.ports, duration=3.0, omit=0.5, cc="cubic",
                         sndbuf="256KiB")
@@ -146,12 +147,12 @@ def test_corruption_causes_retransmissions(impairment, impaired_cluster):
     assert bad["retrans"] > clean["retrans"] + 3 * np.sqrt(max(clean["retrans"], 1)), runs
 
 
-def test_reordering_visible_in_reorder_count(impairment, impaired_cluster):
+def test_reordering_visible_in_reorder_count(netslo_impairment, netslo_impaired_cluster):
     """25 % of packets skip a 10 ms delay: the UDP probe counts late arrivals; without it, none."""
-    env = impaired_cluster
+    env = netslo_impaired_cluster
     client = env.client("cross-node")
     base = analyze(env.baseline(client))
-    client, v = impairment({"delay": "10ms", "reorder": "25%"})
+    client, v = netslo_impairment({"delay": "10ms", "reorder": "25%"})
     a = analyze(v.samples)
     print(f"reorder: baseline {base.counts['reordered']}, impaired {a.counts['reordered']} of "
           f"{a.counts['received']} (CI {a.metrics['reorder'].lo:.3f}..{a.metrics['reorder'].hi:.3f})")
@@ -159,9 +160,9 @@ def test_reordering_visible_in_reorder_count(impairment, impaired_cluster):
     assert a.metrics["reorder"].lo > 0.05
 
 
-def test_verification_catches_mismatched_expectation(impaired_cluster):
+def test_verification_catches_mismatched_expectation(netslo_impaired_cluster):
     """netem really holds 10 ms; verifying against 20 ms must end as 'impairment not realized'."""
-    env = impaired_cluster
+    env = netslo_impaired_cluster
     client = env.client("cross-node")
     try:
         v = env.apply(client, [parse({"delay": "10ms"})], check=[parse({"delay": "20ms"})], count=500)
@@ -171,10 +172,10 @@ def test_verification_catches_mismatched_expectation(impaired_cluster):
         v.raise_if_not_realized()
 
 
-def test_verification_catches_spec_netem_cannot_honour(impaired_cluster):
+def test_verification_catches_spec_netem_cannot_honour(netslo_impaired_cluster):
     """netem's correlated loss generator does not keep the configured marginal loss: 5 % loss with
     50 % correlation realizes far less. Verification must say so instead of letting SLOs pass."""
-    env = impaired_cluster
+    env = netslo_impaired_cluster
     client = env.client("cross-node")
     try:
         v = env.apply(client, [parse({"loss": "5%", "loss_correlation": "50%"})], count=2000)

@@ -1,7 +1,7 @@
 """THE GATE: request/response latency, jitter and loss SLOs between pods.
 
 Parametrized over placement (same-node, cross-node) x protocol (udp, tcp-rr, tcp-crr, http keep-alive,
-http new connection) x message-size profile; thresholds come from the SLO file (--slo-file).
+http new connection) x message-size profile; thresholds come from the SLO file (--netslo-slo).
 Copy this file and change the matrix to gate on your own scenarios.
 """
 
@@ -19,5 +19,5 @@ SCENARIOS = (
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
-def test_latency_slo(outcome):
-    outcome.assert_met()
+def test_latency_slo(netslo_outcome):
+    netslo_outcome.assert_met()

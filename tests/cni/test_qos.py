@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from fixtures.qos import (dscp_matrix, expect_limitation, qos_pods, qos_report, qos_spec,  # noqa: F401
-                          uml_qos)
+from netslo.plugin.qos import (netslo_dscp_matrix, expect_limitation, netslo_qos_pods, netslo_qos_report, netslo_qos_spec,  # noqa: F401
+                          netslo_uml_qos)
 from netslo.errors import InfrastructureError
-from netslo.impair.spec import parse as impairment
+from netslo.impair.spec import parse as parse_impairment
 from netslo.providers.netns import DATAPATHS
 from netslo.qos import background, bandwidth, conformance, dscp_check, experiments, limits, priority, tcpflow
 from netslo.stats import mann_whitney
-from plugins.netslo_plugin import OUTCOME
+from netslo.plugin.gate import skip
+from netslo.plugin.hooks import OUTCOME
 
 pytestmark = pytest.mark.cni
 
@@ -30,12 +31,12 @@ PLACEMENTS = ("same-node", "cross-node")
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.parametrize("datapath", DATAPATHS)
-def test_dscp_preserved_per_hop(datapath, placement, dscp_matrix, qos_spec, qos_report, request):
+def test_dscp_preserved_per_hop(datapath, placement, netslo_dscp_matrix, netslo_qos_spec, netslo_qos_report, request):
     """Every mark arrives unchanged at every hop (inner header on VXLAN hops), per embedded datapath."""
-    sec = qos_spec["dscp"]
+    sec = netslo_qos_spec["dscp"]
     expect_limitation(request, f"netns-{datapath}", "dscp-preserve", placement)
-    report = dscp_matrix(datapath)[f"{placement}/plain"]
-    qos_report[request.node.name] = [v.line() for v in report.verdicts]
+    report = netslo_dscp_matrix(datapath)[f"{placement}/plain"]
+    netslo_qos_report[request.node.name] = [v.line() for v in report.verdicts]
     judged = [v for v in report.verdicts if v.layer in ("ip", "inner")]
     assert len(judged) == len(report.hops()) * len(sec["marks"]) and len(report.hops()) >= 4
     bad = [v.line() for v in judged if v.verdict != "preserved"]
@@ -43,28 +44,28 @@ def test_dscp_preserved_per_hop(datapath, placement, dscp_matrix, qos_spec, qos_
 
 
 @pytest.mark.parametrize("variant", ["plain", "tos-inherit"], ids=["tos-0", "tos-inherit"])
-def test_dscp_vxlan_outer_header(variant, dscp_matrix, qos_report, request):
+def test_dscp_vxlan_outer_header(variant, netslo_dscp_matrix, netslo_qos_report, request):
     """The underlay sees the mark only if the VXLAN device copies it ('tos inherit'). With the
     Flannel-like default (tos 0) the limitations table expects it stripped: strict xfail."""
     if variant == "plain":
         expect_limitation(request, "netns-vxlan", "dscp-outer-header", "cross-node")
-    report = dscp_matrix("vxlan")[f"cross-node/{variant}"]
+    report = netslo_dscp_matrix("vxlan")[f"cross-node/{variant}"]
     outer = [v for v in report.verdicts if v.layer == "outer"]
-    qos_report[request.node.name] = [v.line() for v in outer]
+    netslo_qos_report[request.node.name] = [v.line() for v in outer]
     assert outer, "no VXLAN hop observed"
     assert all(v.verdict != "not seen" for v in outer), [v.line() for v in outer]
     bad = [v.line() for v in outer if v.verdict != "preserved"]
     assert not bad, "outer header does not carry the mark:\n" + "\n".join(bad)
 
 
-def test_dscp_rewrite_is_detected(dscp_matrix, qos_spec, qos_report, request):
+def test_dscp_rewrite_is_detected(netslo_dscp_matrix, netslo_qos_spec, netslo_qos_report, request):
     """Control: a node that rewrites DSCP (iptables DSCP target in its mangle table) is reported as
     'rewritten to AF11' from that node on, and 'preserved' before it."""
-    sec = qos_spec["dscp"]
-    res = dscp_matrix("bridge")
+    sec = netslo_qos_spec["dscp"]
+    res = netslo_dscp_matrix("bridge")
     report = res["cross-node/rewrite"]
     target = dscp_check.name_of(sec["rewrite_to"])
-    qos_report[request.node.name] = [v.line() for v in report.verdicts]
+    netslo_qos_report[request.node.name] = [v.line() for v in report.verdicts]
     assert res["cross-node/rewrite/rule_packets"] >= len(sec["marks"]) * sec["packets"]
     after = set(res["cross-node/rewrite/server_hops"])
     assert after <= set(report.hops())
@@ -74,49 +75,49 @@ def test_dscp_rewrite_is_detected(dscp_matrix, qos_spec, qos_report, request):
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
-def test_dscp_end_to_end_probe(placement, cluster, responder, client_for, qos_spec, request):
+def test_dscp_end_to_end_probe(placement, netslo_cluster, netslo_responder, netslo_client_for, netslo_qos_spec, request):
     """Any provider: the UDP responder sees each mark (IP_RECVTOS) and its replies carry it back."""
-    server, ports = responder
-    expect_limitation(request, cluster, "dscp-preserve", placement)
-    report = dscp_check.end_to_end(cluster, client_for(placement), server, ports, qos_spec["dscp"]["marks"])
+    server, ports = netslo_responder
+    expect_limitation(request, netslo_cluster, "dscp-preserve", placement)
+    report = dscp_check.end_to_end(netslo_cluster, netslo_client_for(placement), server, ports, netslo_qos_spec["dscp"]["marks"])
     bad = [v.line() for v in report.verdicts if v.verdict != "preserved"]
-    assert not bad, "\n".join(bad)
+    assert not bad, "DSCP not preserved:\n" + "\n".join(bad)
 
 
 # ---- priority under congestion -------------------------------------------------------------------
 
 @pytest.mark.parametrize("protocol", ["udp", "tcp-rr"])
-def test_priority_ef_within_slo_with_classes(protocol, qos_pods, qos_spec, qos_report, request):
+def test_priority_ef_within_slo_with_classes(protocol, netslo_qos_pods, netslo_qos_spec, netslo_qos_report, request):
     """EF flow beside a saturating best-effort bulk flow, htb classes keyed on DSCP on the uplink."""
-    sec = qos_spec["priority"]
-    run = experiments.priority_outcome(qos_pods, qos_spec.policy, protocol, qos_spec.for_prefix("priority"),
+    sec = netslo_qos_spec["priority"]
+    run = experiments.priority_outcome(netslo_qos_pods, netslo_qos_spec.policy, protocol, netslo_qos_spec.for_prefix("priority"),
                                        sec, "with priority classes")
     request.node.stash[OUTCOME] = run.outcome
     m = run.outcome.analysis.metrics
-    qos_report[request.node.name] = {"ef_p50_ms": m["rtt.p50"].value * 1e3, "ef_p99_ms": m["rtt.p99"].value * 1e3,
+    netslo_qos_report[request.node.name] = {"ef_p50_ms": m["rtt.p50"].value * 1e3, "ef_p99_ms": m["rtt.p99"].value * 1e3,
                                      "ef_p99_ci_ms": [m["rtt.p99"].lo * 1e3, m["rtt.p99"].hi * 1e3],
                                      "bulk_mbit": run.bulk["throughput_bps"] / 1e6, "class_bytes": run.class_bytes}
-    ef = f"1:{priority.FIRST_LEAF + qos_spec.policy.classes.index(qos_spec.policy.class_of(46)):x}"
-    default = f"1:{priority.FIRST_LEAF + qos_spec.policy.classes.index(qos_spec.policy.default_class):x}"
+    ef = f"1:{priority.FIRST_LEAF + netslo_qos_spec.policy.classes.index(netslo_qos_spec.policy.class_of(46)):x}"
+    default = f"1:{priority.FIRST_LEAF + netslo_qos_spec.policy.classes.index(netslo_qos_spec.policy.default_class):x}"
     assert run.class_bytes.get(ef), f"EF class {ef} carried nothing: the filter did not classify ({run.class_bytes})"
     assert run.class_bytes.get(default, 0) > 10 * run.class_bytes[ef], f"bulk not in the default class: {run.class_bytes}"
-    assert run.bulk["throughput_bps"] > 0.5 * qos_spec.policy.link_bits, f"bulk did not saturate: {run.bulk}"
+    assert run.bulk["throughput_bps"] > 0.5 * netslo_qos_spec.policy.link_bits, f"bulk did not saturate: {run.bulk}"
     run.outcome.assert_met()
 
 
-def test_priority_control_without_classes_breaks_slo(qos_pods, qos_spec, qos_report, request):
+def test_priority_control_without_classes_breaks_slo(netslo_qos_pods, netslo_qos_spec, netslo_qos_report, request):
     """Control: the same bottleneck and bulk flow with one class (no priority) must break the EF SLO,
     so the passing test above proves the mechanism, not a quiet link."""
-    if limits.limitation(limits.cni_of(qos_pods.cluster), "dscp-priority-default", "cross-node") is None:
-        pytest.skip("this datapath is listed as prioritizing DSCP by default: no degradation to show")
-    sec = qos_spec["priority"]
-    run = experiments.priority_outcome(qos_pods, priority.flat(qos_spec.policy), "udp",
-                                       qos_spec.for_prefix("priority"), sec, "control without classes")
+    if limits.limitation(limits.cni_of(netslo_qos_pods.cluster), "dscp-priority-default", "cross-node") is None:
+        skip("limitation", "this datapath is listed as prioritizing DSCP by default: no degradation to show")
+    sec = netslo_qos_spec["priority"]
+    run = experiments.priority_outcome(netslo_qos_pods, priority.flat(netslo_qos_spec.policy), "udp",
+                                       netslo_qos_spec.for_prefix("priority"), sec, "control without classes")
     m = run.outcome.analysis.metrics
-    qos_report[request.node.name] = {"ef_p50_ms": m["rtt.p50"].value * 1e3, "ef_p99_ms": m["rtt.p99"].value * 1e3,
+    netslo_qos_report[request.node.name] = {"ef_p50_ms": m["rtt.p50"].value * 1e3, "ef_p99_ms": m["rtt.p99"].value * 1e3,
                                      "ef_p99_ci_ms": [m["rtt.p99"].lo * 1e3, m["rtt.p99"].hi * 1e3],
                                      "bulk_mbit": run.bulk["throughput_bps"] / 1e6}
-    assert run.bulk["throughput_bps"] > 0.5 * qos_spec.policy.link_bits, f"bulk did not saturate: {run.bulk}"
+    assert run.bulk["throughput_bps"] > 0.5 * netslo_qos_spec.policy.link_bits, f"bulk did not saturate: {run.bulk}"
     assert run.outcome.failed, ("control run met the EF SLO without priority classes: the bottleneck did not "
                                 "congest, so the priority test proves nothing\n" + run.outcome.message())
 
@@ -141,34 +142,34 @@ def _bandwidth_pods(pods, direction: str, placement: str, limit_text: str):
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.parametrize("direction", ["egress", "ingress"])
-def test_bandwidth_annotation_conformance(direction, placement, qos_pods, qos_spec, qos_report, request):
+def test_bandwidth_annotation_conformance(direction, placement, netslo_qos_pods, netslo_qos_spec, netslo_qos_report, request):
     """kubernetes.io/<direction>-bandwidth: steady-state goodput within tolerance of the limit;
     overshoot peak and time to conform reported (100 ms bins, delivered; 1 s bins, sender-written)."""
-    c = qos_pods.cluster
-    sec = qos_spec["bandwidth"]
+    c = netslo_qos_pods.cluster
+    sec = netslo_qos_spec["bandwidth"]
     limit = sec[direction]
     expect_limitation(request, c, f"bandwidth-{direction}", placement)
-    sender, dst, port, shaped = _bandwidth_pods(qos_pods, direction, placement, f"{limit:.0f}")
+    sender, dst, port, shaped = _bandwidth_pods(netslo_qos_pods, direction, placement, f"{limit:.0f}")
     held = bandwidth.read(c.node_netns(shaped.node), shaped.host_interface)
     assert held[direction] == limit, f"kernel holds {held}, annotation says {limit}"
     res = experiments.conformance_run(c, sender, dst, port, limit, sec, c.mtu)
-    qos_report[request.node.name] = res.metrics()
+    netslo_qos_report[request.node.name] = res.metrics()
     print(res.delivered.line(), f"; sender-written peak {res.written.peak_bps / 1e6:.1f} Mbit/s (1 s bins), "
           f"conforms after {res.written.time_to_conform_s:.1f} s")
     assert res.delivered.ok, res.delivered.line()
 
 
-def test_bandwidth_wrong_limit_fails_conformance(qos_pods, qos_spec, qos_report, request):
+def test_bandwidth_wrong_limit_fails_conformance(netslo_qos_pods, netslo_qos_spec, netslo_qos_report, request):
     """Control: a shaper at wrong_factor x the annotated rate (a broken plugin) fails conformance."""
-    c = qos_pods.cluster
-    sec = qos_spec["bandwidth"]
+    c = netslo_qos_pods.cluster
+    sec = netslo_qos_spec["bandwidth"]
     limit = sec["egress"]
-    pod = qos_pods.pod("qos-bw-wrong", c.nodes[1], annotations={bandwidth.EGRESS_KEY: f"{limit:.0f}"})
+    pod = netslo_qos_pods.pod("qos-bw-wrong", c.nodes[1], annotations={bandwidth.EGRESS_KEY: f"{limit:.0f}"})
     ns = c.node_netns(pod.node)
     bandwidth.remove(bandwidth.Shaping(ns, pod.host_interface, None, limit, bandwidth.ifb_name(pod.host_interface)))
     bandwidth.install(ns, pod.host_interface, None, limit * sec["wrong_factor"])
-    res = experiments.conformance_run(c, pod, qos_pods.server.ip, qos_pods.ports["tcp"], limit, sec, c.mtu)
-    qos_report[request.node.name] = res.metrics()
+    res = experiments.conformance_run(c, pod, netslo_qos_pods.server.ip, netslo_qos_pods.ports["tcp"], limit, sec, c.mtu)
+    netslo_qos_report[request.node.name] = res.metrics()
     assert res.delivered.verdict == "nonconform", res.delivered.line()
     assert not res.delivered.by_point, res.delivered.line()
 
@@ -184,18 +185,18 @@ def _verify_loss(points) -> None:
                                           f"realized {p.dropped}/{p.matched} (binomial p={test.pvalue:.2g})")
 
 
-def test_congestion_control_loss_grid(qos_pods, qos_spec, qos_report, request):
+def test_congestion_control_loss_grid(netslo_qos_pods, netslo_qos_spec, netslo_qos_report, request):
     """Bulk flows per algorithm through a tbf bottleneck with random per-segment loss: TCP_INFO time
     series per flow; lossless flows reach the bottleneck; BBR >= Cubic at the grid's high loss."""
-    sec = qos_spec["congestion"]
-    points = experiments.loss_grid(qos_pods, sec, (0.0, *sec["loss"]))
+    sec = netslo_qos_spec["congestion"]
+    points = experiments.loss_grid(netslo_qos_pods, sec, (0.0, *sec["loss"]))
     _verify_loss(points)
-    qos_report[request.node.name] = [{"cc": p.cc, "loss": p.loss, "mbit": p.mbit, "dropped": p.dropped,
+    netslo_qos_report[request.node.name] = [{"cc": p.cc, "loss": p.loss, "mbit": p.mbit, "dropped": p.dropped,
                                       "matched": p.matched, **p.summary} for p in points]
     for p in points:
         print(f"loss {p.loss:.2%} {p.cc:5}: {p.mbit:6.2f} Mbit/s rtt p50 {p.summary['rtt_p50_us'] / 1e3:6.2f} ms "
               f"cwnd p50 {p.summary['cwnd_p50']} retrans {p.summary['total_retrans']} dropped {p.dropped}")
-    goodput = sec["bottleneck"] * conformance.tcp_payload_fraction(qos_pods.cluster.mtu)
+    goodput = sec["bottleneck"] * conformance.tcp_payload_fraction(netslo_qos_pods.cluster.mtu)
     for p in points:
         assert p.summary["cc"] == p.cc, f"asked for {p.cc}, the socket used {p.summary['cc']}"
         rtt = tcpflow.column(p.flow, "rtt_us")[1:]
@@ -211,30 +212,30 @@ def test_congestion_control_loss_grid(qos_pods, qos_spec, qos_report, request):
         assert hi["bbr"] >= hi["cubic"], f"BBR below Cubic at {sec['bbr_vs_cubic_loss']:.0%} loss: {hi}"
 
 
-def test_iperf3_cross_check(qos_pods, qos_spec, qos_report, request):
+def test_iperf3_cross_check(netslo_qos_pods, netslo_qos_spec, netslo_qos_report, request):
     """netslo's bulk flow and iperf3 agree on the throughput of the same shaped path."""
     if not experiments.iperf3_available():
-        pytest.skip("iperf3 not installed (Debian package iperf3)")
-    sec = qos_spec["iperf3"]
-    r = experiments.iperf3_pair(qos_pods, sec)
-    qos_report[request.node.name] = r
+        skip("tool", "iperf3 not installed (Debian package iperf3)")
+    sec = netslo_qos_spec["iperf3"]
+    r = experiments.iperf3_pair(netslo_qos_pods, sec)
+    netslo_qos_report[request.node.name] = r
     print(f"netslo {r['netslo_bps'] / 1e6:.2f} Mbit/s, iperf3 {r['iperf3_bps'] / 1e6:.2f} Mbit/s (receiver)")
     assert r["iperf3_cc"] == r["netslo_cc"] == "cubic"
     diff = abs(r["netslo_bps"] - r["iperf3_bps"]) / r["iperf3_bps"]
     assert diff <= sec["tolerance"], f"netslo and iperf3 differ by {diff:.1%}: {r}"
 
 
-def test_slow_start_after_idle_resets_cwnd(qos_pods, qos_spec, qos_report, request):
+def test_slow_start_after_idle_resets_cwnd(netslo_qos_pods, netslo_qos_spec, netslo_qos_report, request):
     """100 kB every 1 s: with tcp_slow_start_after_idle=1 Cubic restarts from the initial window after
     each idle second; with 0 it keeps its window; BBR never restarts (it has its own cong_control)."""
-    c, sec = qos_pods.cluster, qos_spec["slow_start_after_idle"]
-    runs = experiments.ssai_pair(c, qos_pods.lat, qos_pods.server.ip, qos_pods.ports["tcp"], sec)
-    bbr = background.run(c, qos_pods.lat, [
-        "-m", "netslo.qos.tcpflow", "messages", "--target", f"{qos_pods.server.ip}:{qos_pods.ports['tcp']}",
+    c, sec = netslo_qos_pods.cluster, netslo_qos_spec["slow_start_after_idle"]
+    runs = experiments.ssai_pair(c, netslo_qos_pods.lat, netslo_qos_pods.server.ip, netslo_qos_pods.ports["tcp"], sec)
+    bbr = background.run(c, netslo_qos_pods.lat, [
+        "-m", "netslo.qos.tcpflow", "messages", "--target", f"{netslo_qos_pods.server.ip}:{netslo_qos_pods.ports['tcp']}",
         "--size", str(sec["size"]), "--count", "3", "--interval", f"{sec['interval']}s", "--cc", "bbr"], timeout=60)
     cw = {k: tcpflow.column(v, "cwnd_start") for k, v in runs.items()}
     cw["bbr-1"] = tcpflow.column(bbr, "cwnd_start")
-    qos_report[request.node.name] = cw
+    netslo_qos_report[request.node.name] = cw
     iw = cw["1"][0]
     assert all(x == iw for x in cw["1"][1:]), f"ssai=1: window not restarted to {iw} after idle: {cw['1']}"
     assert all(x > iw for x in cw["0"][1:]), f"ssai=0: window restarted anyway: {cw['0']}"
@@ -243,13 +244,13 @@ def test_slow_start_after_idle_resets_cwnd(qos_pods, qos_spec, qos_report, reque
 
 # ---- bufferbloat ---------------------------------------------------------------------------------
 
-def test_bufferbloat_inflation_per_algorithm(qos_pods, qos_spec, qos_report, request):
+def test_bufferbloat_inflation_per_algorithm(netslo_qos_pods, netslo_qos_spec, netslo_qos_report, request):
     """1 kB every 10 ms beside a bulk flow through the shaped uplink: latency inflation vs unloaded,
     per algorithm. Cubic fills the queue; BBR keeps it (and the latency) lower."""
-    sec = qos_spec["bufferbloat"]
-    run = experiments.bufferbloat_run(qos_pods, sec, qos_spec.for_prefix("bufferbloat"))
+    sec = netslo_qos_spec["bufferbloat"]
+    run = experiments.bufferbloat_run(netslo_qos_pods, sec, netslo_qos_spec.for_prefix("bufferbloat"))
     table = run.table()
-    qos_report[request.node.name] = table
+    netslo_qos_report[request.node.name] = table
     for k, v in table.items():
         print(k, {x: round(y, 3) if isinstance(y, float) else y for x, y in v.items()})
     request.node.stash[OUTCOME] = run.baseline
@@ -274,8 +275,8 @@ def _netem_path(c, client, delay: float, loss: float = 0.0, rate: float | None =
         data["loss"] = f"{loss * 100:g}%"
     if rate:
         data.update(rate=f"{rate / 1e6:g}mbit", limit=10000)
-    c.impairer.apply(client, impairment(data).with_direction("egress"))
-    c.impairer.apply(client, impairment({"delay": f"{delay * 1e3:g}ms"}).with_direction("ingress"))
+    c.impairer.apply(client, parse_impairment(data).with_direction("egress"))
+    c.impairer.apply(client, parse_impairment({"delay": f"{delay * 1e3:g}ms"}).with_direction("ingress"))
 
 
 def _check_rtt(flow: dict, rtt: float) -> None:
@@ -287,11 +288,11 @@ def _check_rtt(flow: dict, rtt: float) -> None:
 
 
 @pytest.mark.needs_netem
-def test_bbr_not_below_cubic_under_loss_at_50ms(uml_qos, qos_spec, qos_report, request):
+def test_bbr_not_below_cubic_under_loss_at_50ms(netslo_uml_qos, netslo_qos_spec, netslo_qos_report, request):
     """50 ms RTT, 1 % random loss, netem rate bottleneck: BBR >= Cubic (study 004); Cubic within 3x
     of the Mathis bound (MSS/RTT)·1.22/√p."""
-    c, server, ports, client = uml_qos
-    sec = qos_spec["netem"]
+    c, server, ports, client = netslo_uml_qos
+    sec = netslo_qos_spec["netem"]
     _netem_path(c, client, sec["delay"], sec["loss"], sec["rate"])
     try:
         flows = {cc: experiments.run_flow(c, client, server.ip, ports["tcp"], sec["duration"], cc)
@@ -302,7 +303,7 @@ def test_bbr_not_below_cubic_under_loss_at_50ms(uml_qos, qos_spec, qos_report, r
     for f in flows.values():
         _check_rtt(f, rtt)
     s = {cc: tcpflow.summary(f, omit=sec["omit"]) for cc, f in flows.items()}
-    qos_report[request.node.name] = s
+    netslo_qos_report[request.node.name] = s
     mbit = {cc: v["throughput_bps"] / 1e6 for cc, v in s.items()}
     print(f"RTT {rtt * 1e3:g} ms, loss {sec['loss']:.0%}: " + ", ".join(f"{k} {v:.2f} Mbit/s" for k, v in mbit.items()))
     assert s["cubic"]["cc"] == "cubic" and s["bbr"]["cc"] == "bbr"
@@ -312,11 +313,11 @@ def test_bbr_not_below_cubic_under_loss_at_50ms(uml_qos, qos_spec, qos_report, r
 
 
 @pytest.mark.needs_netem
-def test_slow_start_after_idle_latency_ratio(uml_qos, qos_spec, qos_report, request):
+def test_slow_start_after_idle_latency_ratio(netslo_uml_qos, netslo_qos_spec, netslo_qos_report, request):
     """100 kB every 1 s over a 20 ms RTT: flow completion P50 with slow start after idle / without
     is about the slow-start rounds needed (study 001: 31 ms / 9 ms = 3.4)."""
-    c, server, ports, client = uml_qos
-    sec = qos_spec["slow_start_after_idle"]
+    c, server, ports, client = netslo_uml_qos
+    sec = netslo_qos_spec["slow_start_after_idle"]
     _netem_path(c, client, sec["delay"])
     try:
         runs = experiments.ssai_pair(c, client, server.ip, ports["tcp"], sec)
@@ -326,7 +327,7 @@ def test_slow_start_after_idle_latency_ratio(uml_qos, qos_spec, qos_report, requ
     p50 = {k: float(np.median(v)) for k, v in fct.items()}
     ratio = p50["1"] / p50["0"]
     model = experiments.slow_start_rounds(sec["size"])
-    qos_report[request.node.name] = {"p50_ms": {k: v * 1e3 for k, v in p50.items()}, "ratio": ratio,
+    netslo_qos_report[request.node.name] = {"p50_ms": {k: v * 1e3 for k, v in p50.items()}, "ratio": ratio,
                                      "model_rounds": model,
                                      "cwnd_start": {k: tcpflow.column(v, "cwnd_start") for k, v in runs.items()}}
     print(f"P50 FCT {p50['1'] * 1e3:.1f} ms (ssai=1) vs {p50['0'] * 1e3:.1f} ms (ssai=0): x{ratio:.2f}, model x{model}")

@@ -7,9 +7,9 @@ from __future__ import annotations
 def measuring_client(fixturedef, request, placement: str | None = None):
     """(cluster, client pod) when ``fixturedef`` is the ``outcome`` fixture of a test whose scenario
     has ``placement`` (any when None), else None. The pod is the one ``outcome`` will use."""
-    if fixturedef.argname != "outcome":
+    if fixturedef.argname != "netslo_outcome":
         return None
     scenario = request.getfixturevalue("scenario")
     if placement is not None and scenario.placement != placement:
         return None
-    return request.getfixturevalue("cluster"), request.getfixturevalue("client_for")(scenario.placement)
+    return request.getfixturevalue("netslo_cluster"), request.getfixturevalue("netslo_client_for")(scenario.placement)

@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _report_plugin_args() -> list[str]:
-    """``-p plugins.netslo_report`` unless an installed pytest11 entry point already loads it (pytest
+    """``-p netslo.plugin.report`` unless an installed pytest11 entry point already loads it (pytest
     refuses one module registered under two names)."""
     from importlib.metadata import entry_points
     loaded = {ep.value for ep in entry_points(group="pytest11")}
-    return [] if "plugins.netslo_report" in loaded else ["-p", "plugins.netslo_report"]
+    return [] if "netslo.plugin.report" in loaded else ["-p", "netslo.plugin.report"]
 SCRIPT = ROOT / "scripts" / "allure-report.sh"
 ARTIFACTS = Path(os.environ.get("NETSLO_ARTIFACTS", ROOT / "artifacts"))
 
@@ -76,7 +76,7 @@ def report(tmp_path_factory):
     results, html = d / "allure-results", d / "allure-report"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-m", "cni", *_report_plugin_args(), "-p", "no:cacheprovider",
-         "-k", " or ".join(TESTS), "--nodes", "1", "--slo-file", str(slo), "--alluredir", str(results),
+         "-k", " or ".join(TESTS), "--netslo-nodes", "1", "--netslo-slo", str(slo), "--alluredir", str(results),
          "--netslo-results", str(d / "netslo-results"), "tests/cni/test_latency.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     out = run.stdout + run.stderr

@@ -59,9 +59,9 @@ def test_vxlan_cross_node_traffic_is_encapsulated_on_the_underlay():
 
 def test_bad_options_fail_before_anything_is_created():
     before = set(netns.listnetns())
-    with pytest.raises(SpecError, match="--datapath"):
+    with pytest.raises(SpecError, match="--netslo-datapath"):
         NetnsCluster(datapath="calico")
-    with pytest.raises(SpecError, match="--nodes"):
+    with pytest.raises(SpecError, match="--netslo-nodes"):
         NetnsCluster(nodes=0)
     assert set(netns.listnetns()) == before
 

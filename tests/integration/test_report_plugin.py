@@ -1,4 +1,4 @@
-"""The reports plugin inside real pytest sessions: --baseline fails the session on a regression and
+"""The reports plugin inside real pytest sessions: --netslo-baseline fails the session on a regression and
 writes regression.md/json and the GitHub step summary; --netslo-benchmark feeds pytest-benchmark so
 --benchmark-save/--benchmark-compare-fail work; bad options stop at start-up.
 
@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _report_plugin_args() -> list[str]:
-    """``-p plugins.netslo_report`` unless an installed pytest11 entry point already loads it (pytest
+    """``-p netslo.plugin.report`` unless an installed pytest11 entry point already loads it (pytest
     refuses one module registered under two names)."""
     from importlib.metadata import entry_points
     loaded = {ep.value for ep in entry_points(group="pytest11")}
-    return [] if "plugins.netslo_report" in loaded else ["-p", "plugins.netslo_report"]
+    return [] if "netslo.plugin.report" in loaded else ["-p", "netslo.plugin.report"]
 
 FAKE_TESTS = '''
 import os, zlib
@@ -34,8 +34,8 @@ from netslo.runner import Outcome
 from netslo.samples import SampleSet, empty
 from netslo.scenario import Scenario
 from netslo.stats import analyze
-from plugins.netslo_plugin import OUTCOME
-from plugins.netslo_report import record_rerun, suspected_regression
+from netslo.plugin.hooks import OUTCOME
+from netslo.plugin.report import record_rerun, suspected_regression
 
 def _scales(name):
     return dict((k, float(v)) for k, v in (p.split("=") for p in os.environ.get(name, "").split(",") if p))
@@ -108,7 +108,7 @@ def session(tmp_path):
         if summary is not None:
             env["GITHUB_STEP_SUMMARY"] = str(summary)
         p = subprocess.run([sys.executable, "-m", "pytest", *_report_plugin_args(), "-p", "no:cacheprovider",
-                            "--rootdir", str(tmp_path), "--slo-file", str(tmp_path / "slo.yaml"), "test_fake.py", "-k", os.environ.get("FAKE_K", "fake_slo"), *args],
+                            "--rootdir", str(tmp_path), "--netslo-slo", str(tmp_path / "slo.yaml"), "test_fake.py", "-k", os.environ.get("FAKE_K", "fake_slo"), *args],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         return p.returncode, p.stdout + p.stderr
 
@@ -120,7 +120,7 @@ def test_baseline_regression_fails_the_session_and_names_the_test(session):
     code, out = run("--netslo-results", "base", seed=1)
     assert code == 0, out
     summary = d / "step-summary.md"
-    code, out = run("--netslo-results", "cur", "--baseline", "base", seed=2, scale="cross-node-udp-1k=5", summary=summary)
+    code, out = run("--netslo-results", "cur", "--netslo-baseline", "base", seed=2, scale="cross-node-udp-1k=5", summary=summary)
     assert code == 1, out
     assert "2 passed" in out and f"REGRESSION {CROSS} rtt.p50" in out
     doc = json.loads((d / "cur" / "regression.json").read_text())
@@ -133,12 +133,12 @@ def test_baseline_regression_fails_the_session_and_names_the_test(session):
     assert doc["rerun"] == [CROSS]
     notes = {r["test"]: r["notes"] for r in json.loads((d / "cur" / "results.json").read_text())["results"]}
     assert notes[SAME] == [] and "re-measured for the regression check (suspected: rtt.p50" in notes[CROSS][0]
-    code, out = run("--netslo-results", "warn", "--baseline", "base", "--regression-warn-only", seed=2,
+    code, out = run("--netslo-results", "warn", "--netslo-baseline", "base", "--netslo-regression-warn-only", seed=2,
                     scale="cross-node-udp-1k=5")
     assert code == 0, out
     assert "(warn only)" in out and json.loads((d / "warn" / "regression.json").read_text())["verdict"] == "regression"
 
-    code, out = run("--netslo-results", "same", "--baseline", "base", seed=3)
+    code, out = run("--netslo-results", "same", "--netslo-baseline", "base", seed=3)
     assert code == 0, out
     assert "no regression in 6 comparisons" in out
 
@@ -146,14 +146,14 @@ def test_baseline_regression_fails_the_session_and_names_the_test(session):
 def test_a_slow_measurement_that_is_normal_when_re_measured_does_not_fail_the_session(session):
     d, run = session
     assert run("--netslo-results", "base", seed=1)[0] == 0
-    code, out = run("--netslo-results", "once", "--baseline", "base", seed=2, scale="cross-node-udp-1k=5",
+    code, out = run("--netslo-results", "once", "--netslo-baseline", "base", seed=2, scale="cross-node-udp-1k=5",
                     rerun_scale="")
     assert code == 0, out
     assert f"not confirmed (not failed) {CROSS} rtt.p50" in out and "no regression in" in out
     doc = json.loads((d / "once" / "regression.json").read_text())
     assert doc["verdict"] == "no regression" and doc["rerun"] == [CROSS]
     assert "Not confirmed" in (d / "once" / "regression.md").read_text()
-    code, out = run("--netslo-results", "off", "--baseline", "base", "--regression-confirm", "off", seed=2,
+    code, out = run("--netslo-results", "off", "--netslo-baseline", "base", "--netslo-regression-confirm", "off", seed=2,
                     scale="cross-node-udp-1k=5", rerun_scale="")
     assert code == 1 and f"REGRESSION {CROSS} rtt.p50" in out, out
     assert json.loads((d / "off" / "regression.json").read_text())["rerun"] == []
@@ -162,7 +162,7 @@ def test_a_slow_measurement_that_is_normal_when_re_measured_does_not_fail_the_se
 def test_baseline_may_be_the_results_dir_the_run_overwrites(session):
     d, run = session
     assert run("--netslo-results", "res", seed=1)[0] == 0
-    code, out = run("--netslo-results", "res", "--baseline", "res", seed=2, scale="same-node-udp-1k=5")
+    code, out = run("--netslo-results", "res", "--netslo-baseline", "res", seed=2, scale="same-node-udp-1k=5")
     assert code == 1, out
     assert [r["test"] for r in json.loads((d / "res" / "regression.json").read_text())["regressions"]] == [SAME, SAME]
 
@@ -191,11 +191,11 @@ def test_benchmark_records_latency_for_compare_fail(session):
 
 
 @pytest.mark.parametrize("args,message", [
-    (("--regression-min-effect", "20"), "--regression-min-effect: value '20'"),
-    (("--baseline", "/nonexistent/runs"), "--baseline: value '/nonexistent/runs'"),
+    (("--netslo-regression-min-effect", "20"), "--netslo-regression-min-effect: value '20'"),
+    (("--netslo-baseline", "/nonexistent/runs"), "--netslo-baseline: value '/nonexistent/runs'"),
     (("--netslo-benchmark", "latency"), "--netslo-benchmark: value 'latency'"),
-    (("--allure-severity", "udp=urgent"), "--allure-severity: value 'udp=urgent'"),
-    (("--regression-confirm", "sometimes"), "--regression-confirm: value 'sometimes'"),
+    (("--netslo-allure-severity", "udp=urgent"), "--netslo-allure-severity: value 'udp=urgent'"),
+    (("--netslo-regression-confirm", "sometimes"), "--netslo-regression-confirm: value 'sometimes'"),
 ])
 def test_bad_options_stop_at_start_up(session, args, message):
     _, run = session
@@ -216,5 +216,5 @@ def test_record_outcome_reports_extra_outcomes(session, monkeypatch):
     steps = {st["name"]: [a["name"] for a in st["attachments"]] for st in result["steps"]}
     assert set(steps) == {"first: pass", "again: pass"}
     assert "first: ECDF of RTT" in steps["first: pass"] and "again: RTT time series" in steps["again: pass"]
-    code, out = run("--netslo-results", "r2", "--baseline", "r", seed=2)
+    code, out = run("--netslo-results", "r2", "--netslo-baseline", "r", seed=2)
     assert code == 0 and "no regression in 9 comparisons" in out, out

@@ -58,13 +58,13 @@ def test_gate_option_case_stops_before_creating_anything(case, tmp_path):
     args = list(case["args"])
     if case.get("slo"):
         (tmp_path / "bad.yaml").write_text(case["slo"])
-        args.append(f"--slo-file={tmp_path / 'bad.yaml'}")
+        args.append(f"--netslo-slo={tmp_path / 'bad.yaml'}")
     user = []
     if case.get("unreadable"):
         f = tmp_path / "secret.yaml"
         f.write_text("version: 1\n")
         os.chmod(f, 0o000)  # root reads it anyway unless it loses CAP_DAC_OVERRIDE/READ_SEARCH:
-        args.append(f"--slo-file={f}")
+        args.append(f"--netslo-slo={f}")
         user = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", "--"]
     run_id = "badbad"
     env = dict(os.environ, NETSLO_RUN_ID=run_id)

@@ -221,7 +221,7 @@ def test_load_file_dir_and_dir_of_runs(tmp_path):
     assert one.sessions == 1 and len(one.samples[TEST_A]) == 1
     both = reg.load(tmp_path / "runs")
     assert both.sessions == 2 and len(both.samples[TEST_A]) == 2 and len(both.samples[TEST_B]) == 1
-    with pytest.raises(FileNotFoundError, match="--baseline: value .*nowhere.* expected a results.json"):
+    with pytest.raises(FileNotFoundError, match="--netslo-baseline: value .*nowhere.* expected a results.json"):
         reg.load(tmp_path / "nowhere")
 
 
@@ -267,14 +267,14 @@ def test_cli_exit_codes(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("kwargs,field", [
-    ({"metrics": "rtt.p50,latency"}, "--regression-metrics"),
-    ({"metrics": "loss.p99"}, "--regression-metrics"),
-    ({"metrics": "rtt.p100"}, "--regression-metrics"),
-    ({"min_effect": "20"}, "--regression-min-effect"),
-    ({"min_abs": "5"}, "--regression-min-abs"),
-    ({"alpha": "60%"}, "--regression-alpha"),
-    ({"block": "0ms"}, "--regression-block"),
-    ({"n_boot": "10"}, "--regression-resamples"),
+    ({"metrics": "rtt.p50,latency"}, "--netslo-regression-metrics"),
+    ({"metrics": "loss.p99"}, "--netslo-regression-metrics"),
+    ({"metrics": "rtt.p100"}, "--netslo-regression-metrics"),
+    ({"min_effect": "20"}, "--netslo-regression-min-effect"),
+    ({"min_abs": "5"}, "--netslo-regression-min-abs"),
+    ({"alpha": "60%"}, "--netslo-regression-alpha"),
+    ({"block": "0ms"}, "--netslo-regression-block"),
+    ({"n_boot": "10"}, "--netslo-regression-resamples"),
 ])
 def test_bad_policy_options_name_the_option(kwargs, field):
     with pytest.raises(SpecError, match=field):

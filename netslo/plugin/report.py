@@ -1,16 +1,16 @@
 """The netslo reports plugin: Allure results, SLO regression against a baseline, pytest-benchmark
 records and the GitHub job summary. Options only; the work is in ``netslo.report``.
 
-  --baseline PATH             results.json / results dir / dir of past runs -> regression.md + .json;
-                              the session fails on a regression (unless --regression-warn-only)
+  --netslo-baseline PATH             results.json / results dir / dir of past runs -> regression.md + .json;
+                              the session fails on a regression (unless --netslo-regression-warn-only)
   --regression-*              the regression policy (metrics, effect floors, alpha, block, resamples)
-  --regression-confirm MODE   'suspect' (default): a test that looks regressed against the baseline is
+  --netslo-regression-confirm MODE   'suspect' (default): a test that looks regressed against the baseline is
                               measured once more at once, and the regression must show again;
                               'off' judges the first measurement alone
   --netslo-benchmark[=SERIES] record each SLO test's raw delays (default rtt) as pytest-benchmark data,
                               so --benchmark-save/--benchmark-compare/--benchmark-compare-fail apply
-  --allure-severity OBJ=LEVEL Allure severity per SLO objective (default: tail-gated critical, else normal)
-Fixture ``record_outcome(outcome, name)``: report each extra Outcome of a multi-scenario test.
+  --netslo-allure-severity OBJ=LEVEL Allure severity per SLO objective (default: tail-gated critical, else normal)
+Fixture ``netslo_record_outcome(outcome, name)``: report each extra Outcome of a multi-scenario test.
 With --alluredir, every SLO test gets labels, plots, raw CSV and a statistics table, and the run
 gets environment.properties and categories.json.
 """
@@ -28,7 +28,8 @@ from netslo.report import regression as regression_mod
 from netslo.report import summary as summary_mod
 from netslo.report.series import DELAY_SERIES, series
 from netslo.units import format_duration, format_percent
-from plugins.netslo_plugin import OPTIONS, OUTCOME, RESULTS
+from netslo.plugin.gate import excused_missing
+from netslo.plugin.hooks import GROUP, OPTIONS, OUTCOME, RESULTS, active, help_text
 
 STATE = pytest.StashKey["ReportState"]()
 
@@ -51,37 +52,37 @@ class ReportState:
 
 
 def pytest_addoption(parser):
-    g = parser.getgroup("netslo-report", "netslo reports (Allure, regression, benchmark)")
-    g.addoption("--baseline", default=None, metavar="PATH",
+    g = parser.getgroup(*GROUP)
+    g.addoption("--netslo-baseline", default=None, metavar="PATH",
                 help="compare with a baseline: results.json, a results dir, or a dir of past runs")
-    g.addoption("--regression-metrics", default=None,
+    g.addoption("--netslo-regression-metrics", default=None,
                 help=f"metrics to compare (default {','.join(regression_mod.DEFAULT_METRICS)})")
     P = regression_mod.Policy
-    g.addoption("--regression-min-effect", default=None,
-                help=f"smallest relative change that counts (default {P.min_effect_rel:.0%}; "
-                     f"{P.spread_min_effect_rel:.0%} with a baseline of {P.spread_min_runs}+ runs)")
-    g.addoption("--regression-min-abs", default=None,
-                help=f"smallest delay change that counts (default {P.min_effect_abs * 1e6:g}us; "
-                     f"{P.spread_min_effect_abs * 1e6:g}us with {P.spread_min_runs}+ runs)")
-    g.addoption("--regression-min-loss", default=None,
-                help=f"smallest loss change that counts (default {P.min_loss_abs:.1%}; "
-                     f"{P.spread_min_loss_abs:.1%} with {P.spread_min_runs}+ runs)")
-    g.addoption("--regression-alpha", default=None,
-                help=f"family-wise error rate, Holm (default {regression_mod.Policy.alpha:.0%})")
-    g.addoption("--regression-block", default=None,
+    g.addoption("--netslo-regression-min-effect", default=None,
+                help=help_text(f"smallest relative change that counts (default {P.min_effect_rel:.0%}; "
+                     f"{P.spread_min_effect_rel:.0%} with a baseline of {P.spread_min_runs}+ runs)"))
+    g.addoption("--netslo-regression-min-abs", default=None,
+                help=help_text(f"smallest delay change that counts (default {P.min_effect_abs * 1e6:g}us; "
+                     f"{P.spread_min_effect_abs * 1e6:g}us with {P.spread_min_runs}+ runs)"))
+    g.addoption("--netslo-regression-min-loss", default=None,
+                help=help_text(f"smallest loss change that counts (default {P.min_loss_abs:.1%}; "
+                     f"{P.spread_min_loss_abs:.1%} with {P.spread_min_runs}+ runs)"))
+    g.addoption("--netslo-regression-alpha", default=None,
+                help=help_text(f"family-wise error rate, Holm (default {regression_mod.Policy.alpha:.0%})"))
+    g.addoption("--netslo-regression-block", default=None,
                 help=f"bootstrap block length (default {regression_mod.Policy.block_s * 1e3:g}ms)")
-    g.addoption("--regression-resamples", default=None,
+    g.addoption("--netslo-regression-resamples", default=None,
                 help=f"bootstrap resamples (default {regression_mod.Policy.n_boot})")
-    g.addoption("--regression-report", default=None, metavar="DIR",
+    g.addoption("--netslo-regression-report", default=None, metavar="DIR",
                 help="where to write regression.md/json (default: the --netslo-results dir)")
-    g.addoption("--regression-confirm", default="suspect", metavar="MODE",
+    g.addoption("--netslo-regression-confirm", default="suspect", metavar="MODE",
                 help="'suspect' (default): re-measure a test that looks regressed and fail only if the "
                      "re-measurement shows it too; 'off': judge the first measurement alone")
-    g.addoption("--regression-warn-only", action="store_true",
+    g.addoption("--netslo-regression-warn-only", action="store_true",
                 help="report regressions without failing the session")
     g.addoption("--netslo-benchmark", nargs="?", const="rtt", default=None, metavar="SERIES",
                 help="record SLO tests' raw delays in pytest-benchmark (comma-separated series, default rtt)")
-    g.addoption("--allure-severity", default=None, metavar="OBJECTIVE=LEVEL,...",
+    g.addoption("--netslo-allure-severity", default=None, metavar="OBJECTIVE=LEVEL,...",
                 help="Allure severity per SLO objective (blocker/critical/normal/minor/trivial)")
 
 
@@ -91,23 +92,25 @@ def _parse_severity(text: str | None) -> dict:
     for part in filter(None, (p.strip() for p in (text or "").split(","))):
         name, _, level = part.partition("=")
         if not name or level not in SEVERITIES:
-            raise SpecError("--allure-severity", part, f"OBJECTIVE=LEVEL with LEVEL one of {', '.join(SEVERITIES)}")
+            raise SpecError("--netslo-allure-severity", part, f"OBJECTIVE=LEVEL with LEVEL one of {', '.join(SEVERITIES)}")
         out[name] = level
     return out
 
 
 def pytest_configure(config):
+    if not active(config):
+        return
     state = ReportState()
     opt = config.getoption
     try:
         state.policy = regression_mod.policy_from_text(
-            opt("--regression-metrics"), opt("--regression-min-effect"), opt("--regression-min-abs"),
-            opt("--regression-min-loss"), opt("--regression-alpha"), opt("--regression-block"),
-            opt("--regression-resamples"))
-        state.severity = _parse_severity(opt("--allure-severity"))
-        if opt("--regression-confirm") not in ("suspect", "off"):
-            raise SpecError("--regression-confirm", opt("--regression-confirm"), "suspect or off")
-        state.confirm = opt("--regression-confirm") == "suspect"
+            opt("--netslo-regression-metrics"), opt("--netslo-regression-min-effect"), opt("--netslo-regression-min-abs"),
+            opt("--netslo-regression-min-loss"), opt("--netslo-regression-alpha"), opt("--netslo-regression-block"),
+            opt("--netslo-regression-resamples"))
+        state.severity = _parse_severity(opt("--netslo-allure-severity"))
+        if opt("--netslo-regression-confirm") not in ("suspect", "off"):
+            raise SpecError("--netslo-regression-confirm", opt("--netslo-regression-confirm"), "suspect or off")
+        state.confirm = opt("--netslo-regression-confirm") == "suspect"
         bench = opt("--netslo-benchmark")
         if bench:
             state.bench_series = tuple(s.strip() for s in bench.split(",") if s.strip())
@@ -116,16 +119,16 @@ def pytest_configure(config):
                 raise SpecError("--netslo-benchmark", bad[0], f"comma-separated series of {', '.join(DELAY_SERIES)}")
             if not (config.pluginmanager.hasplugin("benchmark") or config.pluginmanager.hasplugin("pytest_benchmark.plugin")):
                 raise SpecError("--netslo-benchmark", bench, "pytest-benchmark installed and enabled")
-        if opt("--baseline"):
+        if opt("--netslo-baseline"):
             # read now: the current run may overwrite the very directory the baseline lives in
-            state.baseline = regression_mod.load(opt("--baseline"))
-            state.baseline_label = opt("--baseline")
+            state.baseline = regression_mod.load(opt("--netslo-baseline"))
+            state.baseline_label = opt("--netslo-baseline")
     except SpecError as e:
         raise pytest.UsageError(f"netslo: {e}") from None
     except FileNotFoundError as e:
         raise pytest.UsageError(f"netslo: {e}") from None
     except (OSError, ValueError, KeyError) as e:
-        raise pytest.UsageError(f"netslo: --baseline: value {opt('--baseline')!r} — expected readable "
+        raise pytest.UsageError(f"netslo: --netslo-baseline: value {opt('--netslo-baseline')!r} — expected readable "
                                 f"netslo results ({type(e).__name__}: {e})") from None
     config.stash[STATE] = state
 
@@ -158,7 +161,7 @@ def _allure_on(config) -> bool:
 def _environment_of(item, outcome) -> dict:
     if outcome is not None:
         return outcome.environment
-    cluster = getattr(item, "funcargs", {}).get("cluster")
+    cluster = getattr(item, "funcargs", {}).get("netslo_cluster")
     if cluster is not None:
         try:
             return cluster.environment()
@@ -191,9 +194,9 @@ def _record_benchmark(item, outcome, state, suffix: str = "") -> None:
 
 
 @pytest.fixture
-def record_outcome(request):
-    """For tests that measure several scenarios: ``record_outcome(outcome, name)`` reports one more
-    Outcome under ``<test id>::<name>`` — results.json (so a later --baseline compares it), this
+def netslo_record_outcome(request):
+    """For tests that measure several scenarios: ``netslo_record_outcome(outcome, name)`` reports one more
+    Outcome under ``<test id>::<name>`` — results.json (so a later --netslo-baseline compares it), this
     run's regression comparison, pytest-benchmark (--netslo-benchmark) and, with --alluredir, an
     Allure step '<name>: <verdict>' holding its plots, statistics table and raw CSV."""
     config = request.config
@@ -260,24 +263,25 @@ def pytest_sessionfinish(session, exitstatus):
             extra.update({"provider": o.provider, "datapath": o.datapath, "nodes": o.nodes})
         state.written += allure_mod.write_run_files(config.option.allure_report_dir,
                                                     allure_mod.environment_info(env, extra))
-    out_dir = config.getoption("--regression-report") or (writer.dir if writer else "netslo-results")
-    if writer and writer.records:
-        text = summary_mod.markdown(writer.records, env)
+    out_dir = config.getoption("--netslo-regression-report") or (writer.dir if writer else "netslo-results")
+    tally = getattr(writer, "tally", None)
+    summary = ""
+    if writer and (writer.records or (tally and tally.entries)):
+        summary = summary_mod.markdown(writer.records, env, tally)
         path = writer.dir / "summary.md"
         writer.dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path.write_text(summary)
         state.written.append(path)
         if state.baseline is None:
-            summary_mod.append_to_step_summary(text)
-    if state.baseline is not None and state.current.samples:
+            summary_mod.append_to_step_summary(summary)
+    if state.baseline is not None:
         state.report = regression_mod.compare(state.baseline, state.current, state.policy, state.baseline_label)
         if state.rerun.samples:
             state.report = regression_mod.confirm(state.report, state.rerun)
+        state.report.excused = excused_missing(config, state.report.only_baseline)
         state.written += list(state.report.write(out_dir))
-        summary_mod.append_to_step_summary(
-            (summary_mod.markdown(writer.records, env) + "\n" if writer and writer.records else "")
-            + state.report.to_markdown())
-        if state.report.failed and not config.getoption("--regression-warn-only") \
+        summary_mod.append_to_step_summary((summary + "\n" if summary else "") + state.report.to_markdown())
+        if state.report.failed and not config.getoption("--netslo-regression-warn-only") \
                 and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -305,7 +309,7 @@ def pytest_terminal_summary(terminalreporter, config):
             again = fmt(c.confirm[0]) if c.confirm else "?"
             tr.write_line(f"not confirmed (not failed) {c.test} {c.metric}: {fmt(c.baseline)} -> {fmt(c.current)}, "
                           f"re-measured {again}", yellow=True)
-        verdict = (f"{len(rep.regressions)} regression(s)" + (" (warn only)" if config.getoption("--regression-warn-only") else "")
+        verdict = (f"{len(rep.regressions)} regression(s)" + (" (warn only)" if config.getoption("--netslo-regression-warn-only") else "")
                    if rep.failed else "no regression")
         tr.write_line(f"{verdict} in {len(rep.comparisons)} comparisons against {rep.baseline.sessions} baseline run(s)")
     for p in state.written:

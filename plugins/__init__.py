@@ -1,1 +1,0 @@
-"""pytest plugins of netslo: CLI options, markers, SLO assertion reporting, results files."""
