@@ -262,7 +262,8 @@ def pytest_sessionfinish(session, exitstatus):
         if not env and o:
             extra.update({"provider": o.provider, "datapath": o.datapath, "nodes": o.nodes})
         state.written += allure_mod.write_run_files(config.option.allure_report_dir,
-                                                    allure_mod.environment_info(env, extra))
+                                                    allure_mod.environment_info(env, extra),
+                                                    o.allowed_skips if o else ())
     out_dir = config.getoption("--netslo-regression-report") or (writer.dir if writer else "netslo-results")
     tally = getattr(writer, "tally", None)
     summary = ""

@@ -38,8 +38,9 @@ CATEGORIES = [
     {"name": "SLO breach", "matchedStatuses": ["failed"], "messageRegex": "(?s).*SLO breach.*",
      "description": "a statistic's whole confidence interval (or, at max samples, its point estimate) "
                     "is above the threshold"},
-    {"name": "Unsupported", "matchedStatuses": ["skipped"],
-     "description": "the platform lacks a capability the scenario needs (skip / known CNI limitation)"},
+    {"name": "Not enough samples", "matchedStatuses": ["broken"], "messageRegex": "(?s).*not enough samples.*",
+     "description": "a check whose confidence interval too few answered samples could not bound: not judged, "
+                    "the gate fails"},
     {"name": "Other test errors", "matchedStatuses": ["broken"],
      "description": "an unexpected exception in netslo or the test itself"},
 ]
@@ -261,13 +262,27 @@ def environment_properties(info: dict) -> str:
     return "".join(f"{_escape_properties(k, key=True)}={_escape_properties(v)}\n" for k, v in info.items())
 
 
-def write_run_files(alluredir, info: dict) -> list[Path]:
+def categories(declared=()) -> list[dict]:
+    """CATEGORIES plus the run's skip categories: skips of a declared category (``netslo.skips``)
+    are expected; every other skip fails the gate and gets a category of its own."""
+    names = "|".join(sorted(declared)) or "(?!)"
+    return CATEGORIES + [
+        {"name": "Skipped, declared expected", "matchedStatuses": ["skipped"],
+         "messageRegex": rf"(?s).*netslo\[({names})\].*",
+         "description": "a capability this run lacks, declared expected (--netslo-allow-skip, allow_skips, "
+                        "or the CNI limitation table)"},
+        {"name": "Skipped, not declared (gate fails)", "matchedStatuses": ["skipped"],
+         "description": "a skip nobody declared expected: the gate is not green"},
+    ]
+
+
+def write_run_files(alluredir, info: dict, declared=()) -> list[Path]:
     """environment.properties, categories.json and (on GitHub Actions) executor.json into ``alluredir``."""
     d = Path(alluredir)
     d.mkdir(parents=True, exist_ok=True)
     written = [d / "environment.properties", d / "categories.json"]
     written[0].write_text(environment_properties(info), encoding="latin-1")
-    written[1].write_text(json.dumps(CATEGORIES, indent=1))
+    written[1].write_text(json.dumps(categories(declared), indent=1))
     if os.environ.get("GITHUB_ACTIONS") == "true":
         server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
         repo, run = os.environ.get("GITHUB_REPOSITORY", ""), os.environ.get("GITHUB_RUN_ID", "")
