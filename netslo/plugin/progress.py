@@ -5,7 +5,6 @@ live logging is on (``log_cli``) the records go there and this handler stays out
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import pytest
@@ -23,7 +22,6 @@ class TerminalProgress(logging.Handler):
         super().__init__(logging.INFO)
         self.config = config
         self.t0 = time.monotonic()
-        self.lock = threading.Lock()
         self.done = 0
         self.total = 0
         self.test_t0 = None
@@ -35,14 +33,14 @@ class TerminalProgress(logging.Handler):
         if tr is None:
             return
         line = f"[netslo {time.monotonic() - self.t0:6.1f}s] {record.getMessage()}"
-        with self.lock:
-            if capture is not None:
-                with capture.global_and_fixture_disabled():
-                    tr.ensure_newline()
-                    tr.write_line(line)
-            else:
+        # logging.Handler.handle() holds this handler's lock around emit(): lines never interleave
+        if capture is not None:
+            with capture.global_and_fixture_disabled():
                 tr.ensure_newline()
                 tr.write_line(line)
+        else:
+            tr.ensure_newline()
+            tr.write_line(line)
 
     def left(self) -> str:
         """Estimated time left from the mean duration of the tests done so far."""
@@ -75,10 +73,10 @@ def pytest_unconfigure(config):
         progress_log.propagate = True
 
 
-def pytest_collection_modifyitems(session, config, items):
-    handler = config.stash.get(HANDLER, None)
-    if handler is not None:
-        handler.total = sum(1 for i in items if i.get_closest_marker("cni"))
+def pytest_collection_finish(session):
+    handler = session.config.stash.get(HANDLER, None)
+    if handler is not None:   # after -k/-m deselection
+        handler.total = sum(1 for i in session.items if i.get_closest_marker("cni"))
 
 
 @pytest.hookimpl(tryfirst=True)
