@@ -290,3 +290,14 @@ def test_policy_options_parse():
     assert p.allowed("rtt.p50", 10e-6) == pytest.approx(100e-6)
     assert p.allowed("loss", 0.0) == pytest.approx(0.01)
     assert math.isclose(reg.Policy().min_effect_rel, 1.0)
+
+
+def test_a_baseline_test_that_stopped_measuring_fails_unless_left_out_on_purpose():
+    base = run_of(**{TEST_A: make_samples(lognormal(10)), TEST_B: make_samples(lognormal(12))})
+    rep = reg.compare(base, run_of(**{TEST_A: make_samples(lognormal(11))}), FAST)
+    assert not rep.regressions and rep.missing == [TEST_B] and rep.failed
+    md = rep.to_markdown()
+    assert "not measured" in md.splitlines()[0] and f"`{TEST_B}`" in md
+    rep.excused = {TEST_B: "deselected"}
+    assert rep.missing == [] and not rep.failed
+    assert rep.to_json()["excused"] == {TEST_B: "deselected"}
