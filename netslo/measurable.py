@@ -35,11 +35,11 @@ def missing_reason(metric: str, counts: dict) -> str:
     sent, received = counts.get("sent", 0), counts.get("received", 0)
     loss = format_percent((sent - received) / sent) if sent else "?"
     series = metric.split(".")[0]
-    if sent and not received:
-        return f"no answered requests (loss {loss})"
     if series in ("loss_up", "loss_down"):
         return (f"the responder's end-of-run report of the requests it received did not arrive, so "
                 f"{counts.get('lost_unknown_direction', 0)} lost requests have no direction (loss {loss})")
+    if sent and not received:
+        return f"no answered requests (loss {loss})"
     if series == "server_time" or series in ONE_WAY:
         return f"no answer carried responder timestamps ({received} of {sent} answered, loss {loss})"
     return f"no data ({received} of {sent} answered, loss {loss})"

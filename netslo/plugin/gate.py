@@ -72,7 +72,7 @@ def _limitation_holds(item, call) -> str | None:
     return None
 
 
-@pytest.hookimpl(hookwrapper=True, trylast=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)   # outermost: sees the report after xfail handling
 def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
     if not active(item.config) or item.get_closest_marker("cni") is None:

@@ -111,7 +111,7 @@ SESSION = textwrap.dedent("""\
 
 def test_an_undeclared_skip_fails_the_session_a_declared_one_is_listed(tmp_path):
     (tmp_path / "test_gate.py").write_text(SESSION)
-    common = ["-m", "cni", "--netslo-slo", str(SLO), "--netslo-results", str(tmp_path / "res"), "test_gate.py"]
+    common = ["-m", "cni", f"--netslo-slo={SLO}", f"--netslo-results={tmp_path / 'res'}", "test_gate.py"]
     p = _pytest(common, tmp_path)
     assert p.returncode == 1, p.stdout[-2000:]
     assert "skipped-unexpected" in p.stdout and "gate not green" in p.stdout, p.stdout[-2000:]
@@ -148,7 +148,7 @@ LIMITATION = textwrap.dedent("""\
 
 def test_a_known_limitation_holds_only_for_its_own_symptom(tmp_path):
     (tmp_path / "test_lim.py").write_text(LIMITATION)
-    p = _pytest(["-m", "cni", "--netslo-slo", str(SLO), "--netslo-results", str(tmp_path / "res"), "-rxXf",
+    p = _pytest(["-m", "cni", f"--netslo-slo={SLO}", f"--netslo-results={tmp_path / 'res'}", "-rxXf",
                  "test_lim.py"], tmp_path)
     assert p.returncode == 1, p.stdout[-3000:]
     assert "1 xfailed" in p.stdout and "2 failed" in p.stdout, p.stdout[-3000:]
