@@ -266,8 +266,9 @@ def pytest_sessionfinish(session, exitstatus):
                                                     o.allowed_skips if o else ())
     out_dir = config.getoption("--netslo-regression-report") or (writer.dir if writer else "netslo-results")
     tally = getattr(writer, "tally", None)
+    tally = tally if tally is not None and tally.entries else None   # no `cni` test in this session
     summary = ""
-    if writer and (writer.records or (tally and tally.entries)):
+    if writer and (writer.records or tally):
         summary = summary_mod.markdown(writer.records, env, tally)
         path = writer.dir / "summary.md"
         writer.dir.mkdir(parents=True, exist_ok=True)

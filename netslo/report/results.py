@@ -66,7 +66,7 @@ class ResultsWriter:
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / "results.json"
         doc = {"schema": SCHEMA_VERSION, "environment": self.environment, "results": self.records}
-        if self.tally is not None:
+        if self.tally is not None and self.tally.entries:
             doc["gate"] = self.tally.to_json()
         path.write_text(json.dumps(doc, indent=1))
         self.written = path

@@ -37,7 +37,7 @@ SCRIPT = ROOT / "scripts" / "allure-report.sh"
 ARTIFACTS = Path(os.environ.get("NETSLO_ARTIFACTS", ROOT / "artifacts"))
 
 STRICT_SLO = """version: 1
-defaults: {samples: 300, max_samples: 300, interval: 2ms, wait: 500ms}
+defaults: {samples: 400, max_samples: 400, interval: 2ms, wait: 500ms}   # P99 needs 368 answers
 objectives:
   - name: udp-latency
     select: {protocol: udp}

@@ -63,13 +63,13 @@ def measure(scenario, slo_spec, scale, seed_offset=0):
 
 
 @pytest.fixture
-def outcome(request, scenario, slo_spec):
-    """Like fixtures/cluster.py's: measure, and measure again when the plugin suspects a regression."""
-    o = measure(scenario, slo_spec, SCALE)
+def outcome(request, scenario, netslo_slo):
+    """Like netslo/plugin/cluster.py's: measure, and measure again when the plugin suspects a regression."""
+    o = measure(scenario, netslo_slo, SCALE)
     request.node.stash[OUTCOME] = o
     why = suspected_regression(request.config, request.node.nodeid, o.samples)
     if why:
-        record_rerun(request.node, measure(scenario, slo_spec, RERUN_SCALE, seed_offset=1000), why)
+        record_rerun(request.node, measure(scenario, netslo_slo, RERUN_SCALE, seed_offset=1000), why)
     return o
 
 
@@ -79,10 +79,10 @@ def test_fake_slo(outcome):
 
 
 @pytest.mark.parametrize("scenario", [Scenario("same-node", "tcp-rr", "1k")], ids=str)
-def test_fake_sweep(request, outcome, record_outcome):
+def test_fake_sweep(request, outcome, netslo_record_outcome):
     """A test that measures twice and reports both: the second one as an extra outcome."""
-    record_outcome(outcome, "first")
-    record_outcome(outcome, "again")
+    netslo_record_outcome(outcome, "first")
+    netslo_record_outcome(outcome, "again")
 '''
 
 SLO = """version: 1
