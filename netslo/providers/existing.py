@@ -1,36 +1,36 @@
 """``existing``: any cluster in a kubeconfig/context. netslo only adds and removes its run namespace.
 
-    ExistingProvider(kubeconfig=None, context=None, kubectl=None, image=..., pull_policy="IfNotPresent",
+    ExistingProvider(kubeconfig=None, context=None, image=..., pull_policy="IfNotPresent",
                      datapath=None, pod_timeout=120.0, ready_timeout=60.0).up() -> KubeCluster
 
-kubeconfig defaults to $KUBECONFIG (then kubectl's own default, ~/.kube/config); the agent image must
-be pullable by the cluster or already on its nodes (pull_policy "Never"). Timeouts are seconds.
+kubeconfig defaults to $NETSLO_KUBECONFIG, then $KUBECONFIG (a path or a list), then ~/.kube/config;
+a file named there that does not exist is an InfrastructureError naming it, raised at construction
+(before anything is created). The agent image must be pullable by the cluster or already on its
+nodes (pull_policy "Never"). Timeouts are seconds.
 """
 
 from __future__ import annotations
 
 import os
 
-from ..errors import SpecError, Unsupported
+from ..errors import SpecError
 from . import kube_manifests as km
 from .kube import KubeCluster
-from .kubectl import Kubectl
+from .kubeapi import KubeApi, check_kubeconfig
 
 
 class ExistingProvider:
     name = "existing"
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None,
-                 kubectl: str | None = None, image: str | None = None, pull_policy: str = "IfNotPresent",
+                 image: str | None = None, pull_policy: str = "IfNotPresent",
                  datapath: str | None = None, pod_timeout: float = 120.0, ready_timeout: float = 60.0,
                  run_id: str | None = None):
-        self.kubeconfig = kubeconfig or os.environ.get("NETSLO_KUBECONFIG") or os.environ.get("KUBECONFIG")
-        if self.kubeconfig and not os.path.exists(self.kubeconfig.split(os.pathsep)[0]):
-            raise Unsupported(f"kubeconfig {self.kubeconfig} does not exist (is the cluster up?)")
+        self.kubeconfig = kubeconfig or os.environ.get("NETSLO_KUBECONFIG") or None
+        check_kubeconfig(self.kubeconfig)   # a missing file raises here, naming it
         if pull_policy not in km.PULL_POLICIES:
             raise SpecError("pull_policy", pull_policy, f"one of {', '.join(km.PULL_POLICIES)}")
         self.context = context
-        self.kubectl_binary = kubectl
         self.image = image or os.environ.get("NETSLO_AGENT_IMAGE") or km.DEFAULT_IMAGE
         self.pull_policy = pull_policy
         self.datapath = datapath
@@ -38,9 +38,13 @@ class ExistingProvider:
         self.ready_timeout = ready_timeout
         self.run_id = run_id
 
+    def preflight(self) -> None:
+        """Load the kubeconfig and context (no request to the cluster): bad ones fail before the run."""
+        KubeApi(self.kubeconfig, self.context)
+
     def up(self) -> KubeCluster:
-        kubectl = Kubectl(self.kubectl_binary, self.kubeconfig, self.context)
-        cluster = KubeCluster(kubectl, provider=self.name, image=self.image, pull_policy=self.pull_policy,
+        api = KubeApi(self.kubeconfig, self.context)
+        cluster = KubeCluster(api, provider=self.name, image=self.image, pull_policy=self.pull_policy,
                               datapath=self.datapath, run_id=self.run_id, pod_timeout=self.pod_timeout)
         try:
             return cluster.open(self.ready_timeout)

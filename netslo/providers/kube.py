@@ -1,10 +1,13 @@
 """A real Kubernetes cluster as a netslo ``Cluster``: shared by the kind, minikube and existing providers.
 
-What a run creates lives in one namespace ``netslo-<run id>`` (labelled ``netslo.io/run-id``): agent
-pods pinned to nodes (required node affinity), optional hostNetwork baseline pods, Services. Probes run
-as ``kubectl exec <pod> -c agent -- python -m netslo.agent probe ... --out -`` and come back as npz
-bytes on stdout. ``close()`` deletes that namespace (after checking its run-id label) and waits until
-it is gone; it never touches anything else. Timeouts are seconds.
+What a run creates lives in one namespace ``netslo-<run id>`` (labelled ``netslo.io/run-id``, annotated
+with its owner for ``kube_reap``): agent pods pinned to nodes (required node affinity), optional
+hostNetwork baseline pods, Services. Everything goes through ``KubeApi`` (the kubernetes client):
+readiness and deletion are watched, and probes run as ``python -m netslo.agent probe ... --out -`` in
+the pod's ``agent`` container through the exec stream, coming back as npz bytes on stdout. ``open()``
+first removes namespaces of dead runs (``kube_reap``); ``close()`` deletes this run's namespace (after
+checking its run-id label) and watches until it is gone; it never touches anything else. Timeouts are
+seconds.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ from __future__ import annotations
 import logging
 import os
 import shlex
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import progress
 from ..errors import InfrastructureError, SpecError
 from . import kube_manifests as km
+from . import kube_reap
 from .base import RESPONDER_PORTS, Cluster, Pod
-from .kube_wait import Hopeless, node_ready, pod_ready, wait_until
-from .kubectl import Kubectl
+from .kube_wait import Hopeless, pod_summary, wait_deleted, wait_nodes_ready, wait_pod, watch_until
+from .kubeapi import KubeApi
 
 log = logging.getLogger("netslo.kube")
 
@@ -48,11 +52,11 @@ class KubeService:
 class KubeCluster(Cluster):
     """Agent pods in a run-scoped namespace of any reachable Kubernetes cluster."""
 
-    def __init__(self, kubectl: Kubectl, *, provider: str = "existing", image: str = km.DEFAULT_IMAGE,
+    def __init__(self, api: KubeApi, *, provider: str = "existing", image: str = km.DEFAULT_IMAGE,
                  pull_policy: str = "Never", datapath: str | None = None, run_id: str | None = None,
                  pod_timeout: float = 120.0, delete_timeout: float = 120.0,
                  single_kernel: bool | None = None):
-        self.kubectl = kubectl
+        self.api = api
         self.provider = provider
         self.image = image
         self.pull_policy = pull_policy
@@ -70,19 +74,34 @@ class KubeCluster(Cluster):
         self._created = False
         self._closed = False
         self._tls_synced: dict[str, str] = {}   # pod name -> host TLS dir copied into it
+        self.reaped: list[str] = []             # what open() removed of dead runs (one line each)
 
     # ---- lifecycle --------------------------------------------------------------------------
     def open(self, ready_timeout: float = 60.0) -> "KubeCluster":
-        """Check the cluster answers and has Ready nodes; create the run namespace."""
+        """Check the cluster answers and has Ready nodes; remove what dead runs left; create the run
+        namespace (with its owner record) and wait for its default ServiceAccount."""
         self._load_nodes(ready_timeout)
-        self.kubectl.create(km.namespace_manifest(self.run_id), what=f"create namespace {self.namespace}")
+        self.reaped = self.reap_dead_runs()
+        self.api.create(km.namespace_manifest(self.run_id, annotations=kube_reap.owner_annotations()),
+                        what=f"create namespace {self.namespace}")
         self._created = True
         # Pods can be created only once the namespace's default ServiceAccount exists.
-        wait_until(f"namespace {self.namespace}", ready_timeout,
-                   lambda: (self.kubectl.get("serviceaccount", "default", self.namespace,
-                                             missing_ok=True) is not None, "no default ServiceAccount yet"))
+        watch_until(self.api, "serviceaccount", f"namespace {self.namespace}", ready_timeout,
+                    lambda objs: ("default" in objs, "no default ServiceAccount yet"),
+                    namespace=self.namespace, name="default")
         log.info("kube: namespace %s on nodes %s", self.namespace, ", ".join(self.nodes))
         return self
+
+    def reap_dead_runs(self) -> list[str]:
+        """Delete namespaces of netslo runs on this cluster whose owner is gone (``kube_reap``); one
+        progress line per namespace. A cluster that does not let us list namespaces is told, not fatal."""
+        try:
+            said = kube_reap.reap(self.api)
+        except InfrastructureError as e:
+            said = [f"kube reap: skipped ({e})"]
+        for line in said:
+            progress.note(line)
+        return said
 
     def close(self) -> None:
         """Delete the run namespace (only if it carries this run's label) and wait until it is gone."""
@@ -90,35 +109,19 @@ class KubeCluster(Cluster):
             self._closed = True
             return
         self._closed = True
-        ns = self.kubectl.get("namespace", self.namespace, missing_ok=True)
+        ns = self.api.get("namespace", self.namespace, missing_ok=True)
         if ns is None:
             return
         if ns.get("metadata", {}).get("labels", {}).get(km.RUN_LABEL) != self.run_id:
             raise InfrastructureError(f"namespace {self.namespace}: label {km.RUN_LABEL} is not "
                                       f"{self.run_id!r}; not deleting what this run did not create")
-        self.kubectl.delete("namespace", self.namespace, wait=False)
-        wait_until(f"deletion of namespace {self.namespace}", self.delete_timeout,
-                   lambda: self._gone())
-
-    def _gone(self) -> tuple[bool, str]:
-        ns = self.kubectl.get("namespace", self.namespace, missing_ok=True)
-        if ns is None:
-            return True, "deleted"
-        pods = self.kubectl.get("pods", namespace=self.namespace)
-        return False, f"phase={ns.get('status', {}).get('phase')}, {len(pods)} pods left"
+        self.api.delete("namespace", self.namespace)
+        wait_deleted(self.api, "namespace", self.namespace, None, self.delete_timeout)
 
     # ---- nodes ------------------------------------------------------------------------------
     def _load_nodes(self, timeout: float) -> None:
-        def check():
-            items = self.kubectl.get("nodes")
-            if not items:
-                return False, "no nodes"
-            states = {n["metadata"]["name"]: node_ready(n) for n in items}
-            bad = [f"{k}: {v[1]}" for k, v in states.items() if not v[0]]
-            self._node_objs = {n["metadata"]["name"]: n for n in items}
-            return not bad, "; ".join(bad) or f"{len(items)} nodes Ready"
-        wait_until("cluster nodes", timeout, check)
-        objs = self._node_objs
+        items = wait_nodes_ready(self.api, "cluster nodes", timeout)
+        self._node_objs = objs = {n["metadata"]["name"]: n for n in items}
         # Pods go to schedulable worker nodes; a control-plane node only when it is all there is.
         def workload(n):
             taints = n.get("spec", {}).get("taints", []) or []
@@ -157,7 +160,7 @@ class KubeCluster(Cluster):
             if label:
                 return label
         try:
-            names = [d["metadata"]["name"] for d in self.kubectl.get("daemonsets", namespace="kube-system")]
+            names = [d["metadata"]["name"] for d in self.api.get("daemonsets", namespace="kube-system")]
         except InfrastructureError:
             return "unknown"
         for prefix, cni in CNI_SIGNATURES:
@@ -188,8 +191,8 @@ class KubeCluster(Cluster):
                                          pull_policy=self.pull_policy, host_network=host_network,
                                          annotations=annotations, responders=responders)
         pod_name = manifest["metadata"]["name"]
-        self.kubectl.create(manifest, what=f"create pod {self.namespace}/{pod_name}")
-        obj = self.wait_pod(pod_name, self.pod_timeout)
+        self.api.create(manifest, what=f"create pod {self.namespace}/{pod_name}")
+        obj = wait_pod(self.api, self.namespace, pod_name, self.pod_timeout)
         st = obj.get("status", {})
         if st.get("hostIP") and obj["spec"].get("nodeName") != node:
             raise InfrastructureError(f"pod {pod_name}: scheduled on {obj['spec'].get('nodeName')}, not {node}")
@@ -202,26 +205,15 @@ class KubeCluster(Cluster):
     def k8s_pod_name(self, pod: Pod) -> str:
         return km.k8s_name(pod.name)
 
-    def wait_pod(self, pod_name: str, timeout: float) -> dict:
-        """Wait for the pod's Ready condition; InfrastructureError names the pod and its last status."""
-        last = {}
-
-        def check():
-            obj = self.kubectl.get("pod", pod_name, self.namespace)
-            last["obj"] = obj
-            return pod_ready(obj)
-        wait_until(f"pod {self.namespace}/{pod_name}", timeout, check)
-        return last["obj"]
-
     def pod_object(self, pod: Pod) -> dict:
-        return self.kubectl.get("pod", self.k8s_pod_name(pod), self.namespace)
+        return self.api.get("pod", self.k8s_pod_name(pod), self.namespace)
 
     def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http"), *,
                          upstream: str | None = None) -> dict[str, int]:
         """protocol -> port once each responder listens.
 
         udp/tcp/http run as containers from the pod's creation (checked here); ws/tls/mqtt are started
-        on demand inside the agent container (``kubectl exec``, in the background) with the run's TLS
+        on demand inside the agent container (an exec, in the background) with the run's TLS
         directory ($NETSLO_TLS_DIR) copied into the pod first; ``proxy`` needs ``upstream`` (HOST:PORT).
         """
         have = self._responders.get(pod.name, ())
@@ -250,20 +242,20 @@ class KubeCluster(Cluster):
     def _start_exec_responder(self, pod: Pod, kind: str, timeout: float = 30.0, extra=()) -> int:
         port = RESPONDER_PORTS[kind]
         ready = f"{km.READY_DIR}/{kind}.ready"
-        log = f"/tmp/netslo-{kind}.log"
+        logfile = f"/tmp/netslo-{kind}.log"
         env = self._pod_env(pod)
         serve = " ".join(shlex.quote(a) for a in ["env", *env, "python", "-m", "netslo.agent", "serve", kind,
                                                    "--port", str(port), "--ready-file", ready, *extra])
-        self._exec(pod, ["sh", "-c", f"rm -f {ready}; nohup {serve} >{log} 2>&1 </dev/null &"], 30)
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self._exec(pod, ["sh", "-c", f"test -e {ready} && echo ready || tail -c 400 {log}"], 30)
-            if out.strip() == b"ready":
-                return port
-            if time.monotonic() > deadline:
-                raise InfrastructureError(f"responder {kind} in pod {pod.name}: not ready after {timeout:.0f}s; "
-                                          f"log: {out.decode(errors='replace').strip() or '(empty)'}")
-            time.sleep(0.3)
+        # One exec starts it and waits inside the pod for its ready file (0.1 s steps), or shows its log.
+        tenths = max(1, int(timeout * 10))
+        out = self._exec(pod, ["sh", "-c", f"rm -f {ready}; nohup {serve} >{logfile} 2>&1 </dev/null & "
+                                           f"i=0; while [ $i -lt {tenths} ]; do test -e {ready} && echo ready "
+                                           f"&& exit 0; sleep 0.1; i=$((i+1)); done; tail -c 400 {logfile}"],
+                         timeout + 30)
+        if out.strip() != b"ready":
+            raise InfrastructureError(f"responder {kind} in pod {pod.name}: not ready after {timeout:.0f}s; "
+                                      f"log: {out.decode(errors='replace').strip() or '(empty)'}")
+        return port
 
     def _pod_env(self, pod: Pod) -> list[str]:
         """NAME=VALUE settings the agent needs in ``pod`` (the run's TLS directory, copied over)."""
@@ -279,12 +271,11 @@ class KubeCluster(Cluster):
         return [f"{TLS_ENV}={POD_TLS_DIR}"]
 
     def _exec(self, pod: Pod, command: list[str], timeout: float, input: bytes | None = None) -> bytes:
-        return self.kubectl.exec(self.namespace, self.k8s_pod_name(pod), "agent", command, timeout=timeout,
-                                 input=input)
+        return self.api.exec(self.namespace, self.k8s_pod_name(pod), "agent", command, timeout=timeout,
+                             input=input)
 
     @staticmethod
     def _summary(obj: dict) -> str:
-        from .kube_wait import pod_summary
         return pod_summary(obj)
 
     def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
@@ -302,16 +293,15 @@ class KubeCluster(Cluster):
                                        external_traffic_policy=external_traffic_policy,
                                        protocols=protocols, ports=ports)
         svc_name = manifest["metadata"]["name"]
-        self.kubectl.create(manifest, what=f"create service {self.namespace}/{svc_name}")
+        self.api.create(manifest, what=f"create service {self.namespace}/{svc_name}")
 
-        def endpoints():
-            slices = self.kubectl.get("endpointslices", namespace=self.namespace,
-                                      selector=f"kubernetes.io/service-name={svc_name}")
-            ready = [ep for s in slices for ep in s.get("endpoints") or []
+        def endpoints(slices):
+            ready = [ep for s in slices.values() for ep in s.get("endpoints") or []
                      if (ep.get("conditions") or {}).get("ready")]
             return bool(ready), f"{len(ready)} ready endpoints"
-        wait_until(f"service {self.namespace}/{svc_name} endpoints", timeout, endpoints)
-        obj = self.kubectl.get("service", svc_name, self.namespace)
+        watch_until(self.api, "endpointslice", f"service {self.namespace}/{svc_name} endpoints", timeout,
+                    endpoints, namespace=self.namespace, selector=f"kubernetes.io/service-name={svc_name}")
+        obj = self.api.get("service", svc_name, self.namespace)
         spec = obj["spec"]
         ports = {p["name"]: p["port"] for p in spec["ports"]}
         node_ports = {p["name"]: p["nodePort"] for p in spec["ports"] if p.get("nodePort")}
@@ -326,8 +316,7 @@ class KubeCluster(Cluster):
                "run_id": self.run_id, "image": self.image, "datapath": self.datapath,
                "nodes": str(len(self.nodes))}
         try:
-            v = self.kubectl.json(["version"], what="kubectl version")
-            env["kubernetes"] = v.get("serverVersion", {}).get("gitVersion", "?")
+            env["kubernetes"] = self.api.server_version()
         except InfrastructureError as e:
             env["kubernetes"] = f"unknown ({e})"
         if self._node_objs:

@@ -7,8 +7,8 @@ verification (``netslo.impair.verify``) work unchanged on kind, minikube and exi
 On first use it creates the DaemonSet ``netslo-impair`` in the run's namespace (see
 ``kube_manifests.impairment_daemonset_manifest``: hostNetwork, root with only NET_ADMIN + SYS_ADMIN,
 the host's /var/run/netns read-only), waits until it is ready on every node (an error names the
-DaemonSet and its last status) and then ``kubectl exec``s ``python -m netslo.agent netem ...``
-(``netslo.impair.node_cli``) in the DaemonSet pod on the target pod's node. That finds the pod's
+DaemonSet, its pods' last status and events) and then execs ``python -m netslo.agent netem ...``
+(``netslo.impair.node_cli``) in the DaemonSet pod on the target pod's node (``KubeApi.run``). That finds the pod's
 network namespace by the pod IP and runs the embedded provider's netem code there.
 
 Errors: the agent's exit code 3 (sch_netem or ifb missing) -> ``Unsupported`` (tests skip with the
@@ -23,6 +23,7 @@ import json
 from ..errors import InfrastructureError, SpecError, Unsupported
 from . import kube_manifests as km
 from .kube_wait import wait_workload
+from .kubeapi import tail
 
 DIRECTIONS = ("egress", "ingress")
 EXIT_UNSUPPORTED = 3
@@ -53,12 +54,12 @@ class KubeImpairer:
         """Create the DaemonSet (once) and wait until it runs on every node; node -> its pod name."""
         if self._agents is not None:
             return self._agents
-        kubectl, ns = self.cluster.kubectl, self.cluster.namespace
-        if kubectl.get("daemonset", km.IMPAIR_NAME, ns, missing_ok=True) is None:
-            kubectl.create(self.manifest(), what=f"create DaemonSet {ns}/{km.IMPAIR_NAME}")
-        wait_workload(kubectl, "DaemonSet", ns, km.IMPAIR_NAME, "impairment DaemonSet", self.ready_timeout)
-        pods = kubectl.get("pods", namespace=ns,
-                           selector=f"app.kubernetes.io/name={km.IMPAIR_NAME},{km.RUN_LABEL}={self.cluster.run_id}")
+        api, ns = self.cluster.api, self.cluster.namespace
+        if api.get("daemonset", km.IMPAIR_NAME, ns, missing_ok=True) is None:
+            api.create(self.manifest(), what=f"create DaemonSet {ns}/{km.IMPAIR_NAME}")
+        wait_workload(api, "DaemonSet", ns, km.IMPAIR_NAME, "impairment DaemonSet", self.ready_timeout)
+        pods = api.get("pods", namespace=ns,
+                       selector=f"app.kubernetes.io/name={km.IMPAIR_NAME},{km.RUN_LABEL}={self.cluster.run_id}")
         self._agents = {p["spec"].get("nodeName"): p["metadata"]["name"] for p in pods
                         if p.get("status", {}).get("phase") == "Running"}
         return self._agents
@@ -74,10 +75,8 @@ class KubeImpairer:
         """``python -m netslo.agent netem ARGS`` on ``node``; its JSON, or the error it reported."""
         pod = self.agent_pod(node)
         ns = self.cluster.namespace
-        argv = ["exec", "-n", ns, pod, "-c", km.IMPAIR_CONTAINER, "--", "python", "-m", "netslo.agent", "netem",
-                *args]
-        proc = self.cluster.kubectl.run(argv, timeout=self.exec_timeout, check=False,
-                                        what=f"netem {args[0]} in {ns}/{pod}")
+        proc = self.cluster.api.run(ns, pod, km.IMPAIR_CONTAINER, ["python", "-m", "netslo.agent", "netem", *args],
+                                    timeout=self.exec_timeout)
         if proc.returncode == 0:
             try:
                 return json.loads(proc.stdout)
@@ -85,7 +84,7 @@ class KubeImpairer:
                 raise InfrastructureError(f"netem {args[0]} on node {node}: not JSON on stdout: "
                                           f"{proc.stdout[:200]!r}") from None
         err = _last_json(proc.stderr)
-        msg = err.get("message") or _tail(proc.stderr)
+        msg = err.get("message") or tail(proc.stderr)
         if proc.returncode == EXIT_UNSUPPORTED and err.get("error") == "unsupported":
             raise Unsupported(msg)
         raise InfrastructureError(f"netem {args[0]} on node {node} (pod {ns}/{pod}): exit {proc.returncode}: {msg}")
@@ -156,11 +155,6 @@ class KubeImpairer:
                 first = first or e
         if first is not None:
             raise InfrastructureError(f"clearing impairments: {first}")
-
-
-def _tail(data: bytes) -> str:
-    lines = [ln.strip() for ln in data.decode(errors="replace").splitlines() if ln.strip()]
-    return " | ".join(lines[-3:]) or "(no output)"
 
 
 def _last_json(data: bytes) -> dict:

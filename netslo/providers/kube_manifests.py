@@ -59,9 +59,12 @@ def labels(run_id: str, **extra) -> dict:
     return {RUN_LABEL: run_id, **MANAGED_BY, **extra}
 
 
-def namespace_manifest(run_id: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": namespace_name(run_id), "labels": labels(run_id)}}
+def namespace_manifest(run_id: str, annotations: dict | None = None) -> dict:
+    """The run's namespace; ``annotations``: its owner record (``kube_reap.owner_annotations``)."""
+    meta = {"name": namespace_name(run_id), "labels": labels(run_id)}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
 def check_annotations(annotations: dict) -> dict:
@@ -105,7 +108,7 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
                        role: str = "agent") -> dict:
     """An agent pod pinned to ``node`` (required node affinity on kubernetes.io/hostname).
 
-    Containers: ``agent`` (idle; probes are ``kubectl exec``-ed into it) plus one container per
+    Containers: ``agent`` (idle; probes are exec-ed into it) plus one container per
     responder protocol running ``python -m netslo.agent serve``. ``host_network`` gives the
     hostNetwork baseline (the node's own network stack).
     """
@@ -207,7 +210,7 @@ def impairment_daemonset_manifest(run_id: str, *, image: str = DEFAULT_IMAGE,
     hostNetwork (the node's namespace: where pod veths have their peers), tolerates every taint (a
     pod can be impaired on any node), mounts the host's /var/run/netns read-only with HostToContainer
     propagation (namespaces of pods created later appear), gets its node name from the downward API.
-    Its container idles; ``kubectl exec`` runs ``python -m netslo.agent netem ...`` in it."""
+    Its container idles; an exec runs ``python -m netslo.agent netem ...`` in it."""
     if pull_policy not in PULL_POLICIES:
         raise SpecError("imagePullPolicy", pull_policy, f"one of {', '.join(PULL_POLICIES)}")
     select = {"app.kubernetes.io/name": IMPAIR_NAME, RUN_LABEL: run_id}

@@ -76,7 +76,7 @@ class KubeServices:
         self._closed = True
         for svc in self.services.values():
             try:
-                self.cluster.kubectl.delete("service", svc.name, self.cluster.namespace)
+                self.cluster.api.delete("service", svc.name, self.cluster.namespace)
             except InfrastructureError:
                 pass  # the run namespace goes at cluster.close() anyway
 

@@ -1,18 +1,24 @@
-"""Readiness waits with deadlines, and one-line status summaries of Kubernetes objects.
+"""Waits on Kubernetes objects by watch, with deadlines, and one-line status summaries of them.
 
-A wait that runs out raises ``InfrastructureError`` naming the component and its last status, e.g.
-``CNI calico: DaemonSet kube-system/calico-node not ready after 300s; last status: 0/2 ready; pod
-calico-node-x7k: Init:ImagePullBackOff (...)``. Times are seconds.
+``watch_until`` lists the objects (one by name, or a label selection), then follows them with a watch
+from the list's resourceVersion (re-listing when the server has expired it) until a check says done;
+nothing polls. A wait that runs out raises ``InfrastructureError`` naming the component, its last
+status and the objects' last events, e.g. ``CNI calico: DaemonSet kube-system/calico-node: not ready
+after 300s; last status: 0/2 ready, 2 updated; pod calico-node-x7k: phase=Pending; install-cni: waiting
+ImagePullBackOff (...); events: Failed: ...``. ``wait_until`` is the plain deadline loop for conditions
+that are not API objects. Times are seconds.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable
 
 from ..errors import InfrastructureError
 
-POLL = 0.5  # s between polls
+log = logging.getLogger("netslo.kube")
+POLL = 0.5  # s between checks of wait_until (non-API conditions only)
 # Container states that can never turn into "running" without someone changing the pod spec.
 HOPELESS = {"ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError"}
 
@@ -110,29 +116,174 @@ def deployment_ready(dep: dict) -> tuple[bool, str]:
 _READY_FN = {"DaemonSet": daemonset_ready, "Deployment": deployment_ready}
 
 
-def wait_workload(kubectl, kind: str, namespace: str, name: str, component: str, timeout: float,
-                  poll: float = POLL) -> str:
-    """Wait for a DaemonSet/Deployment to be fully ready.
+def watch_until(api, kind: str, component: str, timeout: float,
+                check: Callable[[dict[str, dict]], tuple[bool, str]], *, namespace: str | None = None,
+                name: str | None = None, selector: str | None = None,
+                explain: Callable[[dict[str, dict]], list[str]] | None = None, verb: str = "ready",
+                clock=time.monotonic) -> str:
+    """Follow ``kind`` objects (``name``, or label ``selector``, in ``namespace``) until
+    ``check(objects) -> (done, status)`` is done; return the status. ``objects``: name -> object as
+    last seen (absent once deleted).
 
-    The error names ``component`` (e.g. 'CNI calico'), the object, its counts and the summary of each
-    of its pods that is not Ready, e.g. '0/1 ready; pod calico-node-x: Init:ImagePullBackOff ...'.
-    """
+    One list, then watches from its resourceVersion (again from the last one seen when the server
+    ends a watch, a new list when it has expired that version). ``check`` raising ``Hopeless`` ends
+    the wait at once; the deadline raises InfrastructureError '<component>: not <verb> after <T>s;
+    last status: <status>[; <explain(objects)>...]'."""
+    from .kubeapi import Expired
+    deadline = clock() + timeout
+    objects: dict[str, dict] = {}
+    rv = None
+    status = "never observed"
+
+    def judge() -> bool:
+        nonlocal status
+        try:
+            done, status = check(objects)
+        except Hopeless as e:
+            raise _Hopeless(f"{component}: cannot become {verb}: " +
+                            "; ".join([str(e)] + _explained(explain, objects))) from None
+        return done
+
+    try:
+        while True:
+            if rv is None:
+                try:
+                    items, rv = api.list(kind, namespace, name=name, selector=selector)
+                    objects = {o["metadata"]["name"]: o for o in items}
+                except InfrastructureError as e:   # an apiserver hiccup is a status, not the end
+                    status, rv = str(e), None
+            if rv is not None and judge():
+                return status
+            left = deadline - clock()
+            if left <= 0:
+                break
+            if rv is None:
+                time.sleep(min(1.0, left))          # the list failed: try it again shortly
+                continue
+            try:
+                for etype, obj in api.watch(kind, namespace, name=name, selector=selector,
+                                            resource_version=rv, timeout=left):
+                    rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                    if etype == "BOOKMARK":
+                        continue
+                    key = obj["metadata"]["name"]
+                    if etype == "DELETED":
+                        objects.pop(key, None)
+                    else:
+                        objects[key] = obj
+                    if judge():
+                        return status
+                    if clock() >= deadline:
+                        break
+            except Expired:
+                rv = None
+            except InfrastructureError as e:
+                log.debug("%s: watch ended (%s); listing again", component, e)
+                status, rv = str(e), None
+            if clock() >= deadline:
+                break
+    except _Hopeless as e:
+        raise InfrastructureError(str(e)) from None
+    raise InfrastructureError("; ".join([f"{component}: not {verb} after {timeout:.0f}s; last status: {status}"]
+                                        + _explained(explain, objects)))
+
+
+class _Hopeless(Exception):
+    """Carries a Hopeless check's message out of the watch loop (which retries InfrastructureErrors)."""
+
+
+def _explained(explain, objects) -> list[str]:
+    if explain is None:
+        return []
+    try:
+        return explain(objects)
+    except InfrastructureError as e:
+        return [f"(details unreadable: {e})"]
+
+
+def _events(api, namespace: str, name: str) -> list[str]:
+    ev = api.events(namespace, name)
+    return [f"events of {name}: " + " | ".join(ev)] if ev else []
+
+
+def wait_pod(api, namespace: str, name: str, timeout: float) -> dict:
+    """Watch pod ``namespace/name`` until Ready; the pod. An image that can never start fails at
+    once; the error carries the pod's status and its last events."""
+    seen: dict[str, dict] = {}
+
+    def check(objects):
+        pod = objects.get(name)
+        if pod is None:
+            return False, "not created"
+        seen["pod"] = pod
+        return pod_ready(pod)
+    watch_until(api, "pod", f"pod {namespace}/{name}", timeout, check, namespace=namespace, name=name,
+                explain=lambda _: _events(api, namespace, name))
+    return seen["pod"]
+
+
+def wait_nodes_ready(api, component: str, timeout: float) -> list[dict]:
+    """Watch the nodes until there is one and every one is Ready; the node objects."""
+    seen: dict[str, list] = {"nodes": []}
+
+    def check(objects):
+        seen["nodes"] = list(objects.values())
+        if not objects:
+            return False, "no nodes"
+        bad = [f"{k}: {node_ready(n)[1]}" for k, n in sorted(objects.items()) if not node_ready(n)[0]]
+        return not bad, "; ".join(bad) or f"{len(objects)} nodes Ready"
+    watch_until(api, "node", component, timeout, check)
+    return seen["nodes"]
+
+
+def wait_workload(api, kind: str, namespace: str, name: str, component: str, timeout: float) -> str:
+    """Watch a DaemonSet/Deployment until it is fully ready.
+
+    The error names ``component`` (e.g. 'CNI calico'), the object, its counts, the summary of each of
+    its pods that is not Ready and their last events, e.g. '0/1 ready; pod calico-node-x: ...'."""
     if kind not in _READY_FN:
         raise ValueError(f"kind: value {kind!r} — expected one of {sorted(_READY_FN)}")
 
-    def check():
-        obj = kubectl.get(kind.lower(), name, namespace, missing_ok=True)
+    def check(objects):
+        obj = objects.get(name)
         if obj is None:
             return False, "not created"
-        ok, status = _READY_FN[kind](obj)
-        if ok:
-            return True, status
-        sel = obj.get("spec", {}).get("selector", {}).get("matchLabels", {})
-        selector = ",".join(f"{k}={v}" for k, v in sorted(sel.items()))
-        pods = kubectl.get("pods", namespace=namespace, selector=selector) if selector else []
-        bad = [f"pod {p['metadata']['name']}: {pod_summary(p)}" for p in pods if not pod_ready_safe(p)]
-        return False, "; ".join([status] + bad[:3])
-    return wait_until(f"{component}: {kind} {namespace}/{name}", timeout, check, poll=poll)
+        return _READY_FN[kind](obj)
+
+    def explain(objects):
+        obj = objects.get(name)
+        sel = (obj or {}).get("spec", {}).get("selector", {}).get("matchLabels", {})
+        if not sel:
+            return []
+        pods = api.get("pods", namespace=namespace, selector=",".join(f"{k}={v}" for k, v in sorted(sel.items())))
+        bad = [p for p in pods if not pod_ready_safe(p)][:3]
+        out = [f"pod {p['metadata']['name']}: {pod_summary(p)}" for p in bad]
+        for p in bad[:1]:
+            out += _events(api, namespace, p["metadata"]["name"])
+        return out
+    return watch_until(api, kind.lower(), f"{component}: {kind} {namespace}/{name}", timeout, check,
+                       namespace=namespace, name=name, explain=explain)
+
+
+def wait_deleted(api, kind: str, name: str, namespace: str | None, timeout: float) -> None:
+    """Watch until ``kind`` ``name`` is gone; the error says what is still there."""
+    def check(objects):
+        obj = objects.get(name)
+        if obj is None:
+            return True, "deleted"
+        st = obj.get("status", {})
+        conds = [f"{c['type']}: {c.get('message', '')[:160]}" for c in st.get("conditions", []) or []
+                 if c.get("status") == "True" and c.get("type", "").startswith("Namespace")]
+        return False, "; ".join([f"phase={st.get('phase', '?')}"] + conds)
+
+    def explain(_):
+        if kind.lower() not in ("namespace", "namespaces"):
+            return []
+        pods = api.get("pods", namespace=name)
+        return [f"{len(pods)} pods left" + (f": {', '.join(p['metadata']['name'] for p in pods[:5])}" if pods else "")]
+    where = f"{namespace}/{name}" if namespace else name
+    watch_until(api, kind, f"deletion of {kind} {where}", timeout, check, namespace=namespace, name=name,
+                explain=explain, verb="gone")
 
 
 def pod_ready_safe(pod: dict) -> bool:

@@ -2,7 +2,7 @@
 
     MinikubeProvider(cni="calico", nodes=2, profile="netslo", keep_cluster=False, driver="docker",
                      kubernetes_version=MINIKUBE_K8S_VERSION, image=DEFAULT_IMAGE, minikube="minikube",
-                     kubectl=None, workdir=None, timeout=900.0).up() -> KubeCluster
+                     workdir=None, timeout=900.0).up() -> KubeCluster
 
 minikube's own ``--cni`` is used where minikube supports the CNI (calico, cilium: minikube's bundled
 versions, reported as such); for antrea the pinned upstream manifest (manifests/cni/antrea.yaml) is
@@ -25,7 +25,7 @@ from . import cni as cni_mod
 from . import kube_manifests as km
 from .cni.install import render
 from .kube import KubeCluster
-from .kubectl import Kubectl
+from .kubeapi import KubeApi
 
 MINIKUBE_VERSION = "v1.37.0"
 MINIKUBE_K8S_VERSION = "v1.34.11"
@@ -40,7 +40,7 @@ class MinikubeProvider:
     def __init__(self, cni: str = "calico", nodes: int = 2, profile: str = "netslo",
                  keep_cluster: bool = False, driver: str = "docker",
                  kubernetes_version: str = MINIKUBE_K8S_VERSION, image: str | None = None,
-                 minikube: str = "minikube", kubectl: str | None = None, workdir: str | None = None,
+                 minikube: str = "minikube", workdir: str | None = None,
                  timeout: float = 900.0, run_id: str | None = None, encapsulation: str | None = None):
         if not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
             raise SpecError("--netslo-nodes", nodes, f"a whole number 1..{MAX_NODES}")
@@ -57,7 +57,6 @@ class MinikubeProvider:
         self.kubernetes_version = kubernetes_version
         self.image = image or os.environ.get("NETSLO_AGENT_IMAGE") or km.DEFAULT_IMAGE
         self.minikube = minikube
-        self.kubectl_binary = kubectl
         self.workdir = Path(workdir) if workdir else Path(tempfile.gettempdir()) / f"netslo-minikube-{profile}"
         self.timeout = timeout
         self.run_id = run_id
@@ -130,8 +129,8 @@ class MinikubeProvider:
                     self.write_cni_manifest()
                     self._created = True
                 self._run(argv, self.timeout)
-            kubectl = Kubectl(self.kubectl_binary, None, context=self.profile)
-            cluster = MinikubeCluster(self, kubectl, provider=self.name, image=self.image,
+            api = KubeApi(context=self.profile)   # minikube writes its context into the default kubeconfig
+            cluster = MinikubeCluster(self, api, provider=self.name, image=self.image,
                                       pull_policy="Never", datapath=self.cni.name, run_id=self.run_id)
             return cluster.open(self.timeout)
         except BaseException:

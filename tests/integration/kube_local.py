@@ -1,14 +1,14 @@
 """Where the local single-node cluster of scripts/local-k8s.sh is, and whether it answers.
 
-Tests of the Kubernetes providers run against it (``--provider existing``); without it they skip
-with the reason. $NETSLO_KUBECONFIG / $NETSLO_KUBECTL point them at another cluster instead.
+Tests of the Kubernetes providers run against it (``existing`` provider); without it they skip with
+the reason. $NETSLO_KUBECONFIG points them at another cluster instead.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-import subprocess
+import shutil
 
 LOCAL_KUBECONFIG = "/run/netslo-k8s/pki/admin.kubeconfig"
 NODE_NETNS = "/var/run/netns/netslo-k8s-node"   # the local node's network namespace
@@ -19,30 +19,25 @@ def kubeconfig() -> str:
 
 
 def kubectl() -> str | None:
+    """The kubectl binary (only the exec-transport benchmark compares against it)."""
     env = os.environ.get("NETSLO_KUBECTL")
     if env:
         return env
     found = sorted(glob.glob("/var/cache/netslo/k8s/k8s-v*/bin/kubectl"))
-    if found:
-        return found[-1]
-    from shutil import which
-    return which("kubectl")
+    return found[-1] if found else shutil.which("kubectl")
 
 
 def why_not_up() -> str | None:
-    """None when the cluster answers /readyz, else the reason to skip."""
-    kc, k = kubeconfig(), kubectl()
-    if not k:
-        return "no kubectl (build it with scripts/local-k8s.sh build, or set NETSLO_KUBECTL)"
+    """None when the cluster's apiserver answers, else the reason to skip."""
+    kc = kubeconfig()
     if not os.path.exists(kc):
         return f"no Kubernetes cluster up: {kc} missing (run scripts/local-k8s.sh up)"
+    from netslo.errors import InfrastructureError
+    from netslo.providers.kubeapi import KubeApi
     try:
-        p = subprocess.run([k, "--kubeconfig", kc, "get", "--raw", "/readyz", "--request-timeout=5s"],
-                           capture_output=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired) as e:
+        KubeApi(kc).server_version()
+    except InfrastructureError as e:
         return f"cluster of {kc} does not answer ({e})"
-    if p.returncode:
-        return f"cluster of {kc} not ready: {p.stderr.decode(errors='replace').strip()[-200:]}"
     return None
 
 

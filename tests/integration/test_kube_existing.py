@@ -1,6 +1,6 @@
 """The ``existing`` provider against a real cluster (the local one of scripts/local-k8s.sh).
 
-Real pods, real kubectl exec, real CNI (bridge + bandwidth plugin): UDP/TCP/HTTP probes pod -> pod,
+Real pods, the real API through the kubernetes client (watches, exec stream), real CNI (bridge + bandwidth plugin): UDP/TCP/HTTP probes pod -> pod,
 Services (ClusterIP, NodePort Local/Cluster), a hostNetwork baseline, bandwidth annotations realised
 as tc qdiscs and measured, readiness failures reported with the component's last status, and nothing
 left in the cluster afterwards. Skips with the reason when no cluster answers.
@@ -28,18 +28,17 @@ pytestmark = pytest.mark.skipif(kube_local.why_not_up() is not None,
 
 
 def provider(**kw) -> ExistingProvider:
-    return ExistingProvider(kubeconfig=kube_local.kubeconfig(), kubectl=kube_local.kubectl(),
-                            pull_policy="Never", pod_timeout=kw.pop("pod_timeout", 90.0), **kw)
+    return ExistingProvider(kubeconfig=kube_local.kubeconfig(), pull_policy="Never",
+                            pod_timeout=kw.pop("pod_timeout", 90.0), **kw)
 
 
-def leftovers(kubectl, run_id: str) -> list[str]:
+def leftovers(api, run_id: str) -> list[str]:
     """Every object of ``run_id`` still in the cluster (namespace, or anything labelled with it)."""
     out = []
-    if kubectl.get("namespace", km.namespace_name(run_id), missing_ok=True) is not None:
+    if api.get("namespace", km.namespace_name(run_id), missing_ok=True) is not None:
         out.append(f"namespace/{km.namespace_name(run_id)}")
-    p = kubectl.run(["get", "pods,services,daemonsets,deployments,endpointslices", "-A",
-                     "-l", f"{km.RUN_LABEL}={run_id}", "-o", "name"])
-    out += p.stdout.decode().split()
+    for kind in ("pods", "services", "daemonsets", "deployments", "endpointslices"):
+        out += [f"{kind}/{o['metadata']['name']}" for o in api.get(kind, selector=f"{km.RUN_LABEL}={run_id}")]
     return out
 
 
@@ -50,7 +49,7 @@ def cluster():
         yield c
     finally:
         c.close()
-        left = leftovers(c.kubectl, c.run_id)
+        left = leftovers(c.api, c.run_id)
         assert not left, f"left in the cluster after close(): {left}"
 
 
@@ -72,7 +71,7 @@ def rtts(samples):
 
 
 @pytest.mark.parametrize("protocol,port_key", [("udp", "udp"), ("tcp-rr", "tcp"), ("http", "http")])
-def test_probe_pod_to_pod_through_kubectl_exec(cluster, server, client, protocol, port_key):
+def test_probe_pod_to_pod_through_the_exec_stream(cluster, server, client, protocol, port_key):
     srv, ports = server
     spec = ProbeSpec(protocol=protocol, host=srv.ip, port=ports[port_key], count=300, interval=0.002)
     samples = cluster.probe(client, spec)
@@ -94,7 +93,7 @@ def test_pods_are_placed_and_labelled(cluster, server, client):
     assert {c["name"] for c in obj["spec"]["containers"]} == {"agent", "udp", "tcp", "http"}
     assert all(c["imagePullPolicy"] == "Never" for c in obj["spec"]["containers"])
     assert srv.ip and srv.ip != client.ip
-    ns = cluster.kubectl.get("namespace", cluster.namespace)
+    ns = cluster.api.get("namespace", cluster.namespace)
     assert ns["metadata"]["labels"][km.RUN_LABEL] == cluster.run_id
 
 
@@ -136,7 +135,7 @@ def test_nodeport_service_with_external_traffic_policy(cluster, server, client, 
     srv, _ = server
     svc = cluster.add_service(f"server-nodeport-{policy.lower()}", srv, type="NodePort",
                               external_traffic_policy=policy)
-    obj = cluster.kubectl.get("service", svc.name, cluster.namespace)
+    obj = cluster.api.get("service", svc.name, cluster.namespace)
     assert obj["spec"]["externalTrafficPolicy"] == policy
     assert 30000 <= svc.node_ports["tcp"] <= 32767
     node_ip = cluster.node_ip(srv.node)
@@ -167,7 +166,7 @@ def _node(*argv: str) -> str:
 
 def _host_veth(cluster, pod) -> str:
     """The node-side veth of ``pod`` (its eth0's peer), by interface index."""
-    out = cluster.kubectl.exec(cluster.namespace, cluster.k8s_pod_name(pod), "agent",
+    out = cluster.api.exec(cluster.namespace, cluster.k8s_pod_name(pod), "agent",
                                ["cat", "/sys/class/net/eth0/iflink"], timeout=30)
     index = int(out.decode().strip())
     for line in _node("ip", "-o", "link", "show").splitlines():
@@ -237,10 +236,10 @@ def test_workload_never_ready_raises_with_component_and_last_status(cluster):
                                                          "command": km.IDLE_COMMAND,
                                                          "readinessProbe": {"exec": {"command": ["false"]},
                                                                             "periodSeconds": 1}}]}}}}
-    cluster.kubectl.create(ds)
+    cluster.api.create(ds)
     t0 = time.monotonic()
     with pytest.raises(InfrastructureError) as e:
-        wait_workload(cluster.kubectl, "DaemonSet", cluster.namespace, "never-ready", "CNI fake", timeout=8)
+        wait_workload(cluster.api, "DaemonSet", cluster.namespace, "never-ready", "CNI fake", timeout=8)
     took = time.monotonic() - t0
     msg = str(e.value)
     assert msg.startswith(f"CNI fake: DaemonSet {cluster.namespace}/never-ready: not ready after 8s"), msg
@@ -253,21 +252,21 @@ def test_close_removes_everything_it_created():
     pod = c.add_pod("lonely", c.nodes[0], responders=("udp",))
     c.add_service("lonely", pod, protocols=("udp",))
     run_id = c.run_id
-    assert leftovers(c.kubectl, run_id), "the run should have objects before close()"
+    assert leftovers(c.api, run_id), "the run should have objects before close()"
     c.close()
-    assert leftovers(c.kubectl, run_id) == []
+    assert leftovers(c.api, run_id) == []
     c.close()  # idempotent
 
 
 def test_close_refuses_a_namespace_it_did_not_create(cluster):
     """A namespace with the same name but another run label is not deleted."""
     from netslo.providers.kube import KubeCluster
-    other = KubeCluster(cluster.kubectl, run_id=cluster.run_id)
+    other = KubeCluster(cluster.api, run_id=cluster.run_id)
     other._created = True
     other.run_id = "someoneelse"
     with pytest.raises(InfrastructureError, match="not deleting what this run did not create"):
         other.close()
-    assert cluster.kubectl.get("namespace", cluster.namespace, missing_ok=True) is not None
+    assert cluster.api.get("namespace", cluster.namespace, missing_ok=True) is not None
 
 
 def test_on_demand_ws_tls_mqtt_responders_in_a_pod(cluster, client, tmp_path, monkeypatch):
@@ -308,5 +307,5 @@ def test_exposure_paths_with_kube_proxy_counters(cluster, server, client):
                 assert after[exposure] > before[exposure], (exposure, before, after)
             assert after["masquerade"] == before["masquerade"], (exposure, before, after)
         names = [s.name for s in svc.services.values()]
-    left = cluster.kubectl.get("services", namespace=cluster.namespace)
+    left = cluster.api.get("services", namespace=cluster.namespace)
     assert not set(names) & {s["metadata"]["name"] for s in left}

@@ -1,6 +1,6 @@
 """The impairment DaemonSet on a real cluster (the local one of scripts/local-k8s.sh).
 
-Real DaemonSet, real ``kubectl exec`` into it, real pod network namespaces: the DaemonSet becomes
+Real DaemonSet, real execs into it (the API's exec stream), real pod network namespaces: the DaemonSet becomes
 ready with only NET_ADMIN + SYS_ADMIN; the node agent finds the namespace that holds a pod's IP (and
 not another pod's, nor a decoy namespace holding the same address); the capability it reports is the
 node kernel's; applying netem either works and is read back, or (kernel without sch_netem, as here)
@@ -55,17 +55,17 @@ def test_daemonset_becomes_ready_on_every_node_with_two_capabilities(cluster, im
     agents = impairer.ensure()
     assert sorted(agents) == sorted(cluster.nodes), agents
     print(f"impairment DaemonSet ready after {time.monotonic() - t0:.1f} s: {agents}")
-    ds = cluster.kubectl.get("daemonset", km.IMPAIR_NAME, cluster.namespace)
+    ds = cluster.api.get("daemonset", km.IMPAIR_NAME, cluster.namespace)
     assert ds["metadata"]["labels"][km.RUN_LABEL] == cluster.run_id
     for node, name in agents.items():
-        pod = cluster.kubectl.get("pod", name, cluster.namespace)
+        pod = cluster.api.get("pod", name, cluster.namespace)
         assert pod["spec"]["nodeName"] == node and pod["spec"]["hostNetwork"] is True
         assert pod["metadata"]["labels"][km.RUN_LABEL] == cluster.run_id
         sc = pod["spec"]["containers"][0]["securityContext"]
         assert sc["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "SYS_ADMIN"]}
         assert sc.get("privileged") is False
         # what the process really holds: CapEff of the idle process = exactly NET_ADMIN (12) + SYS_ADMIN (21)
-        status = cluster.kubectl.exec(cluster.namespace, name, km.IMPAIR_CONTAINER,
+        status = cluster.api.exec(cluster.namespace, name, km.IMPAIR_CONTAINER,
                                       ["cat", "/proc/1/status"], timeout=30).decode()
         cap_eff = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff:")), 16)
         assert cap_eff == (1 << 12) | (1 << 21), f"CapEff {cap_eff:#x}"
@@ -112,7 +112,7 @@ def test_lookup_errors_name_the_problem(cluster, impairer):
 def test_capability_is_the_node_kernels(cluster, impairer):
     node = cluster.nodes[0]
     cap = impairer.capability(node)
-    node_obj = cluster.kubectl.get("node", node)
+    node_obj = cluster.api.get("node", node)
     assert cap["node"] == node
     assert cap["kernel"] == node_obj["status"]["nodeInfo"]["kernelVersion"]
     if kube_local.is_local_node() and os.geteuid() == 0:  # same kernel as the host: same answers
@@ -167,7 +167,7 @@ def test_daemonset_that_never_gets_ready_is_an_error_naming_it_and_nothing_remai
         assert time.monotonic() - t0 < 30
     finally:
         c.close()
-    assert leftovers(c.kubectl, c.run_id) == []
+    assert leftovers(c.api, c.run_id) == []
 
 
 def test_after_the_run_no_daemonset_remains():
@@ -177,10 +177,9 @@ def test_after_the_run_no_daemonset_remains():
         assert cluster_daemonsets(c)
     finally:
         c.close()
-    assert leftovers(c.kubectl, c.run_id) == []
+    assert leftovers(c.api, c.run_id) == []
     assert cluster_daemonsets(c) == []
 
 
 def cluster_daemonsets(c) -> list[str]:
-    p = c.kubectl.run(["get", "daemonsets", "-A", "-l", f"{km.RUN_LABEL}={c.run_id}", "-o", "name"])
-    return p.stdout.decode().split()
+    return [d["metadata"]["name"] for d in c.api.get("daemonsets", selector=f"{km.RUN_LABEL}={c.run_id}")]

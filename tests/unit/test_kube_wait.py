@@ -94,3 +94,109 @@ def test_node_daemonset_deployment_readiness():
                                        "updatedNumberScheduled": 2}})[0]
     assert deployment_ready({"spec": {"replicas": 1}, "status": {"availableReplicas": 1,
                                                                  "updatedReplicas": 1}}) == (True, "1/1 available, 1 updated")
+
+
+# ---- watch_until: list, then watch from the list's resourceVersion --------------------------------
+
+class FakeApi:
+    """In-memory stand-in for KubeApi.list/watch: a list answer, then scripted watch streams.
+
+    ``streams``: one list of (type, object) per watch call; an exception instance in it is raised
+    there. Records every call so tests can check which resourceVersion each watch started from."""
+
+    def __init__(self, listed, list_rv, streams, clock=None):
+        self.listed, self.list_rv, self.streams, self.clock = listed, list_rv, list(streams), clock
+        self.calls = []
+
+    def list(self, kind, namespace=None, *, name=None, selector=None):
+        self.calls.append(("list", kind, name))
+        return [o for o in self.listed if name is None or o["metadata"]["name"] == name], self.list_rv
+
+    def watch(self, kind, namespace=None, *, name=None, selector=None, resource_version, timeout):
+        self.calls.append(("watch", kind, resource_version))
+        events = self.streams.pop(0) if self.streams else []
+        for ev in events:
+            if isinstance(ev, Exception):
+                raise ev
+            yield ev
+        if self.clock is not None:   # a watch that saw nothing ends at its server-side timeout
+            self.clock.t += timeout if not events else 0
+
+    def events(self, namespace, name=None, limit=3):
+        return ["FailedScheduling: 0/1 nodes are available"]
+
+
+def _obj(name, rv, **status):
+    return {"metadata": {"name": name, "resourceVersion": rv}, "status": status}
+
+
+def _running(objs):
+    o = objs.get("p")
+    return (o is not None and o["status"].get("phase") == "Running"), (o or {}).get("status", {}).get("phase", "absent")
+
+
+def test_watch_until_starts_at_the_lists_resource_version_and_follows_events():
+    from netslo.providers.kube_wait import watch_until
+    api = FakeApi([_obj("p", "10", phase="Pending")], "10",
+                  [[("MODIFIED", _obj("p", "11", phase="Pending")), ("MODIFIED", _obj("p", "12", phase="Running"))]])
+    assert watch_until(api, "pod", "pod ns/p", 30, _running, namespace="ns", name="p") == "Running"
+    assert api.calls == [("list", "pod", "p"), ("watch", "pod", "10")]
+
+
+def test_watch_until_rewatches_from_the_last_version_and_relists_when_expired():
+    from netslo.providers.kube_wait import watch_until
+    from netslo.providers.kubeapi import Expired
+    api = FakeApi([_obj("p", "10", phase="Pending")], "10", [
+        [("MODIFIED", _obj("p", "15", phase="Pending")), ("BOOKMARK", {"metadata": {"resourceVersion": "20"}})],
+        [Expired("gone")],
+        [("MODIFIED", _obj("p", "31", phase="Running"))]])
+    watch_until(api, "pod", "pod ns/p", 30, _running, namespace="ns", name="p")
+    assert api.calls == [("list", "pod", "p"), ("watch", "pod", "10"), ("watch", "pod", "20"),
+                         ("list", "pod", "p"), ("watch", "pod", "10")]
+
+
+def test_watch_until_deleted_objects_leave_the_view():
+    from netslo.providers.kube_wait import watch_until
+    api = FakeApi([_obj("ns1", "5", phase="Terminating")], "5", [[("DELETED", _obj("ns1", "6"))]])
+    status = watch_until(api, "namespace", "deletion of ns1", 30,
+                         lambda objs: ("ns1" not in objs, "deleted" if "ns1" not in objs else "there"),
+                         name="ns1", verb="gone")
+    assert status == "deleted"
+
+
+def test_watch_until_deadline_names_component_status_and_explanation():
+    from netslo.providers.kube_wait import watch_until
+    clock = FakeClock()
+    api = FakeApi([_obj("p", "1", phase="Pending")], "1", [], clock=clock)
+    with pytest.raises(InfrastructureError) as e:
+        watch_until(api, "pod", "pod ns/p", 8, _running, namespace="ns", name="p", clock=clock,
+                    explain=lambda objs: [f"events of p: {' | '.join(api.events('ns', 'p'))}"])
+    assert str(e.value) == ("pod ns/p: not ready after 8s; last status: Pending; "
+                            "events of p: FailedScheduling: 0/1 nodes are available")
+    assert [c[0] for c in api.calls] == ["list", "watch"]   # one watch covered the whole wait
+
+
+def test_watch_until_hopeless_state_ends_at_once_with_events():
+    from netslo.providers.kube_wait import wait_pod
+    never = {"metadata": {"name": "p", "resourceVersion": "3"}, "status": {"phase": "Pending", "containerStatuses": [
+        {"name": "agent", "state": {"waiting": {"reason": "ErrImageNeverPull", "message": "not present"}}}]}}
+    api = FakeApi([_obj("p", "2", phase="Pending")], "2", [[("MODIFIED", never)]])
+    with pytest.raises(InfrastructureError, match=r"^pod ns/p: cannot become ready: phase=Pending; agent: waiting "
+                                                  r"ErrImageNeverPull \(not present\); events of p: FailedScheduling"):
+        wait_pod(api, "ns", "p", 100)
+
+
+def test_nodes_wait_reports_each_node_not_ready():
+    from netslo.providers.kube_wait import wait_nodes_ready
+    clock = FakeClock()
+    node = {"metadata": {"name": "netslo-worker", "resourceVersion": "1"},
+            "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                       "message": "container runtime network not ready: cni plugin not initialized"}]}}
+    api = FakeApi([node], "1", [], clock=clock)
+    import netslo.providers.kube_wait as kw
+    with pytest.raises(InfrastructureError) as e:
+        kw.watch_until(api, "node", "cluster nodes", 2, lambda objs: (False, kw.node_ready(objs["netslo-worker"])[1]),
+                       clock=clock)
+    assert str(e.value).startswith("cluster nodes: not ready after 2s; last status: Ready=False (KubeletNotReady: "
+                                   "container runtime network not ready")
+    assert callable(wait_nodes_ready)
