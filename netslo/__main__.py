@@ -2,7 +2,11 @@
 
     python -m netslo slo-schema            print the JSON Schema of SLO files
     python -m netslo validate FILE         validate an SLO file (exit 2 + one line when invalid)
-    python -m netslo reap [--dry-run]      remove what killed runs left behind
+    python -m netslo reap [--dry-run]      remove what killed runs left behind on this machine
+    python -m netslo reap --kubeconfig K [--context C] [--max-age 180min] [--dry-run]
+                                           ... and their namespaces on that cluster (owner gone)
+    python -m netslo reap --kind [--keep-cluster] [--dry-run]
+                                           ... and kind clusters whose creating run is gone
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import argparse
 import sys
 
 from . import slo
-from .errors import SpecError
+from .errors import InfrastructureError, SpecError, Unsupported
 
 
 def main(argv=None) -> int:
@@ -20,8 +24,15 @@ def main(argv=None) -> int:
     sub.add_parser("slo-schema", help="print the SLO file JSON Schema")
     v = sub.add_parser("validate", help="validate an SLO file")
     v.add_argument("file")
-    r = sub.add_parser("reap", help="remove namespaces/processes of dead runs")
-    r.add_argument("--dry-run", action="store_true")
+    r = sub.add_parser("reap", help="remove namespaces/processes of dead runs (here, or on a cluster)")
+    r.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    r.add_argument("--kubeconfig", help="reap run namespaces on this cluster (default $KUBECONFIG with --context)")
+    r.add_argument("--context", help="kubeconfig context of the cluster to reap")
+    r.add_argument("--max-age", default="180min",
+                   help="a run namespace whose owner cannot be checked from here (another host, no "
+                        "owner record) is reaped once this old (default 180min)")
+    r.add_argument("--kind", action="store_true", help="also delete kind clusters of dead runs")
+    r.add_argument("--keep-cluster", action="store_true", help="with --kind: keep those clusters")
     args = p.parse_args(argv)
     try:
         if args.cmd == "slo-schema":
@@ -32,13 +43,35 @@ def main(argv=None) -> int:
                 print(f"warning: {line}", file=sys.stderr)
             print(f"{args.file}: ok ({len(spec.objectives)} objectives)")
         else:
-            from .providers import netns
-            lines = netns.reap(dry_run=args.dry_run)
+            lines = _reap(args)
             print("\n".join(lines) if lines else "reap: nothing to remove")
     except SpecError as e:
         print(f"netslo: {e}", file=sys.stderr)
         return 2
+    except (InfrastructureError, Unsupported) as e:
+        print(f"netslo: {e}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _reap(args) -> list[str]:
+    """A cluster's run namespaces (--kubeconfig/--context), kind clusters (--kind), else this
+    machine's namespaces, processes and user-mode-linux guests."""
+    lines = []
+    if args.kubeconfig or args.context:
+        from .providers import kube_reap
+        from .providers.kubeapi import KubeApi
+        from .units import duration
+        max_age = duration(args.max_age, "--max-age")
+        lines += kube_reap.reap(KubeApi(args.kubeconfig, args.context), dry_run=args.dry_run,
+                                max_age=max_age, wait=True)
+    if args.kind:
+        from .providers import kube_reap
+        lines += kube_reap.reap_kind_clusters(keep_cluster=args.keep_cluster, dry_run=args.dry_run)
+    if not (args.kubeconfig or args.context or args.kind):
+        from .providers import netns
+        lines += netns.reap(dry_run=args.dry_run)
+    return lines
 
 
 if __name__ == "__main__":

@@ -27,8 +27,14 @@ echo "ci-k8s: cluster up after $(( $(date +%s) - t0 )) s"
 rc=0
 # The tier fails when it cannot run: a skipped Kubernetes test here means the real cluster was not
 # exercised (the JUnit report counts skips; the gate's own skip policy covers the -m cni run).
+API_LOG="$RESULTS/kube-api.log"   # every Kubernetes API call of these tests (logger netslo.kube, DEBUG)
 "$PY" -m pytest -q -p no:cacheprovider -rs --junitxml "$RESULTS/kube-tests.xml" tests/integration/test_kube_existing.py \
-  tests/integration/test_kube_impair.py || rc=1
+  tests/integration/test_kube_impair.py tests/integration/test_kube_reap.py tests/integration/test_kube_kubeconfig.py \
+  --log-file="$API_LOG" --log-file-level=DEBUG || rc=1
+echo "ci-k8s: Kubernetes API calls of those tests, by verb (each one a line in $API_LOG):"
+grep -o 'netslo.kube:[a-z_]*\.py:[0-9]* api [a-z]*' "$API_LOG" | awk '{print $NF}' | sort | uniq -c || true
+grep -m 4 ' api watch ' "$API_LOG" | cut -c1-180 || true
+grep -m 2 'kube reap: ' "$API_LOG" | cut -c1-220 || true
 "$PY" - "$RESULTS/kube-tests.xml" <<'PYEOF' || rc=1
 import sys, xml.etree.ElementTree as ET
 s = ET.parse(sys.argv[1]).getroot().iter("testsuite").__next__()
