@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from netslo import progress, runner
-from netslo.errors import InfrastructureError, Unsupported
+from netslo import slo as slo_mod
+from netslo.errors import InfrastructureError, NotEnoughSamples, Unsupported
 from netslo.plugin.gate import skip, skip_unsupported
 from netslo.providers import make_provider
 from netslo.plugin.hooks import OPTIONS, OUTCOME
@@ -74,6 +75,8 @@ def netslo_outcome(request, scenario, netslo_cluster, netslo_responder, netslo_c
         result = runner.run(netslo_cluster, client, server, ports, scenario, netslo_slo)
     except Unsupported as e:
         skip_unsupported(e)
+    if result.verdict == slo_mod.INSUFFICIENT:   # not judged: an error in set-up, never a pass or an SLO failure
+        raise NotEnoughSamples(result.message())
     request.node.stash[OUTCOME] = result
     why = suspected_regression(request.config, request.node.nodeid, result.samples)
     if why:   # confirm before the session's regression verdict; the SLO verdict stays the first one's
