@@ -24,13 +24,13 @@ import datetime as dt
 import json
 import os
 import socket
-import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import InfrastructureError, Unsupported
+from ..errors import InfrastructureError
 from ..procs import alive
 from . import kube_manifests as km
+from .tool import run_tool
 
 DEFAULT_MAX_AGE = 3 * 3600.0   # s: owners this host cannot check count as gone after this long
 OWNER_PREFIX = "netslo.io/owner-"
@@ -161,16 +161,7 @@ def remove_kind_owner(name: str) -> None:
 
 
 def _kind(argv: list[str], timeout: float) -> str:
-    try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout)
-    except FileNotFoundError:
-        raise Unsupported(f"{argv[0]} not found; kind clusters cannot be reaped") from None
-    except subprocess.TimeoutExpired:
-        raise InfrastructureError(f"{' '.join(argv[:4])}: no answer within {timeout:.0f}s") from None
-    if proc.returncode:
-        err = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise InfrastructureError(f"{' '.join(argv[:4])}: exit {proc.returncode}: {' | '.join(err[-3:])}")
-    return proc.stdout.decode()
+    return run_tool(argv, timeout, "kind clusters of dead runs cannot be reaped").stdout.decode()
 
 
 def reap_kind_clusters(kind: str = "kind", *, keep_cluster: bool = False, dry_run: bool = False) -> list[str]:

@@ -26,6 +26,7 @@ from . import kube_manifests as km
 from .cni.install import render
 from .kube import KubeCluster
 from .kubeapi import KubeApi
+from .tool import run_tool
 
 MINIKUBE_VERSION = "v1.37.0"
 MINIKUBE_K8S_VERSION = "v1.34.11"
@@ -103,16 +104,7 @@ class MinikubeProvider:
         Path(self.cni_manifest_path).write_text(yaml.safe_dump_all(docs, sort_keys=False))
 
     def _run(self, argv: list[str], timeout: float, check: bool = True) -> subprocess.CompletedProcess:
-        try:
-            proc = subprocess.run(argv, capture_output=True, timeout=timeout)
-        except FileNotFoundError:
-            raise Unsupported(f"{argv[0]} not found; install minikube {MINIKUBE_VERSION}") from None
-        except subprocess.TimeoutExpired:
-            raise InfrastructureError(f"{' '.join(argv[:4])}: no answer within {timeout:.0f}s") from None
-        if check and proc.returncode:
-            err = proc.stderr.decode(errors="replace").strip().splitlines()
-            raise InfrastructureError(f"{' '.join(argv[:4])}: exit {proc.returncode}: {' | '.join(err[-3:])}")
-        return proc
+        return run_tool(argv, timeout, f"install minikube {MINIKUBE_VERSION}", check=check)
 
     def exists(self) -> bool:
         if not shutil.which(self.minikube) and os.sep not in self.minikube:
