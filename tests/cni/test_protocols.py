@@ -25,6 +25,7 @@ from netslo.providers.netns import pids_in_netns
 from netslo.scenario import Scenario
 from netslo.workloads import SEND_INTERVALS, count_for, label, sweep
 from netslo import slo as slo_mod
+from netslo.errors import NotEnoughSamples
 from netslo.plugin.gate import skip
 from netslo.plugin.hooks import OPTIONS, OUTCOME
 
@@ -60,6 +61,8 @@ def _judged(request, netslo_outcome, judge_only_what_n_supports: bool = False):
     if judge_only_what_n_supports:
         kept = [c for c in netslo_outcome.checks if c.verdict != slo_mod.INSUFFICIENT]
         netslo_outcome.notes += [f"not judged: {c.line()}" for c in netslo_outcome.checks if c not in kept]
+        if not kept:
+            raise NotEnoughSamples(netslo_outcome.message())
         netslo_outcome.checks = kept
     request.node.stash[OUTCOME] = netslo_outcome
     netslo_outcome.assert_met()
