@@ -24,13 +24,13 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from pyroute2 import NetNS
 from pyroute2.netlink import nla
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl import TC_H_ROOT
 from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
 
 from ..errors import InfrastructureError, Unsupported
+from . import teardown
 from .spec import Impairment
 
 NETEM_DIST_SCALE = 8192
@@ -275,8 +275,14 @@ def _explain(e: NetlinkError, what: str) -> Exception:
 
 
 def install(target: Target, imp: Impairment) -> dict:
-    """Put ``imp`` on ``target`` (replacing an earlier netslo impairment there); returns the read-back."""
-    with NetNS(target.netns) as ipr:
+    """Put ``imp`` on ``target`` (replacing an earlier netslo impairment there); returns the read-back.
+
+    A root qdisc that is not netslo's netem (e.g. a tbf someone else put there) is never replaced:
+    InfrastructureError naming the device and what it holds."""
+    ipr = teardown.open_netns(target.netns)
+    if ipr is None:
+        raise InfrastructureError(f"netem on {target.netem_dev}: namespace {target.netns} does not exist")
+    with ipr:
         dev = _link(ipr, target.ifname)
         if target.ifb:
             if not ipr.link_lookup(ifname=target.ifb):
@@ -286,48 +292,48 @@ def install(target: Target, imp: Impairment) -> dict:
                     raise Unsupported(f"cannot create an ifb device ({e}): ifb is missing") from None
             ifb = _link(ipr, target.ifb)
             ipr.link("set", index=ifb, state="up", mtu=ipr.get_links(dev)[0].get_attr("IFLA_MTU"))
-            _del_quiet(ipr, dev, "ingress")
+            teardown.remove_ingress(ipr, dev, _where(target, target.ifname))
             try:
                 ipr.tc("add", "ingress", dev)
                 ipr.tc("add-filter", "u32", dev, parent=INGRESS_HANDLE, prio=1, protocol=ETH_P_ALL,
                        target=0x10001, keys=["0x0/0x0+0"], action=[{"kind": "mirred", "direction": "egress",
                                                     "action": "redirect", "ifindex": ifb}])
             except NetlinkError as e:
-                _del_quiet(ipr, dev, "ingress")
-                raise InfrastructureError(f"ingress redirect {target.ifname} -> {target.ifb} failed: {e}") from None
+                raise _undone(InfrastructureError(f"ingress redirect {target.ifname} -> {target.ifb} in "
+                                                  f"{target.netns} failed: {e}"), target)
             dev = ifb
-        _del_quiet(ipr, dev, "root")
+        teardown.remove_root(ipr, dev, _where(target, target.netem_dev), "netem", NETEM_HANDLE)
         try:
             ipr.tc("add", "netem", dev, handle=NETEM_HANDLE, netslo_options=netem_options(imp))
         except NetlinkError as e:
-            err = _explain(e, f"netem on {target.netem_dev} in {target.netns}")
-            if target.ifb:  # undo the ingress redirect and the ifb made above: leave nothing behind
-                _del_quiet(ipr, _link(ipr, target.ifname), "ingress")
-                for index in ipr.link_lookup(ifname=target.ifb):
-                    ipr.link("del", index=index)
-            raise err from None
+            raise _undone(_explain(e, f"netem on {target.netem_dev} in {target.netns}"), target)
         held = read(target, ipr)
     bad = mismatches(imp, held)
     if bad:
-        remove(target)
-        raise InfrastructureError(f"impairment not applied: {imp}; {'; '.join(bad)}")
+        raise _undone(InfrastructureError(f"impairment not applied: {imp}; {'; '.join(bad)}"), target)
     return held
 
 
-def _del_quiet(ipr, index: int, which: str) -> None:
+def _where(target: Target, ifname: str) -> str:
+    return f"{ifname} in {target.netns}"
+
+
+def _undone(err: Exception, target: Target) -> Exception:
+    """``err`` after removing what install made so far; a removal that fails too is added to its message."""
     try:
-        if which == "ingress":
-            ipr.tc("del", "ingress", index)
-        else:
-            ipr.tc("del", index=index, parent=TC_H_ROOT, handle=0)
-    except NetlinkError:
-        pass
+        remove(target)
+    except InfrastructureError as e:
+        return type(err)(f"{err}; and undoing it failed: {e}")
+    return err
 
 
 def read(target: Target, ipr=None) -> dict:
     """What the kernel holds on the target's netem device: the decoded netem dict ({} if none)."""
     if ipr is None:
-        with NetNS(target.netns) as own:
+        own = teardown.open_netns(target.netns)
+        if own is None:
+            return {}
+        with own:
             return read(target, own)
     found = ipr.link_lookup(ifname=target.netem_dev)
     if not found:
@@ -339,27 +345,53 @@ def read(target: Target, ipr=None) -> dict:
 
 
 def remove(target: Target) -> None:
-    """Remove the netem (and for ingress the ingress qdisc and the ifb). Idempotent."""
+    """Remove netslo's netem (for ingress: the ingress redirect and the ifb), then read the kernel again.
+
+    Already gone (namespace, interface or qdisc) is fine. InfrastructureError naming the device and
+    what stayed when a delete fails or when the qdisc there is not netslo's (left in place)."""
+    ipr = teardown.open_netns(target.netns)
+    if ipr is None:
+        return  # namespace gone: nothing left to remove
+    with ipr:
+        dev = ipr.link_lookup(ifname=target.ifname)
+        where = _where(target, target.ifname)
+        if target.ifb:
+            problems = _tried(teardown.remove_ingress, ipr, dev[0], where) if dev else []
+            problems += _tried(_remove_ifb, ipr, target)
+        else:
+            problems = _tried(teardown.remove_root, ipr, dev[0], where, "netem", NETEM_HANDLE) if dev else []
+    if problems:
+        raise InfrastructureError(f"netem removal ({target.direction}): " + "; ".join(problems))
+
+
+def _tried(step, *args) -> list[str]:
+    """Run one removal step; its InfrastructureError as a message (so the other steps still run)."""
     try:
-        with NetNS(target.netns) as ipr:
-            found = ipr.link_lookup(ifname=target.ifname)
-            if target.ifb:
-                if found:
-                    _del_quiet(ipr, found[0], "ingress")
-                ifb = ipr.link_lookup(ifname=target.ifb)
-                if ifb:
-                    ipr.link("del", index=ifb[0])
-            elif found:
-                _del_quiet(ipr, found[0], "root")
-    except (OSError, NetlinkError):
-        pass  # namespace already gone: nothing left to remove
+        step(*args)
+    except InfrastructureError as e:
+        return [str(e)]
+    return []
+
+
+def _remove_ifb(ipr, target: Target) -> None:
+    """Delete netslo's ifb unless its root qdisc was replaced by someone else's (then it stays)."""
+    ifb = ipr.link_lookup(ifname=target.ifb)
+    if not ifb:
+        return
+    root = teardown.attached(ipr, ifb[0], TC_H_ROOT)
+    if root is not None and root["handle"] != 0 and (
+            root.get_attr("TCA_KIND") != "netem" or root["handle"] != NETEM_HANDLE):
+        raise InfrastructureError(
+            f"{_where(target, target.ifb)}: root qdisc is {teardown.describe(root)}, not netslo's netem "
+            f"{NETEM_HANDLE >> 16:x}: — it was replaced behind netslo's back; the ifb and that qdisc left in place")
+    teardown.remove_link(ipr, target.ifb, target.netns)
 
 
 class NetemController:
     """Impairments on the pods of a cluster whose namespaces this process can enter (netns provider).
 
     ``apply(pod, imp)`` replaces what netslo put on that (pod, direction) before; ``clear()``
-    removes everything this controller applied."""
+    removes everything this controller applied and raises naming what stayed."""
 
     def __init__(self, cluster):
         self.cluster = cluster
@@ -390,9 +422,17 @@ class NetemController:
         remove(t)
 
     def clear(self) -> None:
-        for t in list(self.applied.values()):
-            remove(t)
+        """Remove every impairment applied; tries all of them, then raises one InfrastructureError
+        naming each device where something stayed (each is tried once: it is forgotten either way)."""
+        problems = []
+        for (pod, _), t in list(self.applied.items()):
+            try:
+                remove(t)
+            except InfrastructureError as e:
+                problems.append(f"pod {pod}: {e}")
         self.applied.clear()
+        if problems:
+            raise InfrastructureError("clearing impairments: " + "; ".join(problems))
 
 
 def describe_held(held: dict) -> str:

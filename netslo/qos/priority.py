@@ -32,12 +32,12 @@ from dataclasses import dataclass, field, replace
 
 from pyroute2 import NetNS
 from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netlink.rtnl import TC_H_ROOT
 from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
 
 from .. import units
 from ..dscp import DSCP_NAMES, tos_byte
 from ..errors import InfrastructureError, SpecError
+from ..impair import teardown
 from .shaping import clear_root
 
 ROOT, PARENT = 0x10000, 0x10001
@@ -249,10 +249,7 @@ def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=
             if not found:
                 raise InfrastructureError(f"no interface {ifname} in {netns}")
             dev = found[0]
-            try:
-                ipr.tc("del", index=dev, parent=TC_H_ROOT, handle=0)
-            except NetlinkError:
-                pass
+            teardown.remove_root(ipr, dev, f"{ifname} in {netns}", "htb", ROOT)  # never a foreign qdisc
             default_i = policy.classes.index(policy.default_class)
             ipr.tc("add", "htb", dev, ROOT, default=FIRST_LEAF + default_i)
             b = policy.burst_bytes
@@ -269,13 +266,13 @@ def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=
                            target=_classid(i), keys=keys(match_bytes(d, layer)))
                     pref += 1
     except NetlinkError as e:
-        clear_root(netns, ifname)
+        clear_root(netns, ifname, "htb")
         raise InfrastructureError(f"htb policy on {ifname} in {netns} failed: {e}") from None
     try:
         inst.filters = read_filters(netns, ifname)
         _verify(inst)
     except BaseException:
-        clear_root(netns, ifname)
+        clear_root(netns, ifname, "htb")
         raise
     return inst
 
@@ -299,7 +296,7 @@ def installed(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip"):
     try:
         yield inst
     finally:
-        clear_root(netns, ifname)
+        clear_root(netns, ifname, "htb")
 
 
 def class_counters(netns: str, ifname: str) -> dict:

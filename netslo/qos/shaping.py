@@ -17,11 +17,10 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 
-from pyroute2 import NetNS
 from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netlink.rtnl import TC_H_ROOT
 
 from ..errors import InfrastructureError, Unsupported
+from ..impair import teardown
 
 NETNS_DIR = "/run/netns"
 BURST_MTUS = 4
@@ -36,18 +35,19 @@ def _link(ipr, netns: str, ifname: str) -> int:
     return found[0]
 
 
-def clear_root(netns: str, ifname: str) -> None:
-    """Remove whatever root qdisc netslo put on ``ifname`` (idempotent)."""
-    try:
-        with NetNS(netns) as ipr:
-            found = ipr.link_lookup(ifname=ifname)
-            if found:
-                try:
-                    ipr.tc("del", index=found[0], parent=TC_H_ROOT, handle=0)
-                except NetlinkError:
-                    pass
-    except OSError:
-        pass
+def clear_root(netns: str, ifname: str, kind: str = "tbf") -> None:
+    """Remove the root qdisc of ``kind`` at handle 1: netslo put on ``ifname`` (tbf here, htb for
+    ``netslo.qos.priority``) and read the kernel again; already gone is fine.
+
+    InfrastructureError naming the device and what stayed when the delete fails, or when the root
+    qdisc is no longer netslo's (replaced behind its back: left in place)."""
+    ipr = teardown.open_netns(netns)
+    if ipr is None:
+        return
+    with ipr:
+        found = ipr.link_lookup(ifname=ifname)
+        if found:
+            teardown.remove_root(ipr, found[0], f"{ifname} in {netns}", kind, ROOT_HANDLE)
 
 
 @dataclass(frozen=True)
@@ -70,22 +70,26 @@ class Bottleneck:
 def bottleneck(netns: str, ifname: str, rate_bits: float, queue_s: float = 0.05):
     """Root tbf on ``ifname`` for the ``with`` block; yields the read-back ``Bottleneck``."""
     rate = int(rate_bits // 8)
+    ipr = teardown.open_netns(netns)
+    if ipr is None:
+        raise InfrastructureError(f"tbf bottleneck on {ifname}: namespace {netns} does not exist")
     try:
-        with NetNS(netns) as ipr:
+        with ipr:
             dev = _link(ipr, netns, ifname)
             mtu = ipr.get_links(dev)[0].get_attr("IFLA_MTU") + 14
             burst = BURST_MTUS * mtu
             limit = max(int(rate * queue_s), 2 * mtu)
-            try:
-                ipr.tc("del", index=dev, parent=TC_H_ROOT, handle=0)
-            except NetlinkError:
-                pass
+            teardown.remove_root(ipr, dev, f"{ifname} in {netns}", "tbf", ROOT_HANDLE)  # never a foreign one
             ipr.tc("add", "tbf", dev, ROOT_HANDLE, rate=rate, burst=burst, limit=limit)
             held = [m.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS") for m in ipr.get_qdiscs(index=dev)
                     if m.get_attr("TCA_KIND") == "tbf"]
     except NetlinkError as e:
-        clear_root(netns, ifname)
-        raise InfrastructureError(f"tbf bottleneck on {ifname} in {netns} failed: {e}") from None
+        err = f"tbf bottleneck on {ifname} in {netns} failed: {e}"
+        try:
+            clear_root(netns, ifname)
+        except InfrastructureError as undo:
+            err += f"; and undoing it failed: {undo}"
+        raise InfrastructureError(err) from None
     try:
         if not held or held[0]["rate"] != rate or held[0]["limit"] != limit:
             raise InfrastructureError(f"tbf on {ifname} in {netns}: kernel holds "
@@ -97,14 +101,20 @@ def bottleneck(netns: str, ifname: str, rate_bits: float, queue_s: float = 0.05)
 
 # ---- netfilter ---------------------------------------------------------------------------------
 
-def iptables(netns: str, args: list[str], check: bool = True) -> str:
-    """Run iptables in a namespace (waits for the xtables lock); stdout."""
+def _iptables_run(netns: str, args: list[str]) -> subprocess.CompletedProcess:
     argv = ["nsenter", f"--net={NETNS_DIR}/{netns}", "iptables", "-w", "30", *args]
     try:
-        run = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise Unsupported("iptables is not installed (Debian package iptables)") from None
-    if check and run.returncode:
+    except subprocess.TimeoutExpired:
+        raise InfrastructureError(f"iptables {shlex.join(args)} in {netns}: no answer within 60 s") from None
+
+
+def iptables(netns: str, args: list[str]) -> str:
+    """Run iptables in a namespace (waits up to 30 s for the xtables lock); stdout."""
+    run = _iptables_run(netns, args)
+    if run.returncode:
         raise InfrastructureError(f"iptables {shlex.join(args)} in {netns} failed: {run.stderr.strip()}")
     return run.stdout
 
@@ -123,8 +133,20 @@ class Rule:
                 return int(line.split()[0])
         raise InfrastructureError(f"iptables rule {self.tag} not found in {self.table}/{self.chain} of {self.netns}")
 
+    def present(self) -> bool:
+        """Whether the kernel still holds this rule (``iptables -C``: exit 0 yes, 1 no)."""
+        run = _iptables_run(self.netns, ["-t", self.table, "-C", self.chain, *self.spec])
+        if run.returncode not in (0, 1):
+            raise InfrastructureError(f"iptables rule {self.tag} in {self.table}/{self.chain} of {self.netns}: "
+                                      f"cannot check it ({run.stderr.strip()})")
+        return run.returncode == 0
+
     def delete(self) -> None:
-        iptables(self.netns, ["-t", self.table, "-D", self.chain, *self.spec], check=False)
+        """Delete the rule, then check the kernel: InfrastructureError naming the rule when it stayed."""
+        run = _iptables_run(self.netns, ["-t", self.table, "-D", self.chain, *self.spec])
+        if self.present():
+            raise InfrastructureError(f"iptables rule {self.tag} in {self.table}/{self.chain} of {self.netns} "
+                                      f"not removed ({run.stderr.strip() or f'exit {run.returncode}'}); it is still there")
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from netslo import runner
+from netslo import runner, sysctls
 from netslo.errors import InfrastructureError
 from netslo.impair.spec import PRESETS, parse
 from netslo.probes import ProbeSpec
@@ -83,20 +83,21 @@ def test_slow_start_after_idle(netslo_impairment, netslo_impaired_cluster):
     """100 kB requests every 1 s over 20 ms RTT: P50 inflates with tcp_slow_start_after_idle=1."""
     env = netslo_impaired_cluster
     client, _ = netslo_impairment({"delay": "10ms"}, directions=BOTH, count=1000)
-    try:
-        env.cluster.exec_in(client, ["sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=cubic"])
-    except InfrastructureError as e:
-        skip("capability", f"cannot select cubic in the client namespace: {e}")
+    cc, ssai_key = "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_slow_start_after_idle"
     p50, rtts = {}, {}
-    for ssai in ("1", "0"):
-        env.cluster.exec_in(client, ["sysctl", "-q", "-w", f"net.ipv4.tcp_slow_start_after_idle={ssai}"])
-        s = env.cluster.probe(client, ProbeSpec("tcp-rr", env.server.ip, env.ports["tcp"], count=12,
-                                                interval=1.0, req_bytes=100_000, resp_bytes=1000, wait=2.0))
-        r = s.rows
-        got = r["recv_ns"] >= 0
-        rtts[ssai] = ((r["recv_ns"] - r["send_ns"])[got] * 1e-9)[1:]  # first request: cold start in both
-        p50[ssai] = float(np.median(rtts[ssai]))
-    env.cluster.exec_in(client, ["sysctl", "-q", "-w", "net.ipv4.tcp_slow_start_after_idle=1"])
+    with sysctls.kept(env.cluster, client, (cc, ssai_key)):  # restored and read back, also on failure
+        try:
+            sysctls.write(env.cluster, client, {cc: "cubic"})
+        except InfrastructureError as e:
+            skip("capability", f"cannot select cubic in the client namespace: {e}")
+        for ssai in ("1", "0"):
+            sysctls.write(env.cluster, client, {ssai_key: ssai})
+            s = env.cluster.probe(client, ProbeSpec("tcp-rr", env.server.ip, env.ports["tcp"], count=12,
+                                                    interval=1.0, req_bytes=100_000, resp_bytes=1000, wait=2.0))
+            r = s.rows
+            got = r["recv_ns"] >= 0
+            rtts[ssai] = ((r["recv_ns"] - r["send_ns"])[got] * 1e-9)[1:]  # first request: cold start in both
+            p50[ssai] = float(np.median(rtts[ssai]))
     p = mann_whitney(rtts["1"], rtts["0"])
     print(f"100 kB every 1 s, RTT 20 ms: P50 {p50['1'] * 1e3:.1f} ms (slow start after idle) vs "
           f"{p50['0'] * 1e3:.1f} ms (disabled), Mann-Whitney p={p:.2g}")
