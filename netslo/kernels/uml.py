@@ -285,7 +285,10 @@ class UmlCluster(Cluster):
             raise SpecError(*doc["args"])
         if doc["error"] == "Unsupported":
             raise Unsupported(doc["message"])
-        raise InfrastructureError(doc["message"])
+        err = InfrastructureError(doc["message"])
+        if doc.get("evidence"):
+            err.evidence = doc["evidence"]
+        raise err
 
     # -- Cluster interface
     @property

@@ -132,8 +132,8 @@ class Guest:
                                                    e.expected, e.where]}
         except Unsupported as e:
             return {"error": "Unsupported", "message": str(e)}
-        except InfrastructureError as e:
-            return {"error": "InfrastructureError", "message": str(e)}
+        except InfrastructureError as e:  # evidence (netslo.evidence) crosses the channel as its dict
+            return {"error": "InfrastructureError", "message": str(e), "evidence": getattr(e, "evidence", None)}
         except Exception as e:  # a bug or an unexpected kernel answer: report it, keep serving
             return {"error": "InfrastructureError",
                     "message": f"guest: {type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}

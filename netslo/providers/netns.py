@@ -34,6 +34,7 @@ from pathlib import Path
 
 from pyroute2 import NetNS, netns
 
+from .. import evidence
 from ..errors import InfrastructureError, SpecError
 from ..procs import LIVE_RUNS, alive, owned_elsewhere_or_here
 from .base import RESPONDER_PORTS, Cluster, Pod
@@ -45,6 +46,9 @@ DATAPATHS = ("bridge", "routed", "vxlan")
 UNDERLAY = "172.18.0.{}"
 VXLAN_MTU = 1450
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# the last stderr line of an agent run that could not reach its peer (then the error carries evidence)
+CONNECT_FAILURE = re.compile(r"timed out|timeout|refused|unreachable|no route to host|connection reset|"
+                             r"ETIMEDOUT|ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ECONNRESET", re.I)
 
 
 # ---- process helpers --------------------------------------------------------------------------
@@ -65,6 +69,15 @@ def pids_in_netns(name: str) -> list[int]:
             except OSError:
                 continue
     return [p for p in found if p != os.getpid()]
+
+
+def _target_ip(argv: list[str]) -> str | None:
+    """The first IPv4 address in ``argv`` ('--target 10.244.0.2:7001' or a bare address), or None."""
+    for arg in argv:
+        m = re.fullmatch(r"(\d{1,3}(?:\.\d{1,3}){3})(?::\d+)?", arg)
+        if m:
+            return m.group(1)
+    return None
 
 
 def _kill_all(pids: list[int], grace: float = 1.0) -> None:
@@ -374,21 +387,66 @@ class NetnsCluster(Cluster):
         return self.exec_in(pod, ["__agent__", *args], timeout)
 
     def exec_in(self, pod: Pod, argv: list[str], timeout: float = 60.0) -> bytes:
-        """Run a command in the pod's network namespace ('__agent__' = the netslo agent)."""
+        """Run a command in the pod's network namespace ('__agent__' = the netslo agent).
+
+        InfrastructureError when it fails; when it hangs past ``timeout`` (evidence taken before it is
+        killed) or an agent run fails to connect, the error carries the path's evidence
+        (``netslo.evidence``)."""
         ns = self.netns_of(pod)
         full = self._agent_argv(ns, argv[1:]) if argv[:1] == ["__agent__"] else \
             ["nsenter", f"--net={NETNS_DIR / ns}", *argv]
+        proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._env(),
+                                cwd=str(PROJECT_ROOT))
         try:
-            run = subprocess.run(full, capture_output=True, timeout=timeout, env=self._env(),
-                                 cwd=str(PROJECT_ROOT))
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired as e:
-            raise InfrastructureError(f"{' '.join(argv[:3])} in pod {pod.name} timed out after "
-                                      f"{timeout:.0f} s") from e
-        if run.returncode:
-            err = run.stderr.decode(errors="replace").strip().splitlines()
-            raise InfrastructureError(f"{' '.join(argv[:3])} in pod {pod.name} exited with "
-                                      f"{run.returncode}: {err[-1] if err else 'no output'}")
-        return run.stdout
+            err = InfrastructureError(f"{' '.join(argv[:3])} in pod {pod.name} timed out after {timeout:.0f} s")
+            try:
+                err = evidence.attach(err, self.evidence_for(pod, argv))
+            finally:
+                proc.kill()
+                proc.communicate()
+            raise err from e
+        except BaseException:
+            proc.kill()
+            proc.communicate()
+            raise
+        if proc.returncode:
+            lines = stderr.decode(errors="replace").strip().splitlines()
+            err = InfrastructureError(f"{' '.join(argv[:3])} in pod {pod.name} exited with "
+                                      f"{proc.returncode}: {lines[-1] if lines else 'no output'}")
+            if argv[:1] == ["__agent__"] and lines and CONNECT_FAILURE.search(lines[-1]):
+                err = evidence.attach(err, self.evidence_for(pod, argv))
+            raise err
+        return stdout
+
+    def evidence_for(self, pod: Pod, argv: list[str]) -> dict[str, str]:
+        """``netslo.evidence`` sections for a flow from ``pod`` to the pod or node whose IP is in ``argv``."""
+        places = self.path_places(pod, _target_ip(argv))
+        return evidence.collect(places, flow=places[0])
+
+    def path_places(self, client: Pod, server_ip: str | None) -> list[evidence.Place]:
+        """Namespaces on the path client pod -> client node -> server node -> server pod (each once),
+        with the devices packets cross on the nodes (the pods' host veths, bridge, VXLAN, eth0)."""
+        at_ip = [p for p in self._pods.values() if p.ip == server_ip]
+        server = next((p for p in at_ip if not p.host_network), at_ip[0] if at_ip else None)
+        node_ips = {UNDERLAY.format(10 + i): node for i, node in enumerate(self.nodes)}
+        server_node = server.node if server is not None else node_ips.get(server_ip)
+        shared = {"bridge": ("cni0",), "vxlan": ("cni0", "flannel.1"), "routed": ()}[self.datapath] + ("eth0",)
+
+        def devices(node: str) -> tuple[str, ...]:
+            ends = [p for p in (client, server) if p is not None and p.node == node]
+            return tuple(p.host_interface for p in ends if getattr(p, "host_interface", None)) + shared
+
+        places = [] if client.host_network else [
+            evidence.Place("client pod", client.name, self.netns_of(client))]
+        for node in dict.fromkeys(n for n in (client.node, server_node) if n is not None):
+            role = ("client and server node" if node == client.node == server_node else
+                    "client node" if node == client.node else "server node")
+            places.append(evidence.Place(role, node, self.node_netns(node), devices(node)))
+        if server is not None and not server.host_network:
+            places.append(evidence.Place("server pod", server.name, self.netns_of(server)))
+        return places
 
     def environment(self) -> dict[str, str]:
         def read(ns, key):

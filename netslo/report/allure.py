@@ -17,7 +17,7 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
-from .. import __version__, units
+from .. import __version__, evidence, units
 from ..slo import FAIL, PASS
 from . import plots
 from .series import rtt_by_seq, received, series, split_metric
@@ -208,6 +208,19 @@ def attach_files(outcome, prefix: str = "") -> None:
                   attachment_type=allure.attachment_type.HTML)
     allure.attach(outcome.samples.to_csv(), name=f"{prefix}Raw samples ({len(outcome.samples)} requests, ns)",
                   attachment_type=allure.attachment_type.CSV)
+
+
+def attach_evidence(exc: BaseException | None) -> int:
+    """One text attachment per evidence section (``netslo.evidence``) that ``exc`` or an exception it
+    was raised from carries, named 'evidence: <section>'; returns how many (0: none, nothing done).
+    Call while the test's Allure result is open, e.g. from pytest_runtest_makereport."""
+    sections = evidence.of(exc)
+    if not sections:
+        return 0
+    import allure
+    for name, text in sections.items():
+        allure.attach(text, name=f"evidence: {name}", attachment_type=allure.attachment_type.TEXT)
+    return len(sections)
 
 
 def apply_labels(scenario, environment: dict) -> None:

@@ -1,0 +1,106 @@
+"""Evidence on a real connect timeout in the embedded pod network: an iptables DROP rule in the server
+pod's namespace for the TCP responder port makes the probe's connect time out; the InfrastructureError
+names every section (tc, iptables counters, neighbours, routes of both pods and both nodes, ss of the
+client) and shows the DROP rule with a packet counter > 0. A run that hangs past its timeout is
+looked at before it is killed: ss shows the flow in SYN-SENT."""
+
+import re
+
+import pytest
+
+from netslo.errors import InfrastructureError
+from netslo.impair import capability
+from netslo.probes import ProbeSpec
+from netslo.providers.netns import NetnsCluster
+from netslo.qos import shaping
+
+PLACES = ("client pod client", "client node node1", "server node node0", "server pod server")
+COMMANDS = ("tc -s qdisc", "iptables-save -c", "ip neigh", "ip route")
+
+
+@pytest.fixture(scope="module")
+def cl():
+    with NetnsCluster(nodes=2, datapath="bridge") as c:
+        server = c.add_pod("server", "node0")
+        client = c.add_pod("client", "node1")
+        ports = c.start_responders(server, ("tcp",))
+        yield c, server, client, ports["tcp"]
+
+
+def drop_rule(cluster, server, port: int):
+    return shaping.netfilter_rule(cluster.netns_of(server), "filter", "INPUT",
+                                  ["-p", "tcp", "--dport", str(port), "-j", "DROP"], tag="evidence-drop")
+
+
+def drop_counter(text: str, port: int) -> int:
+    found = re.search(rf"^\s*\[(\d+):\d+\] -A INPUT -p tcp -m tcp --dport {port} .*-j DROP$", text, re.M)
+    assert found, text
+    return int(found.group(1))
+
+
+def test_connect_timeout_carries_the_paths_evidence(cl):
+    c, server, client, port = cl
+    with drop_rule(c, server, port) as rule:
+        with pytest.raises(InfrastructureError) as e:
+            c.probe(client, ProbeSpec("tcp-rr", server.ip, port, count=5, interval=0.01))
+        assert rule.packets() > 0
+    msg = str(e.value)
+    assert msg.startswith("__agent__ probe tcp-rr in pod client exited with 1: ") and "timed out" in msg.splitlines()[0]
+    assert "\nevidence (each section cut to" in msg
+    for place in PLACES:
+        for command in COMMANDS:
+            assert f"\n  {command}: {place} (" in msg, (command, place, msg)
+    assert "\n  ss -tin: client pod client (" in msg
+    assert drop_counter(msg, port) > 0
+    assert set(e.value.evidence) == {k for k in e.value.evidence if k.split(":")[0] in (*COMMANDS, "ss -tin")}
+    assert len(e.value.evidence) == len(PLACES) * len(COMMANDS) + 1
+    assert "default via 10.244.1.1 dev eth0" in next(v for k, v in e.value.evidence.items()
+                                                     if k.startswith("ip route: client pod"))
+
+
+def test_a_hung_run_is_looked_at_before_it_is_killed(cl):
+    c, server, client, port = cl
+    with drop_rule(c, server, port):
+        with pytest.raises(InfrastructureError) as e:  # the agent's connect waits 5 s; the run gets 3 s
+            c.exec_agent(client, ["probe", "tcp-rr", "--target", f"{server.ip}:{port}", "--count", "5",
+                                  "--out", "-"], timeout=3)
+    msg = str(e.value)
+    assert msg.startswith("__agent__ probe tcp-rr in pod client timed out after 3 s"), msg
+    flow = next(v for k, v in e.value.evidence.items() if k.startswith("ss -tin: client pod client"))
+    assert re.search(rf"SYN-SENT\s+\d+\s+\d+\s+{re.escape(client.ip)}:\d+\s+{re.escape(server.ip)}:{port}", flow), flow
+    assert drop_counter(msg, port) > 0
+
+
+def test_same_node_path_names_the_shared_node_once(cl):
+    c, server, _, port = cl
+    near = c.add_pod("near", "node0")
+    places = c.path_places(near, server.ip)
+    assert [(p.role, p.name) for p in places] == [("client pod", "near"), ("client and server node", "node0"),
+                                                  ("server pod", "server")]
+    assert places[1].devices == (near.host_interface, server.host_interface, "cni0", "eth0")
+
+
+def test_evidence_crosses_the_user_mode_linux_channel():
+    """In the guest kernel (no nf_tables there) netem 100 % loss on the server's egress makes the connect
+    fail (no ARP answer: EHOSTUNREACH); the evidence comes back through the guest channel, with the
+    netem drop counter > 0."""
+    ok, why = capability.uml_available()
+    if not ok:
+        pytest.skip(f"no user-mode-linux: {why}")
+    from netslo.impair.spec import parse
+    from netslo.kernels.uml import UmlCluster
+    with UmlCluster(nodes=2) as c:
+        server = c.add_pod("server", "node0")
+        client = c.add_pod("client", "node1")
+        port = c.start_responders(server, ("tcp",))["tcp"]
+        c.impairer.apply(server, parse({"loss": "100%"}))
+        try:
+            with pytest.raises(InfrastructureError) as e:
+                c.probe(client, ProbeSpec("tcp-rr", server.ip, port, count=5, interval=0.01))
+        finally:
+            c.impairer.clear()
+    assert len(e.value.evidence) == len(PLACES) * len(COMMANDS) + 1
+    qdiscs = next(v for k, v in e.value.evidence.items() if k.startswith("tc -s qdisc: server pod server"))
+    dropped = re.search(r"qdisc netem 1: dev eth0 root.*\n.*\(dropped (\d+),", qdiscs)
+    assert dropped and int(dropped.group(1)) > 0, qdiscs
+    assert all("    " + line in str(e.value) for line in qdiscs.splitlines())
