@@ -51,25 +51,38 @@ class Limitation:
 
 _NO_DEFAULT_PRIORITY = ("no CNI prioritizes by DSCP by default: a marked stream competing with an "
                         "unmarked one gets no precedence")
-_STUDY = "study 002 (QoS in cloud native) §5.4/§5.5 and domain-notes.md"
+_THESIS = "G. Versteeg, Quality of Service in a cloud native environment, MSc thesis, Radboud University, 2022"
+_DSCP_SOURCE = (f"{_THESIS}, §5.4 (Table 10: a DSCP tag on one of two competing iperf3 streams changed "
+                "neither stream's throughput or loss on Calico, Cilium or Antrea)")
+_NO_QOS_FEATURE_SOURCE = ("not measured: flannel and kindnet document no QoS or DSCP feature at all, so a marked "
+                          "stream shares the node's default qdisc with every other one")
+_INGRESS_POLICING_SOURCE = (f"{_THESIS}, §5.5 (ingress policing tests with iperf3 ended in 'control socket "
+                            "has closed unexpectedly' on Calico and Antrea)")
+_CILIUM_INGRESS_SOURCE = ("Cilium docs, Bandwidth Manager, e.g. docs.cilium.io/en/v1.9/gettingstarted/bandwidth-manager/: "
+                          "the kubernetes.io/ingress-bandwidth annotation is not supported (ingress rate limiting "
+                          f"came later: cilium/cilium PR #36351); {_THESIS}, §5.5")
+_CILIUM_SAME_NODE_SOURCE = ("cilium/cilium issue #15824 (maintainer: expected, rate limiting is enforced on the "
+                            f"native device); {_THESIS}, §5.5 (no limit on intra-node traffic)")
 
 TABLE = tuple(
-    [Limitation(c, "dscp-priority-default", "*", _NO_DEFAULT_PRIORITY, _STUDY) for c in KUBE_CNIS]
+    [Limitation(c, "dscp-priority-default", "*", _NO_DEFAULT_PRIORITY,
+                _DSCP_SOURCE if c in ("calico", "cilium", "antrea") else _NO_QOS_FEATURE_SOURCE) for c in KUBE_CNIS]
     + [Limitation(c, "dscp-priority-default", "*",
                   "the embedded datapaths install no qdisc: every class shares one FIFO",
                   "measured here: tests/cni/test_qos.py control run") for c in EMBEDDED]
     + [
         Limitation("cilium", "bandwidth-ingress", "*",
                    "Cilium Bandwidth Manager enforces egress only: kubernetes.io/ingress-bandwidth is ignored",
-                   _STUDY),
+                   _CILIUM_INGRESS_SOURCE),
         Limitation("cilium", "bandwidth-egress", "same-node",
-                   "Cilium Bandwidth Manager has no effect on same-node (pod-to-pod on one node) traffic", _STUDY),
+                   "Cilium Bandwidth Manager has no effect on same-node (pod-to-pod on one node) traffic",
+                   _CILIUM_SAME_NODE_SOURCE),
         Limitation("calico", "bandwidth-ingress", "*",
                    "bandwidth-plugin ingress policing is unreliable with TCP control connections "
-                   "(iperf3: 'control socket has closed unexpectedly')", _STUDY),
+                   "(iperf3: 'control socket has closed unexpectedly')", _INGRESS_POLICING_SOURCE),
         Limitation("antrea", "bandwidth-ingress", "*",
                    "bandwidth-plugin ingress policing is unreliable with TCP control connections "
-                   "(iperf3: 'control socket has closed unexpectedly')", _STUDY),
+                   "(iperf3: 'control socket has closed unexpectedly')", _INGRESS_POLICING_SOURCE),
         Limitation("netns-vxlan", "dscp-outer-header", "cross-node",
                    "the VXLAN device uses tos 0 (as Flannel creates it): the outer header carries DSCP 0, "
                    "only the inner header keeps the mark; classify on the inner header or set 'tos inherit'",

@@ -289,8 +289,12 @@ def _check_rtt(flow: dict, rtt: float) -> None:
 
 @pytest.mark.needs_netem
 def test_bbr_not_below_cubic_under_loss_at_50ms(netslo_uml_qos, netslo_qos_spec, netslo_qos_report, request):
-    """50 ms RTT, 1 % random loss, netem rate bottleneck: BBR >= Cubic (study 004); Cubic within 3x
-    of the Mathis bound (MSS/RTT)·1.22/√p."""
+    """50 ms RTT, 1 % random loss, netem rate bottleneck: BBR >= Cubic, because BBR paces at its
+    bottleneck-bandwidth estimate and does not back off on random loss (Cardwell et al., "BBR:
+    Congestion-Based Congestion Control", ACM Queue 14(5), 2016; the same order with netem loss in a
+    Kubernetes cluster: Allansson, Yang, "Comparing Model- and Delay-based Congestion Controls in a
+    Kubernetes Cluster", BSc thesis, Karlstad University, 2024); Cubic within 3x of the Mathis bound
+    (MSS/RTT)·1.22/√p (Mathis, Semke, Mahdavi, Ott, ACM SIGCOMM CCR 27(3), 1997)."""
     c, server, ports, client = netslo_uml_qos
     sec = netslo_qos_spec["netem"]
     _netem_path(c, client, sec["delay"], sec["loss"], sec["rate"])
@@ -315,7 +319,11 @@ def test_bbr_not_below_cubic_under_loss_at_50ms(netslo_uml_qos, netslo_qos_spec,
 @pytest.mark.needs_netem
 def test_slow_start_after_idle_latency_ratio(netslo_uml_qos, netslo_qos_spec, netslo_qos_report, request):
     """100 kB every 1 s over a 20 ms RTT: flow completion P50 with slow start after idle / without
-    is about the slow-start rounds needed (study 001: 31 ms / 9 ms = 3.4)."""
+    is about the slow-start rounds needed. With net.ipv4.tcp_slow_start_after_idle=1 (the default) the
+    congestion window times out after an idle period of one RTO (RFC 2861 behaviour: Linux
+    Documentation/networking/ip-sysctl.rst, tcp(7)), so each 100 kB message slow-starts again. Iorio,
+    Risso, Casetti, "When Latency Matters", ACM SIGCOMM CCR 51(4), 2021, Fig. 6: P50 9 ms -> 31 ms
+    (x3.4) for 100 kB messages after >= 1 s idle."""
     c, server, ports, client = netslo_uml_qos
     sec = netslo_qos_spec["slow_start_after_idle"]
     _netem_path(c, client, sec["delay"])

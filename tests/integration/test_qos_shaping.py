@@ -67,7 +67,9 @@ def test_priority_policy_reads_back_and_is_removed(cl):
 
 
 def test_u32_key_at_the_wrong_byte_is_caught_on_read_back(cl):
-    """kernel-facts pitfall: '0xb8000000/0xfc000000+0' matches version/IHL, not TOS; install refuses."""
+    """A u32 key is value/mask of the 32-bit word at a byte offset (tc-u32(8)); at offset 0 of the IPv4
+    header that word is version+IHL, TOS, total length (RFC 791 §3.1). So TOS is '0x00b80000/0x00fc0000+0',
+    and '0xb8000000/0xfc000000+0' silently matches version/IHL: install reads the filter back and refuses."""
     ns = cl.node_netns("node1")
     with pytest.raises(InfrastructureError, match="read back as .*byte 0") as e:
         priority.install(ns, "eth0", POLICY, keys=lambda match: ["0xb8000000/0xfc000000+0"])
