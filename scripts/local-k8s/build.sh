@@ -4,8 +4,10 @@
 #   scripts/local-k8s/build.sh            build what is missing (kubernetes, etcd, pause)
 #
 # Output: $NETSLO_K8S_CACHE/k8s-<KVER>/bin/{kube-apiserver,kube-controller-manager,
-#         kube-scheduler,kubelet,kube-proxy,kubectl,pause} and $NETSLO_K8S_CACHE/etcd-<EVER>/bin/etcd.
-# A version directory is complete only when its ".done" stamp exists, so an interrupted build is redone.
+#         kube-scheduler,kubelet,kube-proxy,kubectl,kubeadm,pause} and $NETSLO_K8S_CACHE/etcd-<EVER>/bin/etcd.
+# kubeadm is for the kind node image (scripts/kind-offline.sh); the local cluster does not use it.
+# A version directory is complete only when its ".done" stamp exists, so an interrupted build is redone;
+# a complete directory that lacks a component added later (e.g. kubeadm) gets only that one built.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/local-k8s/versions.sh
@@ -16,13 +18,22 @@ log() { printf '[local-k8s build] %s\n' "$*" >&2; }
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 NICE=(nice -n 19)
 JOBS=${NETSLO_BUILD_JOBS:-2}
+COMPONENTS=("${K8S_COMPONENTS[@]}" kubeadm)
 
 build_kubernetes() {
-  local out="$K8S_DIR" work
-  if [[ -f "$out/.done" ]]; then log "kubernetes $KVER cached in $out"; return; fi
-  log "building kubernetes $KVER (several minutes on 2 cores)"
+  local out="$K8S_DIR" work c want=()
+  if [[ -f "$out/.done" ]]; then
+    for c in "${COMPONENTS[@]}"; do [[ -x $out/bin/$c ]] || want+=("$c"); done
+    if ((${#want[@]} == 0)); then log "kubernetes $KVER cached in $out"; return; fi
+    log "kubernetes $KVER cached in $out; building the missing ${want[*]}"
+    rm -f "$out/.done"
+  else
+    want=("${COMPONENTS[@]}")
+    log "building kubernetes $KVER (several minutes on 2 cores)"
+    rm -rf "$out"
+  fi
   work="$NETSLO_K8S_CACHE/work-k8s-$KVER"
-  rm -rf "$work" "$out"; mkdir -p "$work" "$out/bin"
+  rm -rf "$work"; mkdir -p "$work" "$out/bin"
   cd "$work"
   # Throwaway module: k8s.io/kubernetes pins its staging modules with "=> ./staging/..." replaces,
   # which only work inside its own repo; re-point each at the published v0.x version.
@@ -38,8 +49,8 @@ build_kubernetes() {
     grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" | awk -v v="$STAGING_VER" '{print "replace " $1 " => " $1 " " v}'
   } > go.mod
   log "go.mod has $(grep -c '^replace' go.mod) staging replaces"
-  local pkgs=() c
-  for c in "${K8S_COMPONENTS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  local pkgs=()
+  for c in "${want[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
   # "@version" on every package: a bare "go get" would upgrade k8s.io/kubernetes to the newest release.
   local p getargs=()
   for p in "${pkgs[@]}"; do getargs+=("$p@$KVER"); done
@@ -50,7 +61,8 @@ build_kubernetes() {
   # pause: the tiny init process of every pod sandbox, from the same module's source.
   local kdir
   kdir=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
-  "${NICE[@]}" gcc -Os -static -DVERSION="$KVER-netslo" -o "$out/bin/pause" "$kdir/build/pause/linux/pause.c"
+  [[ -x $out/bin/pause ]] \
+    || "${NICE[@]}" gcc -Os -static -DVERSION="$KVER-netslo" -o "$out/bin/pause" "$kdir/build/pause/linux/pause.c"
   cd /; rm -rf "$work"
   touch "$out/.done"
   log "kubernetes $KVER built into $out/bin"

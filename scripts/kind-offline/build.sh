@@ -1,0 +1,268 @@
+# shellcheck shell=bash
+# Builds of the offline kind toolchain (sourced by scripts/kind-offline.sh). Everything comes from
+# Debian's packages and the Go module proxy and is cached under $KO_CACHE (/var/cache/netslo/kind-offline)
+# and the local cluster's caches (/var/cache/netslo/k8s, /var/cache/netslo/images). A cached step is
+# skipped; an interrupted one is redone (each result is written under a temporary name first).
+
+PACK=(python3 "$KO_REPO/scripts/local-k8s/image_pack.py")
+NODE_RECIPE=1   # bump when the node image recipe below changes (the cache keys hold inputs, not this code)
+
+gobuild_dir() { echo "$KO_CACHE/go/$1-$2"; }   # NAME VERSION -> directory holding bin/
+
+# ---- Go binaries ----------------------------------------------------------------------------------
+# <step>_cached: true when the step has nothing to do, so it need not wait for the heavy lock.
+build_kind_cached() { [[ -x $KO_BIN/kind ]] && "$KO_BIN/kind" version 2>/dev/null | grep -q "$KIND_VERSION"; }
+build_kind() {
+  build_kind_cached && return
+  ko_log "kind: go install $KIND_MODULE@$KIND_VERSION"
+  mkdir -p "$KO_BIN"
+  CGO_ENABLED=0 GOBIN=$KO_BIN nice -n 19 go install "$KIND_MODULE@$KIND_VERSION"
+}
+
+build_kubernetes() {  # the local cluster's build (kubeadm included), and etcd at kubeadm's version
+  ko_log "kubernetes: scripts/local-k8s/build.sh (cached in $K8S_DIR)"
+  bash "$KO_REPO/scripts/local-k8s/build.sh"
+  local want
+  want=$(kubeadm_image etcd); want=v${want%-*}
+  NETSLO_ETCD_VER=$want bash "$KO_REPO/scripts/local-k8s/build.sh"
+}
+
+build_kubernetes_cached() {
+  local e
+  [[ -f $K8S_DIR/.done && -x $K8S_DIR/bin/kubeadm && -x $K8S_DIR/bin/kubelet ]] || return 1
+  e=$(kubeadm_image etcd); [[ -f $NETSLO_K8S_CACHE/etcd-v${e%-*}/.done && -f $ETCD_DIR/.done ]]
+}
+
+kubeadm_images() {  # the images kubeadm of this Kubernetes build asks for
+  "$K8S_DIR/bin/kubeadm" config images list --kubernetes-version "$KVER" 2>/dev/null
+}
+kubeadm_image() {  # NAME -> tag kubeadm asks for (e.g. etcd -> 3.6.5-0)
+  kubeadm_images | awk -F: -v n="$1" '{split($1, p, "/"); if (p[length(p)] == n) print $2}'
+}
+
+build_go_tools_cached() {
+  [[ -x $(gobuild_dir coredns "$COREDNS_VERSION")/bin/coredns && -x $(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")/bin/bandwidth ]]
+}
+build_go_tools() {  # coredns at kubeadm's tag; the CNI plugins of the node image
+  local dns out
+  dns=$(kubeadm_image coredns)
+  [[ $dns == "$COREDNS_VERSION" ]] || ko_die "kubeadm $KVER asks for coredns $dns, this script pins $COREDNS_VERSION"
+  out=$(gobuild_dir coredns "$COREDNS_VERSION")
+  if [[ ! -x $out/bin/coredns ]]; then
+    ko_log "coredns: go install github.com/coredns/coredns@$COREDNS_VERSION"
+    rm -rf "$out"; mkdir -p "$out/bin.tmp"
+    CGO_ENABLED=0 GOBIN=$out/bin.tmp nice -n 19 go install -trimpath -ldflags '-s -w' \
+      "github.com/coredns/coredns@$COREDNS_VERSION"
+    mv "$out/bin.tmp" "$out/bin"
+  fi
+  out=$(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")
+  if [[ ! -x $out/bin/bandwidth ]]; then
+    ko_log "CNI plugins: go install github.com/containernetworking/plugins@$CNI_PLUGINS_VERSION"
+    rm -rf "$out"; mkdir -p "$out/bin.tmp"
+    local m=github.com/containernetworking/plugins/plugins p pk=()
+    for p in ipam/host-local main/loopback main/ptp main/bridge meta/portmap meta/bandwidth meta/tuning; do
+      pk+=("$m/$p@$CNI_PLUGINS_VERSION")
+    done
+    CGO_ENABLED=0 GOBIN=$out/bin.tmp nice -n 19 go install -trimpath -ldflags '-s -w' "${pk[@]}"
+    mv "$out/bin.tmp" "$out/bin"
+  fi
+}
+
+# ---- component images (what kubeadm config images list names) --------------------------------------
+# Single-binary images for the control plane, etcd, coredns and pause; kube-proxy needs iptables and
+# conntrack, so it sits on a small Debian rootfs. Packed as docker-archive tarballs (image_pack.py):
+# imported into the node image's containerd, never pushed anywhere.
+component_images_cached() {
+  local line name
+  while read -r line; do
+    name=${line%:*}; name=${name##*/}
+    [[ -f $KO_IMAGES/$name-${line##*:}.tar.id ]] || return 1
+  done < <(kubeadm_images)
+}
+component_images() {
+  local line name tag out bin etcdv layer
+  mkdir -p "$KO_IMAGES"
+  etcdv=$(kubeadm_image etcd); etcdv=v${etcdv%-*}
+  while read -r line; do
+    name=${line%:*}; name=${name##*/}; tag=${line##*:}
+    out=$KO_IMAGES/$name-$tag.tar
+    [[ -f $out && -f $out.id ]] && continue
+    case $name in
+      kube-apiserver|kube-controller-manager|kube-scheduler) bin=$K8S_DIR/bin/$name ;;
+      etcd) bin=$NETSLO_K8S_CACHE/etcd-$etcdv/bin/etcd ;;
+      coredns) bin=$(gobuild_dir coredns "$COREDNS_VERSION")/bin/coredns ;;
+      pause) bin=$K8S_DIR/bin/pause ;;
+      kube-proxy) kube_proxy_image "$line" "$out"; continue ;;
+      *) ko_die "kubeadm asks for $line, which this script does not build" ;;
+    esac
+    [[ -x $bin ]] || ko_die "$name: $bin missing"
+    layer=$KO_IMAGES/$name.layer.tar
+    case $name in
+      coredns) "${PACK[@]}" layer --file "$bin:/coredns:0755" "$layer"
+               "${PACK[@]}" image --tag "$line" --layer "$layer" --entrypoint '["/coredns"]' "$out.tmp" > "$out.id" ;;
+      pause)   "${PACK[@]}" layer --file "$bin:/pause:0755" "$layer"
+               "${PACK[@]}" image --tag "$line" --layer "$layer" --entrypoint '["/pause"]' "$out.tmp" > "$out.id" ;;
+      *)       "${PACK[@]}" layer --file "$bin:/usr/local/bin/$name:0755" "$layer"
+               "${PACK[@]}" image --tag "$line" --layer "$layer" --env PATH=/usr/local/bin:/usr/bin:/bin \
+                 --entrypoint "[\"/usr/local/bin/$name\"]" "$out.tmp" > "$out.id" ;;
+    esac
+    mv "$out.tmp" "$out"; rm -f "$layer" "$layer.sha256"
+    ko_log "image $line -> $out"
+  done < <(kubeadm_images)
+}
+
+kube_proxy_image() {  # REF OUT: Debian minbase + iptables/conntrack + kube-proxy
+  local ref=$1 out=$2 root=$KO_CACHE/rootfs-kube-proxy base=$KO_IMAGES/netbase-$SUITE.layer.tar
+  if [[ ! -f $base ]]; then
+    ko_log "kube-proxy base: debootstrap $SUITE minbase + iptables conntrack ipset"
+    rm -rf "$root"
+    nice -n 19 debootstrap --variant=minbase --include=iptables,conntrack,ipset,kmod,iproute2 \
+      "$SUITE" "$root" "$DEBIAN_MIRROR" > "$KO_CACHE/debootstrap-netbase.log" 2>&1 \
+      || { tail -n 20 "$KO_CACHE/debootstrap-netbase.log" >&2; return 1; }
+    rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \
+      "${root:?}"/usr/share/man/* "${root:?}"/usr/share/locale/* "${root:?}"/dev/* "${root:?}"/var/log/*
+    "${PACK[@]}" layer "$root" "$base.tmp"; mv "$base.tmp" "$base"; rm -rf "$root"
+  fi
+  "${PACK[@]}" layer --file "$K8S_DIR/bin/kube-proxy:/usr/local/bin/kube-proxy:0755" "$KO_IMAGES/kube-proxy.layer.tar"
+  "${PACK[@]}" image --tag "$ref" --layer "$base" --layer "$KO_IMAGES/kube-proxy.layer.tar" \
+    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --entrypoint '["/usr/local/bin/kube-proxy"]' "$out.tmp" > "$out.id"
+  mv "$out.tmp" "$out"; rm -f "$KO_IMAGES/kube-proxy.layer.tar" "$KO_IMAGES/kube-proxy.layer.tar.sha256"
+  ko_log "image $ref -> $out"
+}
+
+# ---- node image -------------------------------------------------------------------------------------
+# What "kind build node-image" does (it cannot work offline: it pulls pause, etcd, coredns, kindnetd and
+# local-path-provisioner), done with Debian packages and kind's own base files from the Go module:
+#  1. base: debootstrap bookworm with the packages of kind's images/base/Dockerfile (containerd and
+#     runc are Debian's 1.6/1.1 instead of kind's own builds; no crictl, kindnetd, fuse-overlayfs,
+#     nfs/iscsi: not available or not needed), kind's images/base/files copied in and the Dockerfile's
+#     RUN steps replayed in a chroot; "docker import" plus a one-line Dockerfile for STOPSIGNAL
+#     (dockerd 20.10 rejects STOPSIGNAL in "import -c"/"commit --change").
+#  2. node: kubeadm/kubelet/kubectl in /usr/bin, /kind/version, the component images imported into the
+#     node's containerd (k8s.io namespace, not unpacked, as kind does), "docker commit".
+# containerd's config gets restrict_oom_score_adj = true: this machine's bounding set lacks
+# CAP_SYS_RESOURCE, so containerd cannot lower pods' oom_score_adj, every sandbox would fail with
+# "can't get final child's PID from pipe: EOF" and kubeadm would time out at wait-control-plane.
+node_key() {
+  { echo "$NODE_RECIPE $KIND_VERSION $KVER $SUITE $CNI_PLUGINS_VERSION"
+    cat "$KO_IMAGES"/*.tar.id 2>/dev/null
+    sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} | cut -c1-64; } | sha256sum | cut -c1-16
+}
+
+node_base() {  # -> docker image netslo-kind-base:<key> (only the base recipe in the key)
+  local key tar root kindfiles
+  key=$(echo "$NODE_RECIPE $KIND_VERSION $SUITE $CNI_PLUGINS_VERSION" | sha256sum | cut -c1-16)
+  NODE_BASE=localhost/netslo-kind-base:$key
+  docker image inspect "$NODE_BASE" >/dev/null 2>&1 && return
+  tar=$KO_CACHE/node-base-$key.tar
+  if [[ ! -f $tar ]]; then
+    root=$KO_CACHE/rootfs-node
+    kindfiles=$(go mod download -json "$KIND_MODULE@$KIND_VERSION" | jq -r .Dir)/images/base/files
+    ko_log "node base: debootstrap $SUITE (kind's base packages + Debian containerd/runc)"
+    rm -rf "$root"
+    nice -n 19 debootstrap --variant=minbase \
+      --include=systemd,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,bash,ca-certificates,curl,jq,procps,containerd,runc \
+      "$SUITE" "$root" "$DEBIAN_MIRROR" > "$KO_CACHE/debootstrap-node.log" 2>&1 \
+      || { tail -n 20 "$KO_CACHE/debootstrap-node.log" >&2; return 1; }
+    # kind's base Dockerfile: COPY files/...
+    install -m 0755 "$kindfiles"/usr/local/bin/* "$root/usr/local/bin/"
+    mkdir -p "$root/kind/bin" "$root/LICENSES" "$root/etc/containerd" "$root/etc/systemd/system/kubelet.service.d"
+    cp -r "$kindfiles"/kind/. "$root/kind/"; chmod 0755 "$root/kind" "$root/kind/bin" "$root"/kind/bin/*
+    cp "$kindfiles"/LICENSES/* "$root/LICENSES/"
+    cp "$kindfiles"/etc/crictl.yaml "$root/etc/"
+    cp "$kindfiles"/etc/containerd/* "$root/etc/containerd/"
+    cp "$kindfiles"/etc/default/* "$root/etc/default/"
+    cp "$kindfiles"/etc/sysctl.d/* "$root/etc/sysctl.d/"
+    find "$kindfiles/etc/systemd/system" -maxdepth 1 -type f -exec cp {} "$root/etc/systemd/system/" \;
+    cp "$kindfiles"/etc/systemd/system/kubelet.service.d/* "$root/etc/systemd/system/kubelet.service.d/"
+    chmod -R u+w,go-w "$root/etc" "$root/kind" "$root/LICENSES"
+    # kind's RUN steps
+    find "$root/lib/systemd/system/sysinit.target.wants/" -name systemd-tmpfiles-setup.service -delete
+    rm -f "$root"/lib/systemd/system/multi-user.target.wants/* "$root"/etc/systemd/system/*.wants/* \
+      "$root"/lib/systemd/system/local-fs.target.wants/* "$root"/lib/systemd/system/sockets.target.wants/*udev* \
+      "$root"/lib/systemd/system/sockets.target.wants/*initctl* "$root"/lib/systemd/system/basic.target.wants/*
+    echo "ReadKMsg=no" >> "$root/etc/systemd/journald.conf"
+    ln -sf /usr/lib/systemd/systemd "$root/sbin/init"
+    # kind's containerd.service runs /usr/local/bin/containerd (kind builds its own); Debian's is in /usr/bin.
+    ln -sf /usr/bin/containerd "$root/usr/local/bin/containerd"
+    chroot "$root" systemctl enable kubelet.service containerd.service undo-mount-hacks.service >/dev/null 2>&1
+    chroot "$root" systemctl mask systemd-binfmt.service >/dev/null 2>&1
+    mkdir -p "$root/etc/kubernetes/manifests" "$root/opt/cni/bin"
+    # cri-base.json as kind makes it: "ctr oci spec" + the product-files hook, without rlimits
+    chroot "$root" ctr oci spec \
+      | jq '.hooks.createContainer[.hooks.createContainer| length] |= . + {"path": "/kind/bin/mount-product-files.sh"}' \
+      | jq 'del(.process.rlimits)' > "$root/etc/containerd/cri-base.json"
+    sed -i -e 's/^\(\s*restrict_oom_score_adj\s*=\s*\).*/\1true/' "$root/etc/containerd/config.toml"
+    grep -q 'restrict_oom_score_adj = true' "$root/etc/containerd/config.toml" \
+      || ko_die "node base: could not set restrict_oom_score_adj in kind's containerd config"
+    install -m 0755 "$(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")"/bin/{host-local,loopback,ptp,portmap,bandwidth} "$root/opt/cni/bin/"
+    rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \
+      "${root:?}"/usr/share/man/* "${root:?}"/usr/share/locale/* "${root:?}"/var/log/*.log
+    : > "$root/etc/resolv.conf"; : > "$root/etc/machine-id"
+    tar -C "$root" --numeric-owner --xattrs -cf "$tar.tmp" . && mv "$tar.tmp" "$tar"
+    rm -rf "$root"
+  fi
+  ko_log "node base: docker import $tar -> $NODE_BASE"
+  docker import -c 'ENV container=docker' "$tar" "$NODE_BASE-noss" >/dev/null
+  with_stopsignal "$NODE_BASE-noss" "$NODE_BASE" '["/usr/local/bin/entrypoint", "/sbin/init"]'
+  docker rmi "$NODE_BASE-noss" >/dev/null
+}
+
+with_stopsignal() {  # FROM TO ENTRYPOINT-JSON: a one-line Dockerfile (classic builder) adds STOPSIGNAL
+  local ctx
+  ctx=$(mktemp -d)
+  printf 'FROM %s\nENV container=docker\nSTOPSIGNAL SIGRTMIN+3\nENTRYPOINT %s\nCMD []\n' "$1" "$3" > "$ctx/Dockerfile"
+  DOCKER_BUILDKIT=0 docker build -q -t "$2" "$ctx" >/dev/null
+  rm -rf "$ctx"
+}
+
+node_image_cached() {
+  [[ $(docker image inspect -f '{{index .Config.Labels "io.netslo.key"}}' "$KO_NODE_IMAGE" 2>/dev/null) == "$(node_key)" ]]
+}
+node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when an input changes)
+  local key cid pause f
+  key=$(node_key)
+  node_image_cached && return
+  node_base
+  pause=$(kubeadm_images | grep '/pause:')
+  ko_log "node image: assembling $KO_NODE_IMAGE from $NODE_BASE (key $key)"
+  # --init: docker-init as PID 1 reaps the containerd we stop below (sleep would leave a zombie).
+  cid=$(docker run -d --init --entrypoint sleep --security-opt seccomp=unconfined "$NODE_BASE" infinity)
+  # shellcheck disable=SC2064  # runs in ko_heavy's subshell: its EXIT removes the build container
+  trap "docker rm -f $cid >/dev/null 2>&1 || true" EXIT
+  for f in kubeadm kubelet kubectl; do
+    docker exec -i "$cid" sh -c "cat > /usr/bin/$f && chmod 0755 /usr/bin/$f" < "$K8S_DIR/bin/$f"
+  done
+  docker exec "$cid" sh -c "echo $KVER > /kind/version && \
+    sed -i 's#^\(\s*sandbox_image\s*=\s*\).*#\1\"$pause\"#' /etc/containerd/config.toml && \
+    grep -q 'sandbox_image = \"$pause\"' /etc/containerd/config.toml"
+  docker exec "$cid" bash -c 'nohup containerd > /tmp/containerd.log 2>&1 & echo $! > /tmp/containerd.pid
+    for i in $(seq 50); do [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1 && exit 0; sleep 0.2; done
+    cat /tmp/containerd.log; exit 1'
+  for f in "$KO_IMAGES"/*.tar; do
+    [[ -f $f.id ]] || continue   # image archives only (not the cached base layers)
+    docker exec -i "$cid" ctr --namespace=k8s.io images import --all-platforms --no-unpack --digests - < "$f" >/dev/null
+  done
+  docker exec "$cid" ctr --namespace=k8s.io images ls -q | sed 's/^/  imported: /' >&2
+  docker exec "$cid" sh -c 'kill $(cat /tmp/containerd.pid); while kill -0 $(cat /tmp/containerd.pid) 2>/dev/null; do sleep 0.1; done; rm -f /tmp/containerd.*'
+  docker commit "$cid" "$KO_NODE_IMAGE-stage" >/dev/null
+  local ctx
+  ctx=$(mktemp -d)
+  printf 'FROM %s\nENV container=docker\nSTOPSIGNAL SIGRTMIN+3\nENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]\nCMD []\nLABEL io.netslo.key=%s io.netslo.kubernetes=%s io.netslo.kind=%s\n' \
+    "$KO_NODE_IMAGE-stage" "$key" "$KVER" "$KIND_VERSION" > "$ctx/Dockerfile"
+  DOCKER_BUILDKIT=0 docker build -q -t "$KO_NODE_IMAGE" "$ctx" >/dev/null
+  rm -rf "$ctx"; docker rmi "$KO_NODE_IMAGE-stage" >/dev/null
+  ko_log "node image: $KO_NODE_IMAGE ready"
+}
+
+# ---- netslo agent image ----------------------------------------------------------------------------
+agent_image() {  # the local cluster's debootstrap-built image (scripts/local-k8s/images.sh), docker-loaded
+  local tar=/var/cache/netslo/images/agent.tar id
+  bash "$KO_REPO/scripts/local-k8s/images.sh" build
+  id=$(cat "$tar.id")
+  if [[ $(docker image inspect -f '{{.Id}}' "$KO_AGENT_IMAGE" 2>/dev/null) != *"${id#sha256:}"* ]]; then
+    docker load -i "$tar" >/dev/null
+  fi
+  ko_log "agent image: $KO_AGENT_IMAGE ($id)"
+}
