@@ -64,7 +64,7 @@ def pytest_addoption(parser):
     g.addoption("--netslo-datapath", default="bridge", help=f"netns datapath: {', '.join(DATAPATHS)} (default bridge)")
     g.addoption("--netslo-nodes", default="2", help="number of nodes of the cluster (default 2)")
     g.addoption("--netslo-slo", default=None, metavar="FILE",
-                help="SLO YAML file (default: slo.yaml in the rootdir)")
+                help="SLO YAML file (default: slo.yaml of the current directory, else of the rootdir)")
     g.addoption("--netslo-results", default="netslo-results", metavar="DIR",
                 help="directory for results.json and raw samples (default netslo-results)")
     g.addoption("--netslo-allow-skip", action="append", default=[], metavar="CATEGORY",
@@ -107,13 +107,20 @@ def _has_netslo_slo_file(path: Path) -> bool:
     return re.search(r"(?m)^objectives\s*:", text) is not None
 
 
+def default_slo_path(config) -> Path:
+    """slo.yaml of the directory pytest was started in, else of the rootdir (which bare path
+    arguments such as ``--alluredir /tmp/x`` can move away from the project)."""
+    here = Path(config.invocation_params.dir) / "slo.yaml"
+    return here if here.exists() else Path(config.rootpath) / "slo.yaml"
+
+
 def netslo_requested(config) -> bool:
     """Did this session ask for netslo? A --netslo-* option, ``cni`` in -m, or a netslo SLO file."""
     if any(w.startswith("--netslo-") for w in _command_line_words(config)):
         return True
     if re.search(r"\bcni\b", config.option.markexpr or ""):
         return True
-    return _has_netslo_slo_file(Path(config.rootpath) / "slo.yaml")
+    return _has_netslo_slo_file(default_slo_path(config))
 
 
 def active(config) -> bool:
@@ -139,7 +146,7 @@ def pytest_configure(config):
             raise SpecError("--netslo-nodes", nodes_text, "a whole number 1..16")
         allowed = skips.parse_allowed(config.getoption("--netslo-allow-skip"), "--netslo-allow-skip")
         provider_options = _provider_options(config, provider, datapath, int(nodes_text))
-        slo_path = config.getoption("--netslo-slo") or Path(config.rootpath) / "slo.yaml"
+        slo_path = config.getoption("--netslo-slo") or default_slo_path(config)
         spec = slo_mod.load(slo_path)
         _preflight(provider, provider_options)
     except SpecError as e:
