@@ -229,6 +229,9 @@ def pytest_runtest_makereport(item, call):
     state = item.config.stash.get(STATE, None)
     if state is None:
         return
+    if call.excinfo is not None and _allure_on(item.config):   # what a person would look at
+        from netslo.report import allure as allure_mod
+        allure_mod.attach_evidence(call.excinfo.value)
     outcome = item.stash.get(OUTCOME, None)
     scenario = getattr(getattr(item, "callspec", None), "params", {}).get("scenario")
     if report.when == "call" and outcome is not None:

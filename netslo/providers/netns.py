@@ -158,7 +158,7 @@ def require_privileges() -> None:
     if missing:
         raise InfrastructureError(
             f"the netns provider needs {' and '.join(missing)} (it creates network namespaces, veth pairs and "
-            f"routes); run as root, e.g. `sudo python3 -m pytest -m cni`, or use --provider existing")
+            f"routes); run as root, e.g. `sudo python3 -m pytest -m cni`, or use --netslo-provider existing")
 
 
 # ---- the cluster --------------------------------------------------------------------------------
@@ -172,9 +172,9 @@ class NetnsCluster(Cluster):
 
     def __init__(self, nodes: int = 2, datapath: str = "bridge", run_id: str | None = None):
         if datapath not in DATAPATHS:
-            raise SpecError("--datapath", datapath, f"one of {', '.join(DATAPATHS)}")
+            raise SpecError("--netslo-datapath", datapath, f"one of {', '.join(DATAPATHS)}")
         if not isinstance(nodes, int) or not 1 <= nodes <= 16:
-            raise SpecError("--nodes", nodes, "a whole number 1..16")
+            raise SpecError("--netslo-nodes", nodes, "a whole number 1..16")
         require_privileges()
         run_id = run_id or os.environ.get("NETSLO_RUN_ID") or secrets.token_hex(3)
         if not re.fullmatch(r"[0-9a-f]{6}", run_id):
