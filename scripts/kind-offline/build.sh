@@ -257,6 +257,9 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
 }
 
 # ---- netslo agent image ----------------------------------------------------------------------------
+agent_image_light() {  # the venv/rootfs base layer is cached: only the small netslo layer is packed
+  compgen -G "/var/cache/netslo/images/agent-base-*.tar" >/dev/null
+}
 agent_image() {  # the local cluster's debootstrap-built image (scripts/local-k8s/images.sh), docker-loaded
   local tar=/var/cache/netslo/images/agent.tar id
   bash "$KO_REPO/scripts/local-k8s/images.sh" build

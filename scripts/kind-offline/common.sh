@@ -53,11 +53,13 @@ ko_timed() {
   return $rc
 }
 # ko_heavy CMD...: CPU-heavy step, serialized with the other engineers' timing-sensitive runs.
-# ko_step NAME FN: FN timed under the heavy lock, unless FN_cached says there is nothing to do.
+# ko_step NAME FN: FN timed under the heavy lock, unless FN_cached says there is nothing to do
+# (not run) or FN_light says what is left is light (run without the lock).
 ko_step() {
   if declare -F "$2_cached" >/dev/null && "$2_cached"; then
     printf '%s %s cached\n' "$(date -u +%FT%TZ)" "$1" >> "$KO_CACHE/timings.log"; return 0
   fi
+  if declare -F "$2_light" >/dev/null && "$2_light"; then ko_timed "$1" "$2"; return; fi
   ko_timed "$1" ko_heavy "$2"
 }
 # Runs in a subshell holding the lock only for this step (shell functions work too).

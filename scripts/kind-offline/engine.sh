@@ -44,7 +44,10 @@ engine_start() {
   mkdir -p "$KO_STATE/exec" "$KO_STATE/logs" "$KO_DATA"
   echo '{}' > "$KO_STATE/daemon.json"   # never the host's /etc/docker/daemon.json
   ko_log "engine: starting dockerd (socket $KO_SOCK, data-root $KO_DATA)"
-  PATH=$KO_ENGINE/bin:$PATH setsid "$KO_ENGINE/root/usr/sbin/dockerd" \
+  # dockerd outlives this script: it must not inherit our open files (e.g. a caller's flock on
+  # /tmp/netslo-heavy.lock, which it would then hold for as long as it runs).
+  ( for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; ((fd > 2)) && eval "exec $fd>&-"; done
+    PATH=$KO_ENGINE/bin:$PATH exec setsid "$KO_ENGINE/root/usr/sbin/dockerd" \
     --config-file "$KO_STATE/daemon.json" \
     --data-root "$KO_DATA" --exec-root "$KO_STATE/exec" --pidfile "$KO_STATE/dockerd.pid" \
     -H "unix://$KO_SOCK" --storage-driver overlay2 \
@@ -54,7 +57,7 @@ engine_start() {
     --init-path "$KO_ENGINE/root/usr/bin/docker-init" \
     --exec-opt native.cgroupdriver=cgroupfs --cgroup-parent "/$KO_CGROUP_PARENT" \
     --log-driver json-file --log-opt max-size=10m \
-    >"$KO_STATE/logs/dockerd.log" 2>&1 </dev/null &
+    >"$KO_STATE/logs/dockerd.log" 2>&1 </dev/null ) &
   local i
   for i in $(seq 150); do
     docker version >/dev/null 2>&1 && break
@@ -79,8 +82,9 @@ engine_procs() {
   local p exe
   for p in /proc/[0-9]*; do
     exe=$(readlink "$p/exe" 2>/dev/null) || continue
-    [[ $exe == "$KO_ENGINE/root/"* ]] && echo "${p#/proc/}"
+    if [[ $exe == "$KO_ENGINE/root/"* ]]; then echo "${p#/proc/}"; fi
   done
+  return 0
 }
 
 engine_stop() {
@@ -104,7 +108,7 @@ engine_stop() {
   # cgroups: /sys/fs/cgroup/<controller>/netslo-kind/... (cgroup v1; empty once the processes are gone)
   local c
   for c in /sys/fs/cgroup/*/"$KO_CGROUP_PARENT" /sys/fs/cgroup/"$KO_CGROUP_PARENT"; do
-    [[ -d $c ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
+    if [[ -d $c ]]; then find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
   done
   ip link del "$KO_NET_BRIDGE" 2>/dev/null || true
   rm -rf "$KO_STATE"
