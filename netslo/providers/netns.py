@@ -415,7 +415,7 @@ class NetnsCluster(Cluster):
             lines = stderr.decode(errors="replace").strip().splitlines()
             err = InfrastructureError(f"{' '.join(argv[:3])} in pod {pod.name} exited with "
                                       f"{proc.returncode}: {lines[-1] if lines else 'no output'}")
-            if argv[:1] == ["__agent__"] and lines and CONNECT_FAILURE.search(lines[-1]):
+            if lines and CONNECT_FAILURE.search(lines[-1]):   # the agent, or a helper such as qos.tcpflow
                 err = evidence.attach(err, self.evidence_for(pod, argv))
             raise err
         return stdout
