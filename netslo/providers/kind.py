@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import yaml
 
+from .. import progress
 from ..errors import InfrastructureError, SpecError, Unsupported
+from .tool import run_tool
 from . import cni as cni_mod
 from . import kube_manifests as km
 from .cni.install import install as install_cni
@@ -139,16 +140,7 @@ class KindProvider:
 
     # ---- doing it ---------------------------------------------------------------------------
     def _run(self, argv: list[str], timeout: float) -> str:
-        try:
-            proc = subprocess.run(argv, capture_output=True, timeout=timeout)
-        except FileNotFoundError:
-            raise Unsupported(f"{argv[0]} not found; install kind {KIND_VERSION}") from None
-        except subprocess.TimeoutExpired:
-            raise InfrastructureError(f"{' '.join(argv[:4])}: no answer within {timeout:.0f}s") from None
-        if proc.returncode:
-            err = proc.stderr.decode(errors="replace").strip().splitlines()
-            raise InfrastructureError(f"{' '.join(argv[:4])}: exit {proc.returncode}: {' | '.join(err[-3:])}")
-        return proc.stdout.decode()
+        return run_tool(argv, timeout, install=f"install kind {KIND_VERSION}").stdout.decode()
 
     def preflight(self) -> None:
         """What can be checked before anything is created: the kind binary and the CNI's source."""
@@ -175,11 +167,13 @@ class KindProvider:
                 # Set before the command: a create that fails or times out half-way has made node
                 # containers already, and teardown() must delete them.
                 self._created_cluster = self._created_cluster or creating
-                self._run(argv, self.timeout)
+                with progress.phase(" ".join(argv[1:4]) + f" {self.cluster_name}"):
+                    self._run(argv, self.timeout)
                 if creating:
                     kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
-                    self.cni_info = install_cni(kubectl, self.cni, encapsulation=self.encapsulation,
-                                                timeout=self.timeout, helm=self.helm)
+                    with progress.phase(f"CNI {self.cni.name} install and readiness"):
+                        self.cni_info = install_cni(kubectl, self.cni, encapsulation=self.encapsulation,
+                                                    timeout=self.timeout, helm=self.helm)
                     self._create_complete = True
                 elif argv[:3] == [self.kind, "export", "kubeconfig"]:
                     self.cni_info = self.installed_cni(Kubectl(self.kubectl_binary, self.kubeconfig))
