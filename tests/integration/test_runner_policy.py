@@ -9,7 +9,7 @@ import time
 import pytest
 
 from netslo import runner, slo
-from netslo.errors import SpecError
+from netslo.errors import NotEnoughSamples, SpecError
 from netslo.providers.netns import NetnsCluster, pids_in_netns
 from netslo.scenario import Scenario
 
@@ -40,12 +40,15 @@ def test_impossible_threshold_fails_in_one_batch_with_value_ci_and_threshold(env
         out.assert_met()
 
 
-def test_inconclusive_verdict_samples_more_up_to_the_bound_then_decides_on_point(env):
+def test_inconclusive_verdict_samples_more_up_to_the_bound_then_is_not_enough_samples(env):
     c, srv, cli, ports = env
-    # P99.9 of 100 samples has no finite upper CI bound: inconclusive until max_samples is reached
+    # P99.9 of 300 samples has no finite upper CI bound: inconclusive until max_samples is reached,
+    # then 'not enough samples' (P99.9 needs 3688 answers at 95 %), never a pass on the point estimate
     out = runner.run(c, cli, srv, ports, SC, _spec({"rtt.p99.9": "1s"}, samples=100, max_samples=300))
     assert out.batches == 3 and len(out.samples) == 300
-    assert out.checks[0].by_point and out.verdict == "pass"
+    assert out.verdict == "insufficient" and not out.checks[0].by_point
+    with pytest.raises(NotEnoughSamples, match=r"n=300 answered samples cannot bound P99.9 .* at least 3688"):
+        out.assert_met()
 
 
 def _udp_out_datagrams(pid):
