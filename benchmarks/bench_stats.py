@@ -1,14 +1,26 @@
-"""Speed of the statistics and report code on large sample sets (pytest-benchmark; numbers only).
+"""Speed and memory of the statistics and report code on large sample sets (pytest-benchmark;
+numbers printed, nothing asserted about time or memory).
 
     python -m pytest benchmarks/bench_stats.py -s
 
 What a user waits for after the probes finish: ``analyze`` (every statistic with its CI) on 1 M and
 10 M requests, the regression comparison (block bootstrap, 4000 resamples, 3 metrics) at the
 gate's default size (1000 requests) and at 1 M, and the Allure plots at 1000 and 1 M. Each prints
-requests per second; nothing is asserted about time.
+requests per second.
+
+Cost growth: ``test_analyze_cost_growth`` analyses 10^4 .. 10^7 synthetic requests, each size in
+its own interpreter (``python -m benchmarks.measure analyze FILE``) that loads the raw-samples
+file and runs ``analyze``; it prints the time and the peak RSS above that interpreter's baseline
+after imports (``ru_maxrss``), and time / (n log2 n) so the growth can be read off.
 """
 
 from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,26 +28,40 @@ import pytest
 from netslo.report import plots
 from netslo.report import regression as reg
 from netslo.report.series import series
-from netslo.samples import SampleSet, empty
 from netslo.stats import analyze
+from benchmarks.synthetic_samples import synthetic
 
 
-def synthetic(n: int, seed: int = 0, scale: float = 1.0) -> SampleSet:
-    """n requests every 100 µs, lognormal RTT (median 100 µs), 0.1 % loss, server timestamps."""
-    rng = np.random.default_rng(seed)
-    rows = empty(n)
-    rows["sched_ns"] = np.arange(n, dtype=np.int64) * 100_000
-    rows["send_ns"] = rows["sched_ns"] + rng.integers(5_000, 60_000, n)
-    rtt = (scale * 1e5 * rng.lognormal(0, 0.5, n)).astype(np.int64)
-    rows["srv_rx_ns"] = rows["send_ns"] + rtt // 2
-    rows["srv_tx_ns"] = rows["srv_rx_ns"] + 5_000
-    rows["recv_ns"] = rows["send_ns"] + rtt + 5_000
-    rows["srv_seen"] = 1
-    rows["arrival"] = np.arange(n)
-    lost = rng.random(n) < 0.001
-    rows["recv_ns"][lost] = -1
-    rows["arrival"][lost] = -1
-    return SampleSet(rows, {"protocol": "udp", "shared_clock": True})
+ROOT = Path(__file__).resolve().parent.parent
+COST_SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
+
+
+def in_subprocess(*args: str) -> dict:
+    """Run ``python -m benchmarks.measure ARGS`` (an interpreter of its own) and return its JSON."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.measure", *args], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def sample_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("samples")
+    files = {}
+    for n in COST_SIZES:
+        files[n] = str(d / f"synthetic-{n}.npz")
+        synthetic(n).save(files[n])
+    return files
+
+
+@pytest.mark.parametrize("n", COST_SIZES)
+def test_analyze_cost_growth(benchmark, sample_files, n):
+    r = benchmark.pedantic(in_subprocess, args=("analyze", sample_files[n]), rounds=1, iterations=1)
+    assert r["n"] == n and r["counts"]["sent"] == n
+    benchmark.extra_info.update({k: v for k, v in r.items() if k not in ("metrics", "counts")})
+    print(f"\nanalyze {n:>12,} requests: {r['analyze_s']:7.3f} s, peak RSS {r['peak_mb']:6.1f} MB above baseline "
+          f"({r['baseline_mb']:.0f} MB), samples {r['after_load_mb']:.1f} MB loaded "
+          f"({r['memory_bytes_per_request']:.2f} B/request in memory, {r['file_bytes_per_request']:.2f} on disk), "
+          f"load {r['load_s']:.2f} s, time/(n log2 n) = {r['analyze_s'] / (n * math.log2(n)) * 1e9:.2f} ns")
 
 
 @pytest.fixture(scope="module")

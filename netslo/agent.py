@@ -11,8 +11,8 @@
     python -m netslo.agent netem capability|lookup|apply|read|remove [--pod-ip IP] [--direction egress|ingress]
                           [--spec JSON]       (on the pod's node; see netslo.impair.node_cli)
 
-``probe`` writes raw samples (npz, see ``netslo.samples``) to a file or, with ``--out -``, to stdout:
-results never travel as log text. Bad options give one line on stderr and exit code 2.
+``probe`` writes raw samples (npz of compact chunks, see ``netslo.sample_file``) to a file, streamed
+while it runs, or, with ``--out -``, to stdout at the end: results never travel as log text. Bad options give one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -112,17 +112,20 @@ def _serve(args) -> int:
 
 
 def _probe(args) -> int:
-    from . import probes
+    """Run a probe. To a file, rows are streamed as compact chunks while the probe runs (memory
+    stays bounded however long it runs); to stdout they are kept compact and written at the end."""
+    from . import probes, sample_file
     spec = probe_spec(args)
-    result = probes.run(spec)
-    data = result.to_bytes()
     if args.out == "-":
+        data = probes.run(spec).to_bytes()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
-    else:
-        with open(args.out + ".tmp", "wb") as f:
-            f.write(data)
-        os.replace(args.out + ".tmp", args.out)
+        return 0
+    with open(args.out + ".tmp", "wb") as f:
+        writer = sample_file.ChunkWriter(f)
+        result = probes.run(spec, sink=writer)
+        writer.close(result.meta)
+    os.replace(args.out + ".tmp", args.out)
     return 0
 
 

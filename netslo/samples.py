@@ -24,10 +24,10 @@ Fields (``-1`` = unknown / did not happen):
 from __future__ import annotations
 
 import io
-import json
-from dataclasses import dataclass, field
 
 import numpy as np
+
+from . import compact, sample_file
 
 SAMPLE_DTYPE = np.dtype([
     ("seq", "<i8"), ("sched_ns", "<i8"), ("send_ns", "<i8"), ("recv_ns", "<i8"),
@@ -47,40 +47,85 @@ def empty(n: int) -> np.ndarray:
     return rows
 
 
-@dataclass
-class SampleSet:
-    """Raw samples of one probe run plus what describes it (protocol, endpoints, clock, sizes...)."""
+CHUNK_ROWS = 1 << 18        # rows per compact chunk (about 2.5 MB of offsets at most)
 
-    rows: np.ndarray
-    meta: dict = field(default_factory=dict)
+
+class SampleSet:
+    """Raw samples of one probe run plus what describes it (protocol, endpoints, clock, sizes...).
+
+    Held either as structured ``rows`` (what probes fill in place; 73 bytes per request) or as
+    compact chunks (``netslo.compact``; what files, streamed runs and the analysis use, a few bytes
+    per request). Each form is derived from the other on demand and exactly: ``rows`` of a compact
+    set is built (and then kept) on first use, ``chunks()`` of a rows set is encoded on each call so
+    edits to ``rows`` are always seen."""
+
+    def __init__(self, rows: np.ndarray | None = None, meta: dict | None = None, *, chunks=None):
+        if (rows is None) == (chunks is None):
+            raise ValueError("SampleSet needs rows or chunks")
+        self._rows = rows
+        self._chunks = list(chunks) if chunks is not None else None
+        self.meta = {} if meta is None else meta
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Structured rows (``SAMPLE_DTYPE``); for a compact set built here, then the set's truth."""
+        if self._rows is None:
+            self._rows = compact.rows_of(self._chunks, SAMPLE_DTYPE)
+            self._chunks = None
+        return self._rows
+
+    @rows.setter
+    def rows(self, value: np.ndarray) -> None:
+        self._rows, self._chunks = value, None
+
+    def chunks(self) -> list:
+        """The samples as compact chunks of at most ``CHUNK_ROWS`` rows."""
+        if self._chunks is not None:
+            return self._chunks
+        out, ranks = [], 0
+        for i in range(0, len(self._rows), CHUNK_ROWS):
+            c = compact.encode(self._rows[i:i + CHUNK_ROWS], start=i, rank_start=ranks)
+            ranks += c.count("arrival")
+            out.append(c)
+        return out
+
+    def column(self, name: str) -> np.ndarray:
+        """One field of every row (int64, -1 = unknown) without building the structured rows."""
+        if self._rows is not None:
+            return self._rows[name].astype(np.int64)
+        parts = [c.values(name) for c in self._chunks]
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        if self._rows is not None:
+            return len(self._rows)
+        return sum(c.rows for c in self._chunks)
 
-    # ---- serialisation: npz with the array and a JSON metadata blob --------------------------
+    # ---- serialisation: npz of compact chunks + JSON metadata (netslo.sample_file) -----------
     def to_bytes(self) -> bytes:
-        buf = io.BytesIO()
-        np.savez_compressed(buf, rows=self.rows, meta=np.frombuffer(
-            json.dumps(self.meta, sort_keys=True).encode(), dtype=np.uint8))
-        return buf.getvalue()
+        return sample_file.to_bytes(self.chunks(), self.meta)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "SampleSet":
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            rows = z["rows"]
-            meta = json.loads(z["meta"].tobytes().decode())
+        return cls.read(io.BytesIO(data))
+
+    @classmethod
+    def read(cls, source) -> "SampleSet":
+        """A set from a path or binary file object in either file format."""
+        chunks, rows, meta = sample_file.read(source)
+        if rows is None:
+            return cls(meta=meta, chunks=chunks)
         if rows.dtype != SAMPLE_DTYPE:
             raise ValueError(f"samples: dtype {rows.dtype} — expected netslo SAMPLE_DTYPE")
         return cls(rows, meta)
 
     def save(self, path) -> None:
         with open(path, "wb") as f:
-            f.write(self.to_bytes())
+            sample_file.write(f, self.chunks(), self.meta)
 
     @classmethod
     def load(cls, path) -> "SampleSet":
-        with open(path, "rb") as f:
-            return cls.from_bytes(f.read())
+        return cls.read(path)
 
     def to_csv(self) -> str:
         """All rows as CSV with a header line (times in ns, -1 = unknown)."""
@@ -97,6 +142,16 @@ class SampleSet:
         """Join runs of one scenario: seq and arrival are renumbered so they stay unique."""
         if not parts:
             raise ValueError("concat needs at least one SampleSet")
+        meta = dict(parts[0].meta)
+        meta["runs"] = len(parts)
+        if all(p._chunks is not None and _concat_by_shift(p._chunks) for p in parts):
+            chunks, offset, arrival_offset = [], 0, 0
+            for p in parts:
+                for c in p._chunks:
+                    chunks.append(c.shifted(offset, arrival_offset))
+                offset += len(p)
+                arrival_offset += sum(c.count("arrival") for c in p._chunks)
+            return cls(meta=meta, chunks=chunks)
         chunks, offset, arrival_offset = [], 0, 0
         for p in parts:
             r = p.rows.copy()
@@ -106,6 +161,13 @@ class SampleSet:
             offset += len(r)
             arrival_offset += int(got.sum())
             chunks.append(r)
-        meta = dict(parts[0].meta)
-        meta["runs"] = len(parts)
         return cls(np.concatenate(chunks), meta)
+
+
+def _concat_by_shift(chunks) -> bool:
+    """Every seq is known and every known arrival is >= 0 (and both far from overflowing), so
+    shifting chunks renumbers them exactly like adding offsets to the rows would."""
+    def small(c):
+        return c.lo is None or (0 <= c.lo and c.hi < 2**62)
+    return all(c.columns["seq"].everywhere and small(c.columns["seq"]) and small(c.columns["arrival"])
+               for c in chunks)

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import delays
+from .delays import ChunkDelays
+from .order_stats import Moments, OrderStatistics, seconds
 from .samples import SampleSet
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
@@ -47,8 +50,12 @@ def nearest_rank(sorted_x: np.ndarray, q: float) -> float:
     n = len(sorted_x)
     if n == 0:
         return math.nan
-    rank = max(1, math.ceil(q / 100.0 * n - 1e-9))
-    return float(sorted_x[min(rank, n) - 1])
+    return float(sorted_x[point_rank(n, q) - 1])
+
+
+def point_rank(n: int, q: float) -> int:
+    """1-based nearest rank of percentile q (0..100] among n >= 1 values."""
+    return min(max(1, math.ceil(q / 100.0 * n - 1e-9)), n)
 
 
 def percentile_ci_ranks(n: int, q: float, confidence: float = DEFAULT_CONFIDENCE) -> tuple[int, int]:
@@ -155,52 +162,243 @@ def reorder_count(seq_in_arrival_order: np.ndarray) -> int:
 
 
 def analyze(samples: SampleSet, confidence: float = DEFAULT_CONFIDENCE) -> Analysis:
-    """Compute RTT, one-way delay, jitter, loss, duplicate and reorder statistics from raw rows."""
-    r = samples.rows
-    n = len(r)
-    got = r["recv_ns"] >= 0
-    ns = 1e-9
-    rtt_by_seq = np.where(got, (r["recv_ns"] - r["send_ns"]) * ns, np.nan)
-    rtt = rtt_by_seq[got]
-    m = describe(rtt, confidence, "rtt")
+    """Compute RTT, one-way delay, jitter, loss, duplicate and reorder statistics from raw rows.
 
+    Works on the compact chunks (``SampleSet.chunks()``): each delay series is collected as
+    narrow integer offsets and only the order statistics the estimates need are selected
+    (``netslo.order_stats``), so 10 M requests need tens of MB, not GB. Every percentile, CI
+    bound, count and proportion is the one the sorted-array definitions above give, bit for bit;
+    means are summed in fixed blocks (last-digit rounding may differ from a sum in sorted order)."""
+    chunks = samples.chunks()
+    n = len(samples)
+    c = _counts(chunks)
+    received = c["received"]
+    m = {}
+
+    jitter = Rfc3550() if c["in_order"] else None
+    rtt, rtt_moments = _series(chunks, "rtt", n, jitter)
+    rtt_at = rtt.pick(_needed_ranks(rtt.n, confidence))
+    m.update(_estimates("rtt", rtt.n, lambda r: float(seconds(rtt_at[r])), rtt_moments, confidence))
+    pdv_moments = None
+    if rtt.n:   # PDV = RTT - min RTT as floats, as ``pdv`` computes it
+        rtt_min = seconds(rtt_at[1])
+        pdv_moments = Moments().add_blocks(seconds(v) - rtt_min for v in _values(chunks, "rtt")).finish()
+    del rtt
+
+    any_srv = any(ChunkDelays(ch).srv.any() for ch in chunks)
     shared_clock = bool(samples.meta.get("shared_clock", False))
-    srv = got & (r["srv_rx_ns"] >= 0) & (r["srv_tx_ns"] >= 0)
-    if srv.any():
-        m.update(describe((r["srv_tx_ns"][srv] - r["srv_rx_ns"][srv]) * ns, confidence, "server_time"))
-    if shared_clock and srv.any():
-        up = np.where(srv, (r["srv_rx_ns"] - r["send_ns"]) * ns, np.nan)
-        down = np.where(srv, (r["recv_ns"] - r["srv_tx_ns"]) * ns, np.nan)
-        m.update(describe(up[srv], confidence, "owd_up"))
-        m.update(describe(down[srv], confidence, "owd_down"))
-        m.update(describe(np.abs(ipdv(up)), confidence, "ipdv_up"))
-        m.update(describe(np.abs(ipdv(down)), confidence, "ipdv_down"))
-    m.update(describe(np.abs(ipdv(rtt_by_seq)), confidence, "ipdv"))
-    m.update(describe(pdv(rtt), confidence, "pdv"))
+    if any_srv:
+        m.update(_describe_series(chunks, "server_time", n, confidence))
+    if shared_clock and any_srv:
+        m.update(_describe_series(chunks, "owd_up", n, confidence))
+        m.update(_describe_series(chunks, "owd_down", n, confidence))
+        m.update(_describe_ipdv(chunks, "owd_up", n, confidence, "ipdv_up"))
+        m.update(_describe_ipdv(chunks, "owd_down", n, confidence, "ipdv_down"))
+    m.update(_describe_ipdv(chunks, "rtt", n, confidence, "ipdv"))
+    m.update(_estimates("pdv", received, lambda r: float(seconds(rtt_at[r]) - rtt_min),
+                        pdv_moments, confidence))
 
-    arrival_order = np.argsort(np.where(got, r["arrival"], np.iinfo(np.int64).max), kind="stable")[:got.sum()]
-    j = rfc3550_jitter(rtt_by_seq[arrival_order])
-    m["rfc3550"] = Estimate(j, j, j, int(got.sum()))
-    timer = (r["send_ns"] - r["sched_ns"]) * ns
-    m.update(describe(timer[r["send_ns"] >= 0], confidence, "timer_error"))
+    if jitter is None:
+        j, c["reordered"] = _arrival_order_fallback(chunks)
+    else:
+        j = jitter.value()
+    m["rfc3550"] = Estimate(j, j, j, received)
+    m.update(_describe_series(chunks, "timer_error", n, confidence))
 
-    received = int(got.sum())
     lost = n - received
-    up_lost = int(((r["srv_seen"] == 0) & ~got).sum())
-    down_lost = int(((r["srv_seen"] == 1) & ~got).sum())
-    unknown_split = int(((r["srv_seen"] < 0) & ~got).sum())
-    dups = int(r["dups"].sum())
-    reordered = reorder_count(r["seq"][arrival_order])
+    up_lost, down_lost, unknown_split = c["lost_up"], c["lost_down"], c["lost_unknown_direction"]
     m["loss"] = proportion(lost, n, confidence)
     if unknown_split == 0:
         m["loss_up"] = proportion(up_lost, n, confidence)
         m["loss_down"] = proportion(down_lost, max(n - up_lost, 0), confidence)
-    m["dup"] = proportion(dups, max(received, 1), confidence)
-    m["reorder"] = proportion(reordered, max(received, 1), confidence)
+    m["dup"] = proportion(c["duplicates"], max(received, 1), confidence)
+    m["reorder"] = proportion(c["reordered"], max(received, 1), confidence)
     counts = {"sent": n, "received": received, "lost": lost, "lost_up": up_lost,
               "lost_down": down_lost, "lost_unknown_direction": unknown_split,
-              "duplicates": dups, "reordered": reordered}
+              "duplicates": c["duplicates"], "reordered": c["reordered"]}
     return Analysis(m, counts)
+
+
+def percentile_ranks(n: int, q: float, confidence: float = DEFAULT_CONFIDENCE) -> tuple[int, int, int]:
+    """1-based ranks (point, CI low, CI high) of percentile q of n values, as ``percentile_estimate``
+    reads them (CI ranks 0 or n+1 = unbounded)."""
+    return (point_rank(n, q), *percentile_ci_ranks(n, q, confidence))
+
+
+def _needed_ranks(n: int, confidence: float) -> set:
+    ranks = {1, n}
+    for q in PERCENTILES:
+        ranks.update(percentile_ranks(n, q, confidence))
+    return {r for r in ranks if 1 <= r <= n}
+
+
+def _estimates(prefix: str, n: int, at, moments, confidence: float) -> dict:
+    """min/mean/percentiles/max Estimates as ``describe`` makes them; ``at(rank)`` = the value of
+    1-based rank ``rank`` in ascending order (seconds)."""
+    if n == 0:
+        nan = Estimate(math.nan, -math.inf, math.inf, 0)
+        return {f"{prefix}.{k}": nan for k in ["min", "mean", *map(q_name, PERCENTILES), "max"]}
+    from scipy import stats as sps
+    out = {}
+    lo = at(1)
+    out[f"{prefix}.min"] = Estimate(lo, lo, lo, n)
+    mean = moments.mean
+    half = float(sps.norm.ppf(0.5 + confidence / 2) * moments.std() / math.sqrt(n)) if n > 1 else math.inf
+    out[f"{prefix}.mean"] = Estimate(mean, mean - half, mean + half, n)
+    for q in PERCENTILES:
+        point, lo_r, hi_r = percentile_ranks(n, q, confidence)
+        out[f"{prefix}.{q_name(q)}"] = Estimate(at(point), at(lo_r) if lo_r >= 1 else -math.inf,
+                                                at(hi_r) if hi_r <= n else math.inf, n)
+    hi = at(n)
+    out[f"{prefix}.max"] = Estimate(hi, hi, hi, n)
+    return out
+
+
+def _values(chunks, name: str):
+    """Series ``name`` (see ``netslo.delays``) chunk by chunk, in row order (int64 ns)."""
+    for ch in chunks:
+        yield ChunkDelays(ch).series(name)
+
+
+def _series(chunks, name: str, capacity: int, jitter=None) -> tuple[OrderStatistics, Moments]:
+    """Series ``name`` of every chunk fed to an ``OrderStatistics`` and ``Moments`` (seconds);
+    ``jitter``, if given, gets the seconds too, in row order."""
+    lo, hi = delays.bounds(chunks, name) or (0, 0)
+    stats, moments = OrderStatistics(lo, hi, capacity), Moments()
+    for v in _values(chunks, name):
+        stats.add(v)
+        f = seconds(v)
+        moments.add(f)
+        if jitter is not None:
+            jitter.add(f)
+    return stats, moments.finish()
+
+
+def _describe_series(chunks, name: str, capacity: int, confidence: float) -> dict:
+    s, moments = _series(chunks, name, capacity)
+    at = s.pick(_needed_ranks(s.n, confidence))
+    return _estimates(name, s.n, lambda r: float(seconds(at[r])), moments, confidence)
+
+
+# |IPDV| of consecutive requests is |F(a) - F(b)| with F(x) = x * 1e-9 rounded to a double. For
+# |a|, |b| <= 2^49 ns (6.5 days) the rounding errors stay below a quarter of 1 ns, so a smaller
+# integer |a - b| never gives a larger float: order statistics are selected on the exact integers
+# and resolved to the exact floats within the one group of equal |a - b| each rank falls in.
+MONOTONE_LIMIT = 2**49
+TABLE_LIMIT = 1 << 24          # wanted keys below this are looked up in a table, else bisected
+
+
+def _describe_ipdv(chunks, name: str, capacity: int, confidence: float, prefix: str) -> dict:
+    lo, hi = delays.bounds(chunks, name) or (0, 0)
+    exact_ints = max(abs(lo), abs(hi)) <= MONOTONE_LIMIT
+    moments = Moments()
+    keys = OrderStatistics(0, hi - lo if exact_ints else 0, capacity if exact_ints else 0)
+    floats = []
+    for x, pair in delays.pairs(chunks, name):
+        v = delays.ipdv_seconds(x, pair)
+        moments.add(v)
+        if exact_ints:
+            keys.add(np.abs(np.diff(x))[pair])
+        else:
+            floats.append(v)
+    moments.finish()
+    if not exact_ints:  # astronomically large delays: sort the floats themselves
+        v = np.sort(np.concatenate(floats)) if floats else np.empty(0)
+        return _estimates(prefix, len(v), lambda r: float(v[r - 1]), moments, confidence)
+    if not keys.n:
+        return _estimates(prefix, 0, None, moments, confidence)
+    n = keys.n
+    picked = keys.pick(_needed_ranks(n, confidence))
+    below = keys.smaller(picked)          # rank -> how many keys are smaller than its key
+    del keys
+    wanted = np.unique(np.array(list(picked.values()), dtype=np.int64))
+    table = None
+    if wanted[-1] < TABLE_LIMIT:
+        table = np.zeros(int(wanted[-1]) + 2, dtype=bool)      # last slot: every larger key
+        table[wanted] = True
+    group_k, group_v = [], []
+    for x, pair in delays.pairs(chunks, name):
+        k = np.abs(np.diff(x))
+        if table is not None:
+            hit = pair & table[np.minimum(k, len(table) - 1)]
+        else:
+            hit = pair & (wanted[np.minimum(np.searchsorted(wanted, k), len(wanted) - 1)] == k)
+        group_k.append(k[hit])
+        group_v.append(delays.ipdv_seconds(x, hit))
+    gk, gv = np.concatenate(group_k), np.concatenate(group_v)
+    groups = {int(key): np.sort(gv[gk == key]) for key in wanted}
+    return _estimates(prefix, n, lambda r: float(groups[picked[r]][r - 1 - below[r]]), moments, confidence)
+
+
+class Rfc3550:
+    """``rfc3550_jitter`` of transit times fed in arrival order, piece by piece (the same filter
+    state carried from piece to piece, so the result does not depend on the pieces)."""
+
+    def __init__(self):
+        self.zi = np.zeros(1)
+        self.last = None
+        self.y = math.nan
+
+    def add(self, t: np.ndarray) -> None:
+        if not len(t):
+            return
+        from scipy import signal
+        d = np.abs(np.diff(t if self.last is None else np.concatenate([self.last, t])))
+        self.last = t[-1:]
+        if len(d):
+            y, self.zi = signal.lfilter([1 / 16.0], [1.0, -15 / 16.0], d, zi=self.zi)
+            self.y = float(y[-1])
+
+    def value(self) -> float:
+        return self.y
+
+
+def _counts(chunks) -> dict:
+    """Received/lost/duplicate counts, and whether responses arrived in seq order (then also the
+    reordered count: arrivals whose seq is lower than one already arrived)."""
+    c = {"received": 0, "lost_up": 0, "lost_down": 0, "lost_unknown_direction": 0, "duplicates": 0,
+         "reordered": 0, "in_order": True}
+    last_arrival, top_seq = None, None
+    for ch in chunks:
+        got = ChunkDelays(ch).got
+        lost = ~got
+        c["received"] += int(got.sum())
+        seen = ch.constant("srv_seen")
+        if seen is None:
+            seen = ch.values("srv_seen")
+            c["lost_up"] += int(((seen == 0) & lost).sum())
+            c["lost_down"] += int(((seen == 1) & lost).sum())
+            c["lost_unknown_direction"] += int(((seen < 0) & lost).sum())
+        elif seen in (0, 1) or seen < 0:
+            c["lost_up" if seen == 0 else ("lost_down" if seen == 1 else "lost_unknown_direction")] += int(lost.sum())
+        c["duplicates"] += ch.total("dups")
+        arrival = ch.values("arrival")[got]
+        seq = ch.values("seq")[got]
+        if not len(arrival) or not c["in_order"]:
+            continue
+        a = arrival if last_arrival is None else np.concatenate([[last_arrival], arrival])
+        if (np.diff(a) <= 0).any() or arrival[-1] == np.iinfo(np.int64).max:
+            c["in_order"] = False
+            continue
+        last_arrival = arrival[-1]
+        s = seq if top_seq is None else np.concatenate([[top_seq], seq])
+        running = np.maximum.accumulate(s)
+        c["reordered"] += int((s[1:] < running[:-1]).sum())
+        top_seq = running[-1]
+    return c
+
+
+def _arrival_order_fallback(chunks) -> tuple[float, int]:
+    """rfc3550 jitter and reordered count when responses did not arrive in seq order: the
+    definitions above on whole columns (a stable sort by arrival)."""
+    def col(name):
+        return np.concatenate([ch.values(name) for ch in chunks])
+    got = np.concatenate([ChunkDelays(ch).got for ch in chunks])
+    recv, send = col("recv_ns"), col("send_ns")
+    rtt_by_seq = np.where(got, seconds(recv - send), np.nan)
+    del recv, send
+    order = np.argsort(np.where(got, col("arrival"), np.iinfo(np.int64).max), kind="stable")[:int(got.sum())]
+    return rfc3550_jitter(rtt_by_seq[order]), reorder_count(col("seq")[order])
 
 
 # ---- comparisons between two runs (regression detection) ---------------------------------------

@@ -27,14 +27,26 @@ class ProbeSpec:
         return d
 
 
-def run(spec: ProbeSpec):
-    """Dispatch to the protocol's probe. Returns a SampleSet."""
+def run(spec: ProbeSpec, sink=None):
+    """Dispatch to the protocol's probe. Returns a SampleSet.
+
+    ``sink`` (e.g. ``netslo.sample_file.ChunkWriter``) receives the rows as compact chunks; the
+    udp and tcp probes stream them while they run (``netslo.stream``), the others hand over their
+    rows at the end. With a sink the returned set carries the metadata only."""
     from . import http, tcp, udp
-    table = {"udp": udp.run, "tcp-rr": tcp.run, "tcp-crr": tcp.run, "http": http.run, "http-new": http.run}
+    streaming = {"udp": udp.run, "tcp-rr": tcp.run, "tcp-crr": tcp.run}
+    table = {"http": http.run, "http-new": http.run}
     table.update(protocol_probes())
+    if spec.protocol in streaming:
+        return streaming[spec.protocol](spec, sink)
     if spec.protocol not in table:
-        raise ValueError(f"protocol: value {spec.protocol!r} — expected one of {sorted(table)}")
-    return table[spec.protocol](spec)
+        raise ValueError(f"protocol: value {spec.protocol!r} — expected one of {sorted(table) + sorted(streaming)}")
+    result = table[spec.protocol](spec)
+    if sink is None:
+        return result
+    for chunk in result.chunks():
+        sink.write(chunk)
+    return type(result)(meta=result.meta, chunks=[])
 
 
 # Protocol breadth (issue 7): WebSocket, HTTPS, MQTT, ICMP. Names are also the agent's choices.

@@ -14,12 +14,13 @@ import select
 import socket
 from collections import deque
 
-from .. import samples, wire
+from .. import samples, stream, wire
 from ..sockopts import set_nodelay, set_tos
 from ..timing import now_ns, pin_cpu, set_timer_slack
 from . import ProbeSpec
 
 RECV_CHUNK = 1 << 20
+RETIRE_EVERY = 1024          # requests between checks for rows that are final (streamed runs)
 
 
 class _Conn:
@@ -61,8 +62,8 @@ def _open(spec: ProbeSpec, blocking: bool) -> _Conn:
     return _Conn(sock, rc == 0)
 
 
-def _feed(conn: _Conn, data: bytes, t: int, rows) -> list[int]:
-    """Parse answer bytes; fill rows of completed seqs; return the completed seqs."""
+def _feed(conn: _Conn, data: bytes, t: int, rows) -> list[tuple]:
+    """Parse answer bytes; fill rows of completed seqs; return (seq, row or None) of each."""
     done, i, n = [], 0, len(data)
     while i < n:
         if conn.current is None:
@@ -84,22 +85,24 @@ def _feed(conn: _Conn, data: bytes, t: int, rows) -> list[int]:
         conn.current = (seq, rx, tx, tos, left, total)
         if left == 0:
             row = rows[seq]
-            row["recv_ns"], row["srv_rx_ns"], row["srv_tx_ns"] = t, rx, tx
-            row["resp_bytes"], row["tos_srv"], row["srv_seen"] = total, tos, 1
+            if row is not None:         # None: its block is already written (streamed run), late
+                row["recv_ns"], row["srv_rx_ns"], row["srv_tx_ns"] = t, rx, tx
+                row["resp_bytes"], row["tos_srv"], row["srv_seen"] = total, tos, 1
             conn.current = None
-            done.append(seq)
+            done.append((seq, row))
     return done
 
 
-def run(spec: ProbeSpec) -> samples.SampleSet:
-    """Run tcp-rr or tcp-crr according to ``spec.protocol``."""
+def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
+    """Run tcp-rr or tcp-crr according to ``spec.protocol``; rows are streamed to ``sink`` in
+    chunks as they become final (``netslo.stream``); returns the set (metadata only when ``sink``
+    writes a file)."""
     pin_cpu(spec.cpu)
     set_timer_slack(1)
     per_request = spec.protocol == "tcp-crr"
     n = spec.count
-    rows = samples.empty(n)
-    rows["req_bytes"] = max(spec.req_bytes, wire.TCP_REQ.size)
-    rows["tos_sent"] = spec.tos
+    rows = stream.RowStream(n, settle_ns=int(spec.wait * 1e9), sink=sink,
+                            defaults={"req_bytes": max(spec.req_bytes, wire.TCP_REQ.size), "tos_sent": spec.tos})
     conns: list[_Conn] = []
     persistent = None if per_request else _open(spec, blocking=True)
     if persistent:
@@ -112,8 +115,11 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
     while True:
         t = now_ns()
         if seq < n and t >= start + seq * interval_ns:
-            rows[seq]["sched_ns"] = start + seq * interval_ns
-            rows[seq]["send_ns"] = t
+            row = rows[seq]
+            row["sched_ns"] = start + seq * interval_ns
+            row["send_ns"] = t
+            if seq % RETIRE_EVERY == 0:
+                rows.retire(t)
             try:
                 if per_request:
                     c = _open(spec, blocking=False)
@@ -166,9 +172,10 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
             if not data:
                 c.dead = True
                 continue
-            for s in _feed(c, data, t2, rows):
-                rows[s]["arrival"] = arrivals
-                arrivals += 1
+            for s, row in _feed(c, data, t2, rows):
+                if row is not None:
+                    row["arrival"] = arrivals
+                    arrivals += 1
                 if c.pending and c.pending[0] == s:
                     c.pending.popleft()
             if per_request and not c.pending:
@@ -180,4 +187,4 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
                 persistent = None
     for c in conns:
         c.sock.close()
-    return samples.SampleSet(rows, spec.meta())
+    return rows.finish(spec.meta())

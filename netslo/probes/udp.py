@@ -14,12 +14,13 @@ import socket
 
 import numpy as np
 
-from .. import samples, wire
+from .. import samples, stream, wire
 from ..sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
 from ..timing import now_ns, pin_cpu, set_timer_slack
 from . import ProbeSpec
 
 FIN_TRIES = 5
+RETIRE_EVERY = 1024          # sends between checks for rows that are final (streamed runs)
 FIN_TIMEOUT_S = 0.3
 
 
@@ -46,6 +47,8 @@ def _drain(sock, flow, rows, state) -> None:
         if kind != wire.UDP_REPLY or seq >= n:
             continue
         row = rows[seq]
+        if row is None:             # its block is already written (streamed run): late
+            continue
         if row["recv_ns"] >= 0:
             row["dups"] += 1
             continue
@@ -60,8 +63,10 @@ def _drain(sock, flow, rows, state) -> None:
         state["received"] += 1
 
 
-def run(spec: ProbeSpec) -> samples.SampleSet:
-    """Run the probe; returns one row per scheduled request (see ``samples``)."""
+def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
+    """Run the probe; one row per scheduled request (see ``samples``), streamed to ``sink`` in
+    chunks as they become final (``netslo.stream``) when the run is too long for the responder's
+    FIN bitmap to split its loss anyway; returns the set (metadata only when ``sink`` writes a file)."""
     pin_cpu(spec.cpu)
     set_timer_slack(1)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -71,9 +76,8 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
     flow = int.from_bytes(os.urandom(8), "big")
     n = spec.count
-    rows = samples.empty(n)
-    rows["req_bytes"] = max(spec.req_bytes, wire.UDP_HDR.size)
-    rows["tos_sent"] = spec.tos
+    rows = stream.RowStream(n, settle_ns=int(spec.wait * 1e9), sink=sink, keep_all=n <= wire.MAX_FIN_SEQS,
+                            defaults={"req_bytes": max(spec.req_bytes, wire.UDP_HDR.size), "tos_sent": spec.tos})
     state = {"arrivals": 0, "received": 0, "fin": None}
     interval_ns = int(spec.interval * 1e9)
     size = max(spec.req_bytes, wire.UDP_HDR.size)
@@ -93,12 +97,15 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
         t = now_ns()
         template[seq_off:seq_off + 8] = seq.to_bytes(8, "big")
         template[send_off:send_off + 8] = t.to_bytes(8, "big", signed=True)
-        rows[seq]["sched_ns"] = sched
-        rows[seq]["send_ns"] = t
+        row = rows[seq]
+        row["sched_ns"] = sched
+        row["send_ns"] = t
         try:
             sock.send(template)
         except OSError:
             pass  # counted as lost; the send error is visible as srv_seen == 0
+        if seq % RETIRE_EVERY == 0:
+            rows.retire(t)
 
     deadline = now_ns() + int(spec.wait * 1e9)
     while state["received"] < n and (t := now_ns()) < deadline:
@@ -126,7 +133,7 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
         seen = np.unpackbits(bits, bitorder="little")[:n] if len(bits) else np.zeros(0, np.uint8)
         full = np.zeros(n, dtype=np.int8)
         full[:len(seen)] = seen
-        rows["srv_seen"] = full
+        rows.set_column("srv_seen", full)
     meta = spec.meta()
     meta.update(flow=flow, fin_answered=state["fin"] is not None)
-    return samples.SampleSet(rows, meta)
+    return rows.finish(meta)

@@ -238,7 +238,7 @@ def _enough(n: int, q: float | None) -> bool:
 
 def block_requests(parts: list[SampleSet], block_s: float) -> int:
     """Requests per bootstrap block: ``block_s`` divided by the median send interval."""
-    gaps = [np.diff(s.rows["sched_ns"]) for s in parts if len(s) > 1]
+    gaps = [np.diff(s.column("sched_ns")) for s in parts if len(s) > 1]
     gaps = np.concatenate(gaps) if gaps else np.empty(0)
     interval = float(np.median(gaps)) * 1e-9 if len(gaps) else 0.0
     return max(1, round(block_s / interval)) if interval > 0 else 1

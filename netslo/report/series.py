@@ -10,57 +10,54 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import delays
+from ..delays import ChunkDelays
+from ..order_stats import seconds
 from ..samples import SampleSet
-from ..stats import ipdv, pdv
 
 NS = 1e-9
 DELAY_SERIES = ("rtt", "owd_up", "owd_down", "ipdv", "ipdv_up", "ipdv_down", "pdv", "server_time",
                 "timer_error")
 
 
+def _joined(parts, dtype) -> np.ndarray:
+    parts = list(parts)
+    return np.concatenate(parts) if parts else np.empty(0, dtype)
+
+
 def received(samples: SampleSet) -> np.ndarray:
     """Boolean mask of requests whose response arrived."""
-    return samples.rows["recv_ns"] >= 0
+    return _joined((ChunkDelays(ch).got for ch in samples.chunks()), bool)
 
 
 def rtt_by_seq(samples: SampleSet) -> np.ndarray:
     """RTT (s) per request in schedule order, NaN where lost."""
-    r = samples.rows
-    return np.where(received(samples), (r["recv_ns"] - r["send_ns"]) * NS, np.nan)
-
-
-def _server_mask(samples: SampleSet) -> np.ndarray:
-    r = samples.rows
-    return received(samples) & (r["srv_rx_ns"] >= 0) & (r["srv_tx_ns"] >= 0)
+    def chunk(ch):
+        cd = ChunkDelays(ch)
+        out = np.full(ch.rows, np.nan)
+        out[cd.got] = seconds(cd.series("rtt"))
+        return out
+    return _joined(map(chunk, samples.chunks()), np.float64)
 
 
 def series(samples: SampleSet, name: str) -> np.ndarray:
     """The raw values of one series (seconds; 'loss' gives 1.0 per lost request, 0.0 otherwise).
 
     Returns an empty array when the series cannot be measured (e.g. one-way delay without a shared
-    clock). Raises ValueError for an unknown name."""
-    r = samples.rows
-    got = received(samples)
-    if name == "rtt":
-        return rtt_by_seq(samples)[got]
+    clock). Raises ValueError for an unknown name. Read from the compact chunks (no 73-byte rows)."""
+    chunks = samples.chunks()
     if name == "loss":
-        return (~got).astype(np.float64)
-    if name == "ipdv":
-        return np.abs(ipdv(rtt_by_seq(samples)))
+        return (~received(samples)).astype(np.float64)
+    if name in ("owd_up", "owd_down", "ipdv_up", "ipdv_down") and not samples.meta.get("shared_clock", False):
+        return np.empty(0)
+    if name in delays.SERIES:
+        return seconds(_joined((ChunkDelays(ch).series(name) for ch in chunks), np.int64))
+    if name in ("ipdv", "ipdv_up", "ipdv_down"):
+        of = {"ipdv": "rtt", "ipdv_up": "owd_up", "ipdv_down": "owd_down"}[name]
+        return _joined((delays.ipdv_seconds(x, pair) for x, pair in delays.pairs(chunks, of)), np.float64)
     if name == "pdv":
-        return pdv(rtt_by_seq(samples)[got])
-    if name == "timer_error":
-        return ((r["send_ns"] - r["sched_ns"]) * NS)[r["send_ns"] >= 0]
-    srv = _server_mask(samples)
-    if name == "server_time":
-        return ((r["srv_tx_ns"] - r["srv_rx_ns"]) * NS)[srv]
-    if name in ("owd_up", "owd_down", "ipdv_up", "ipdv_down"):
-        if not samples.meta.get("shared_clock", False):
-            return np.empty(0)
-        up = np.where(srv, (r["srv_rx_ns"] - r["send_ns"]) * NS, np.nan)
-        down = np.where(srv, (r["recv_ns"] - r["srv_tx_ns"]) * NS, np.nan)
-        d = up if name.endswith("up") else down
-        return np.abs(ipdv(d)) if name.startswith("ipdv") else d[srv]
+        rtt = series(samples, "rtt")
+        return rtt - rtt.min() if len(rtt) else rtt
     raise ValueError(f"series: value {name!r} — expected one of {', '.join(DELAY_SERIES + ('loss',))}")
 
 
