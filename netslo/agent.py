@@ -5,7 +5,7 @@
     python -m netslo.agent probe udp|tcp-rr|tcp-crr|http|http-new|ws|wss|https|https-new|
                           mqtt-qos0|mqtt-qos1|mqtt-qos2|icmp --target HOST:PORT
                           [--count N] [--interval 2ms] [--req-size 1k] [--resp-size 1k]
-                          [--tos EF|46|0xb8...] [--no-nodelay] [--wait 1s] [--cpu N] --out FILE|-
+                          [--tos EF|46|0xb8...] [--no-nodelay] [--wait 1s] [--cpu N] [--progress] --out FILE|-
     python -m netslo.agent bulk --target HOST:PORT [--duration 6s] [--omit 1s] [--cc bbr] [--sndbuf 512KiB]
     python -m netslo.agent reap [--dry-run]
     python -m netslo.agent netem capability|lookup|apply|read|remove [--pod-ip IP] [--direction egress|ingress]
@@ -62,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--wait", default="1s")
     q.add_argument("--cpu", type=int)
     q.add_argument("--out", required=True)
+    q.add_argument("--progress", action="store_true", help="a line per chunk of requests on stderr")
     r = sub.add_parser("reap", help="remove what killed netslo runs left behind")
     r.add_argument("--dry-run", action="store_true")
     return p
@@ -113,17 +114,22 @@ def _serve(args) -> int:
 
 def _probe(args) -> int:
     """Run a probe. To a file, rows are streamed as compact chunks while the probe runs (memory
-    stays bounded however long it runs); to stdout they are kept compact and written at the end."""
-    from . import probes, sample_file
+    stays bounded however long it runs); to stdout they are kept compact and written at the end.
+    ``--progress``: one line per chunk on stderr (``netslo.soak_progress``)."""
+    from . import probes, sample_file, stream
+    from .soak_progress import ProgressSink
     spec = probe_spec(args)
+
+    def sink(inner):
+        return ProgressSink(inner) if args.progress else inner
     if args.out == "-":
-        data = probes.run(spec).to_bytes()
+        data = probes.run(spec, sink=sink(stream.ChunkList())).to_bytes()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return 0
     with open(args.out + ".tmp", "wb") as f:
         writer = sample_file.ChunkWriter(f)
-        result = probes.run(spec, sink=writer)
+        result = probes.run(spec, sink=sink(writer))
         writer.close(result.meta)
     os.replace(args.out + ".tmp", args.out)
     return 0

@@ -58,8 +58,9 @@ class OrderStatistics:
     """Exact order statistics of an int64 series known to lie in [lo, hi], fed piece by piece.
 
     A small span (at most ``COUNT_LIMIT``, 16 MB of counts) is counted value by value and no copy
-    of the series is kept; a larger one is kept as narrow offsets (``IntSeries``) and partitioned
-    in place. Either way ``pick`` gives exactly what a sort of the whole series would."""
+    of the series is kept; a larger one is kept as narrow offsets (``IntSeries``), then counted if
+    the values turn out to span little, else partitioned in place. Either way ``pick`` gives
+    exactly what a sort of the whole series would."""
 
     def __init__(self, lo: int, hi: int, capacity: int):
         self.lo, self.span, self.n = int(lo), int(hi) - int(lo), 0
@@ -97,10 +98,24 @@ class OrderStatistics:
             self._below = np.cumsum(self.hist)
             return {r: self.lo + int(np.searchsorted(self._below, r)) for r in ranks}
         data = self.series.offsets
+        if self.n and self._count_kept(data):
+            return self.pick(ranks)
         if ranks:
             data.partition([r - 1 for r in ranks])
         self._picked = {r: data[r - 1] for r in ranks}
         return {r: self.lo + int(v) for r, v in self._picked.items()}
+
+    def _count_kept(self, data: np.ndarray) -> bool:
+        """Switch to counting when the values kept turn out to span little (the interval given up
+        front can be much wider, e.g. a difference of differences)."""
+        low, high = int(data.min()), int(data.max())
+        if high - low > COUNT_LIMIT or high - low > 4 * self.n:
+            return False
+        hist = np.zeros(high - low + 1, dtype=np.int64)
+        for i in range(0, len(data), COUNT_SLICE):
+            hist += np.bincount(data[i:i + COUNT_SLICE].astype(np.int64) - low, minlength=len(hist))
+        self.lo, self.span, self.hist, self.series, self.counting = self.lo + low, high - low, hist, None, True
+        return True
 
     def smaller(self, picked: dict) -> dict:
         """{rank: how many values are smaller than the rank's value}, right after ``pick``."""

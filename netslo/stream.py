@@ -5,17 +5,27 @@ Rows live in blocks of ``block`` consecutive seqs. Once every request of a block
 newest of them more than ``settle_ns`` ago (the probe's ``--wait``, which the last request of any
 run gets too), the block is final: it is encoded (``netslo.compact``, a few bytes per request) and
 handed to ``sink.write`` (a ``sample_file.ChunkWriter`` streams it to disk) and its rows are
-dropped. A soak of hours therefore holds at most a few blocks of rows, whatever its length.
+dropped, by a writer thread so the probe's sending never pauses for it. A soak of hours therefore
+holds at most a few blocks of rows, whatever its length.
 A response for a request whose block was written counts in ``late`` (meta ``late_responses``) and
 changes nothing: in a streamed run a request is lost when it is not answered within ``--wait``.
 """
 
 from __future__ import annotations
 
+import queue
+import sys
+import threading
+
 import numpy as np
 
 from . import compact
-from .samples import CHUNK_ROWS, SampleSet, empty
+from .samples import SampleSet, empty
+
+
+BLOCK_ROWS = 1 << 16        # rows per block (and per chunk written): 4.8 MB of rows, ~10 ms to encode
+QUEUED_BLOCKS = 1           # final blocks waiting for the writer thread at most (then the probe waits)
+SWITCH_INTERVAL_S = 0.0002  # while the writer thread runs: longest the probe waits for the GIL
 
 
 class ChunkList:
@@ -34,13 +44,17 @@ class RowStream:
     nothing before ``finish`` (a run that fills a column at its very end)."""
 
     def __init__(self, n: int, *, settle_ns: int, sink=None, defaults: dict | None = None,
-                 keep_all: bool = False, block: int = CHUNK_ROWS):
+                 keep_all: bool = False, block: int | None = None, background: bool = True):
         self.n = n
+        self.background = background
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
         self.settle_ns = settle_ns
         self.sink = ChunkList() if sink is None else sink
         self.defaults = dict(defaults or {})
         self.keep_all = keep_all
-        self.block = block
+        self.block = block or BLOCK_ROWS
         self.blocks: dict[int, np.ndarray] = {}
         self.written = 0          # blocks handed to the sink (all seqs below written * block)
         self.ranks = 0            # known arrivals in the written blocks
@@ -89,11 +103,33 @@ class RowStream:
 
     def _write(self, b: int) -> None:
         rows = self._rows(b)
-        chunk = compact.encode(rows, start=b * self.block, rank_start=self.ranks)
-        self.ranks += chunk.count("arrival")
-        self.sink.write(chunk)
+        job = (rows, b * self.block, self.ranks)
+        self.ranks += int(np.count_nonzero(rows["arrival"] != compact.UNKNOWN))
         del self.blocks[b]
         self.written = b + 1
+        if not self.background:
+            self._encode(*job)
+            return
+        if self._thread is None:
+            self._switch = sys.getswitchinterval()
+            sys.setswitchinterval(SWITCH_INTERVAL_S)   # the probe's thread gets the GIL back soon
+            self._queue = queue.Queue(maxsize=QUEUED_BLOCKS)
+            self._thread = threading.Thread(target=self._work, name="netslo-row-stream", daemon=True)
+            self._thread.start()
+        self._queue.put(job)
+
+    def _encode(self, rows: np.ndarray, start: int, ranks: int) -> None:
+        self.sink.write(compact.encode(rows, start=start, rank_start=ranks))
+
+    def _work(self) -> None:
+        """The writer thread: encode and hand over blocks in order, so a probe never stops sending
+        for a block's encoding."""
+        while (job := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    self._encode(*job)
+                except BaseException as e:  # reported by finish()
+                    self._error = e
 
     def set_column(self, name: str, values: np.ndarray) -> None:
         """Assign a whole column; only before anything was written."""
@@ -113,6 +149,13 @@ class RowStream:
         streamed = self.written > 0
         for b in range(self.written, self._count()):
             self._write(b)
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+            sys.setswitchinterval(self._switch)
+        if self._error is not None:
+            raise self._error
         if streamed:
             meta = dict(meta, late_responses=self.late)
         return SampleSet(meta=meta, chunks=getattr(self.sink, "chunks", []))

@@ -32,7 +32,8 @@ def run(spec: ProbeSpec, sink=None):
 
     ``sink`` (e.g. ``netslo.sample_file.ChunkWriter``) receives the rows as compact chunks; the
     udp and tcp probes stream them while they run (``netslo.stream``), the others hand over their
-    rows at the end. With a sink the returned set carries the metadata only."""
+    rows at the end. With a sink the returned set holds what the sink keeps in memory (all chunks
+    for ``stream.ChunkList``, none for a file writer: then the metadata only)."""
     from . import http, tcp, udp
     streaming = {"udp": udp.run, "tcp-rr": tcp.run, "tcp-crr": tcp.run}
     table = {"http": http.run, "http-new": http.run}
@@ -46,7 +47,7 @@ def run(spec: ProbeSpec, sink=None):
         return result
     for chunk in result.chunks():
         sink.write(chunk)
-    return type(result)(meta=result.meta, chunks=[])
+    return type(result)(meta=result.meta, chunks=getattr(sink, "chunks", []))
 
 
 # Protocol breadth (issue 7): WebSocket, HTTPS, MQTT, ICMP. Names are also the agent's choices.

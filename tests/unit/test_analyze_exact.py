@@ -135,18 +135,22 @@ def test_moments_do_not_depend_on_how_values_are_fed():
     assert whole.mean == pytest.approx(x.mean(), rel=1e-13) and whole.std() == pytest.approx(x.std(ddof=1), rel=1e-12)
 
 
-@pytest.mark.parametrize("span", [49, order_stats.COUNT_LIMIT + 1])
-def test_order_statistics_are_those_of_a_sort(span):
-    """Counted (small span) or partitioned (large span): values and how many are smaller."""
+@pytest.mark.parametrize("span, given", [(49, 0), (order_stats.COUNT_LIMIT + 1, 0), (49, 2**40)])
+def test_order_statistics_are_those_of_a_sort(span, given):
+    """Counted (small span), partitioned (large span) or kept then counted (a wide interval given,
+    narrow values): values and how many are smaller."""
     rng = np.random.default_rng(8)
     for n in (1, 5, 1000, 50_000):
         x = np.concatenate([rng.integers(0, 50, n - 1), [span]]) - 7
         ranks = [1, n, (n + 1) // 2, int(rng.integers(1, n + 1))]
-        s = order_stats.OrderStatistics(-7, span - 7, n)
+        s = order_stats.OrderStatistics(-7 - given, span - 7 + given, n)
         for i in range(0, n, 333):
             s.add(x[i:i + 333])
-        assert s.counting == (span <= order_stats.COUNT_LIMIT and span <= 4 * n)
+        counted = span + 2 * given <= order_stats.COUNT_LIMIT and span + 2 * given <= 4 * n
+        assert s.counting == counted
         picked = s.pick(ranks)
+        actual = int(x.max() - x.min())
+        assert s.counting == (counted or (actual <= order_stats.COUNT_LIMIT and actual <= 4 * n))
         xs = np.sort(x)
         assert picked == {r: int(xs[r - 1]) for r in ranks}
         assert s.smaller(picked) == {r: int((x < xs[r - 1]).sum()) for r in ranks}

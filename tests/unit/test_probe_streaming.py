@@ -1,0 +1,61 @@
+"""A probe streams its rows to the agent's --out file while it runs (loopback UDP responder in a
+thread), and the live progress lines hold each chunk's exact statistics."""
+
+import io
+import math
+import socket
+import threading
+
+import numpy as np
+
+from benchmarks.synthetic_samples import synthetic
+from netslo import agent, soak_progress, stream, wire
+from netslo.responders import udp as udp_responder
+from netslo.samples import SampleSet
+from netslo.units import format_duration, format_percent
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_udp_probe_streams_chunks_to_the_out_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(stream, "BLOCK_ROWS", 512)
+    monkeypatch.setattr(wire, "MAX_FIN_SEQS", 100)      # too many requests for the FIN bitmap: streamed
+    port, stopping, ready = _free_port(), threading.Event(), threading.Event()
+    t = threading.Thread(target=udp_responder.serve, args=(port, "127.0.0.1", ready.set, stopping.is_set), daemon=True)
+    t.start()
+    assert ready.wait(5)
+    try:
+        out = tmp_path / "soak.npz"
+        rc = agent.main(["probe", "udp", "--target", f"127.0.0.1:{port}", "--count", "3000", "--interval", "200us",
+                         "--wait", "200ms", "--progress", "--out", str(out)])
+    finally:
+        stopping.set()
+        t.join(5)
+    assert rc == 0
+    s = SampleSet.load(out)
+    assert len(s) == 3000 and len(s.chunks()) == 6 and "late_responses" in s.meta
+    assert list(s.column("seq")) == list(range(3000))
+    got = s.column("recv_ns") >= 0
+    assert got.mean() > 0.5
+    arrival = s.column("arrival")
+    assert sorted(arrival[got]) == list(range(int(got.sum())))
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 6 and lines[0].startswith("netslo.agent: requests 0-511: rtt p50 ")
+
+
+def test_progress_line_is_the_chunks_exact_statistics():
+    s = synthetic(5000)
+    buf = io.StringIO()
+    sink = soak_progress.ProgressSink(stream.ChunkList(), out=buf)
+    sink.write(s.chunks()[0])
+    recv, send = s.column("recv_ns"), s.column("send_ns")
+    rtt = np.sort((recv - send)[recv >= 0]) * 1e-9
+    p50, p99 = (format_duration(float(rtt[math.ceil(q * len(rtt)) - 1])) for q in (0.5, 0.99))
+    lost = format_percent(float((recv < 0).mean()))
+    assert buf.getvalue() == (f"netslo.agent: requests 0-4999: rtt p50 {p50} p99 {p99}, loss {lost} "
+                              f"| so far 5000 sent, loss {lost}\n")
+    assert sink.chunks == s.chunks()
