@@ -2,8 +2,9 @@
 
 A chunk holds consecutive rows. Each field is stored as
 
-  presence   rows whose value is not -1 (the "unknown" sentinel, which costs no value): every row,
-             no row, the same rows as an earlier field, or one bit per row
+  presence   rows whose value is not -1 (the "unknown" sentinel, which costs no value; 0 for the
+             counters resp_bytes and dups): every row, no row, the same rows as an earlier field,
+             or one bit per row
   ref        what the value is stored relative to, per row: nothing, the global row number
              (``seq``), the number of earlier present values of the field over the whole set
              (``arrival``), ``step`` x the row number in the chunk (an open-loop schedule), or
@@ -23,6 +24,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 UNKNOWN = -1
+ABSENT = {"resp_bytes": 0, "dups": 0}     # counters whose usual "nothing" is 0, not -1
+
+
+def absent(name: str) -> int:
+    """The value that costs nothing to store in field ``name`` (-1 = unknown, or 0 for counters)."""
+    return ABSENT.get(name, UNKNOWN)
 
 # field -> references to try, the first one giving the smallest offsets wins (decoding follows
 # this order: a field's reference is decoded before it)
@@ -67,7 +74,7 @@ class Chunk:
     columns: dict
 
     def present(self, name: str) -> np.ndarray:
-        """Boolean mask of rows whose ``name`` is not -1."""
+        """Boolean mask of rows whose ``name`` is not ``absent(name)`` (-1, or 0 for counters)."""
         p = self.columns[name].presence
         if isinstance(p, str):
             if p == "all":
@@ -108,7 +115,7 @@ class Chunk:
         return self.values(c.ref)
 
     def values(self, name: str) -> np.ndarray:
-        """Every row's value of ``name`` (int64, -1 where unknown)."""
+        """Every row's value of ``name`` (int64; ``absent(name)`` where none is stored)."""
         c = self.columns[name]
         ref = self.reference(name)
         if c.everywhere:
@@ -117,7 +124,7 @@ class Chunk:
             rel = self.relative(name)
             return rel if ref is None else ref + rel
         mask = self.present(name)
-        out = np.full(self.rows, UNKNOWN, dtype=np.int64)
+        out = np.full(self.rows, absent(name), dtype=np.int64)
         out[mask] = self.relative(name) if ref is None else ref[mask] + self.relative(name)
         return out
 
@@ -127,15 +134,16 @@ class Chunk:
         return c.base if c.everywhere and c.offsets is None and c.ref == "none" else None
 
     def total(self, name: str) -> int:
-        """Exact sum of the known values of a field stored without a reference."""
+        """Exact sum of every row's value of ``name``."""
         c = self.columns[name]
+        missing = (self.rows - self.count(name)) * absent(name)
         if c.ref != "none":
-            return int(self.values(name)[self.present(name)].sum())
+            return int(self.values(name)[self.present(name)].sum()) + missing
         if c.offsets is None:
-            return self.count(name) * c.base
+            return self.count(name) * c.base + missing
         high = int((c.offsets >> np.uint8(32)).sum(dtype=np.uint64)) if c.offsets.itemsize == 8 else 0
         low = int((c.offsets & np.uint64(0xFFFFFFFF) if high else c.offsets).sum(dtype=np.uint64))
-        return self.count(name) * c.base + (high << 32) + low
+        return self.count(name) * c.base + (high << 32) + low + missing
 
     def to_rows(self, dtype: np.dtype) -> np.ndarray:
         """The structured rows of this chunk, bit-exact."""
@@ -193,7 +201,7 @@ def encode(rows: np.ndarray, start: int = 0, rank_start: int = 0) -> Chunk:
     cols, decoded, masks = {}, {}, {}
     for name, refs in REFERENCES.items():
         v = rows[name].astype(np.int64)
-        mask = v != UNKNOWN
+        mask = v != absent(name)
         presence = _presence(mask, masks)
         if not isinstance(presence, str):
             masks[name] = mask                       # a later field with the same rows refers to it

@@ -71,6 +71,16 @@ def test_columns_are_stored_in_the_smallest_exact_type():
     assert c["arrival"].offsets is None                                     # arrival order = seq order
 
 
+def test_counters_cost_nothing_where_they_are_zero():
+    rows = synthetic_rows(0, 1000)
+    rows["recv_ns"][::7] = -1
+    got = rows["recv_ns"] >= 0
+    rows["resp_bytes"][got] = 1000          # what a probe stores: the answer's size, 0 when lost
+    c = SampleSet(rows.copy()).chunks()[0].columns
+    assert c["resp_bytes"].presence == "same:recv_ns" and c["resp_bytes"].offsets is None
+    assert_same_rows(SampleSet.from_bytes(SampleSet(rows.copy()).to_bytes()).rows, rows)
+
+
 def test_format_1_files_still_read(tmp_path):
     rows = random_rows(np.random.default_rng(3), 300)
     buf = io.BytesIO()
