@@ -3,7 +3,8 @@ between two pods of the embedded pod network times out or is refused.
 
 For each network namespace on the path (client pod, client node, server node, server pod):
 ``tc -s qdisc`` (the path's devices and their counters), ``iptables-save -c`` (rules with packet and
-byte counters), ``ip neigh`` and ``ip route``; for the client pod also ``ss -tin`` (state of its TCP
+byte counters), ``ip -br link`` (state and MAC of the path's devices, to compare with the neighbour
+entries), ``ip neigh`` and ``ip route``; for the client pod also ``ss -tin`` (state of its TCP
 flows: retransmits, rtt, cwnd). Every command has a short timeout and the whole collection a time
 budget, so a wedged namespace cannot hang the error path.
 
@@ -29,6 +30,7 @@ MESSAGE_LINES = 20        # per section in the error message
 
 POD_COMMANDS = (("tc -s qdisc", ["tc", "-s", "qdisc", "show"]),
                 ("iptables-save -c", ["iptables-save", "-c"]),
+                ("ip -br link", ["ip", "-br", "link", "show"]),
                 ("ip neigh", ["ip", "neigh", "show"]),
                 ("ip route", ["ip", "route", "show"]))
 FLOW_COMMAND = ("ss -tin", ["ss", "-tin"])
@@ -80,6 +82,14 @@ def qdisc_blocks(text: str, devices: tuple[str, ...] | None) -> str:
     return "\n".join(kept) or f"(no qdisc on {', '.join(devices or ('any device',))})"
 
 
+def link_lines(text: str, devices: tuple[str, ...] | None) -> str:
+    """``ip -br link`` output reduced to ``devices`` (None: every device but the loopback)."""
+    kept = [ln for ln in text.splitlines()
+            if ln.split() and (ln.split()[0].split("@")[0] in devices if devices is not None
+                               else ln.split()[0] != "lo")]
+    return "\n".join(kept) or text
+
+
 def _flows(text: str) -> str:
     """``ss -tin`` output; a header alone says so (the client process had closed its sockets)."""
     return text if len(text.splitlines()) > 1 else "(no open TCP flow in this namespace)"
@@ -114,6 +124,8 @@ def collect(places: list[Place], flow: Place | None = None, budget_s: float = BU
                 text = qdisc_blocks(text, place.devices)
             elif title == "iptables-save -c":
                 text = _iptables(text)
+            elif title == "ip -br link":
+                text = link_lines(text, place.devices)
             elif title == "ss -tin":
                 text = _flows(text)
         sections[f"{title}: {place.label}"] = cut(text, SECTION_LINES)

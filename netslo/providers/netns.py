@@ -265,7 +265,10 @@ class NetnsCluster(Cluster):
                 # Calico node, whose default route covers 169.254.1.1): give it such a route.
                 ipr.route("add", dst="169.254.1.1/32", oif=eth)
             if self.datapath in ("bridge", "vxlan"):
-                ipr.link("add", ifname="cni0", kind="bridge", mtu=self.mtu)
+                # A fixed address: a bridge left to itself takes its ports' lowest MAC, so a new pod
+                # would move the gateway's MAC under the pods that cached it (their frames to the old
+                # address are dropped as PACKET_OTHERHOST until the neighbour entry expires).
+                ipr.link("add", ifname="cni0", kind="bridge", mtu=self.mtu, address=self._gateway_mac(i))
                 br = self._up(ipr, "cni0")
                 ipr.addr("add", index=br, address=f"10.244.{i}.1", prefixlen=24)
             if self.datapath == "vxlan":
@@ -288,7 +291,13 @@ class NetnsCluster(Cluster):
 
     @staticmethod
     def _vtep_mac(i: int) -> str:
+        """MAC of node i's VXLAN device (10.244.i.0); 0a:58 + the IPv4 address, as CNI plugins do."""
         return f"0a:58:0a:f4:{i:02x}:00"
+
+    @staticmethod
+    def _gateway_mac(i: int) -> str:
+        """MAC of node i's bridge, the pods' gateway 10.244.i.1."""
+        return f"0a:58:0a:f4:{i:02x}:01"
 
     # -- pods
     def add_pod(self, name: str, node: str, *, host_network: bool = False,

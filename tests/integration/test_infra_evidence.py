@@ -15,7 +15,7 @@ from netslo.providers.netns import NetnsCluster
 from netslo.qos import shaping
 
 PLACES = ("client pod client", "client node node1", "server node node0", "server pod server")
-COMMANDS = ("tc -s qdisc", "iptables-save -c", "ip neigh", "ip route")
+COMMANDS = ("tc -s qdisc", "iptables-save -c", "ip -br link", "ip neigh", "ip route")
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +56,8 @@ def test_connect_timeout_carries_the_paths_evidence(cl):
     assert len(e.value.evidence) == len(PLACES) * len(COMMANDS) + 1
     assert "default via 10.244.1.1 dev eth0" in next(v for k, v in e.value.evidence.items()
                                                      if k.startswith("ip route: client pod"))
+    links = next(v for k, v in e.value.evidence.items() if k.startswith("ip -br link: client node"))
+    assert re.search(r"^cni0 +UP +0a:58:0a:f4:01:01 ", links, re.M), links   # the gateway MAC, to compare
 
 
 def test_a_hung_run_is_looked_at_before_it_is_killed(cl):

@@ -99,3 +99,29 @@ def test_two_clusters_in_one_process_do_not_reap_each_other():
         with NetnsCluster(nodes=1) as second:
             assert len(_ours(first.run_id)) == 2 and len(_ours(second.run_id)) == 2
         assert len(_ours(first.run_id)) == 2  # still alive after the second came and went
+
+
+@pytest.mark.parametrize("datapath", ["bridge", "vxlan"])
+def test_gateway_mac_stays_put_when_a_pod_with_a_lower_mac_joins_the_node(datapath):
+    """A Linux bridge without an assigned address takes the lowest MAC of its ports, so a new pod
+    could move the gateway's MAC under the pods already on the node. A pod whose cached gateway MAC
+    is then another pod's host-veth address has its frames dropped (PACKET_OTHERHOST) until the
+    neighbour entry expires: tens of seconds of silent loss. The gateway's address must not move."""
+    def set_mac(pod, mac):
+        with NetNS(c.node_netns(pod.node)) as ipr:
+            ipr.link("set", index=ipr.link_lookup(ifname=pod.host_interface)[0], address=mac)
+
+    def gateway_mac():
+        with NetNS(c.node_netns("node1")) as ipr:
+            return ipr.get_links(ifname="cni0")[0].get_attr("IFLA_ADDRESS")
+
+    with NetnsCluster(nodes=2, datapath=datapath) as c:
+        srv, first, old = c.add_pod("server", "node0"), c.add_pod("first", "node1"), c.add_pod("old", "node1")
+        set_mac(first, "02:00:00:00:00:02")
+        ports = c.start_responders(srv, ("udp",))
+        spec = ProbeSpec("udp", srv.ip, ports["udp"], count=50, interval=0.001)
+        assert stats.analyze(c.probe(old, spec)).counts["received"] == 50   # caches the gateway's MAC
+        before = gateway_mac()
+        set_mac(c.add_pod("new", "node1"), "02:00:00:00:00:01")
+        a = stats.analyze(c.probe(old, spec))
+        assert (a.counts["received"], gateway_mac()) == (50, before), a.counts

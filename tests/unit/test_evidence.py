@@ -27,6 +27,18 @@ def test_tc_output_keeps_only_the_path_devices_with_their_counters():
     assert evidence.qdisc_blocks(TC, ("cni0",)) == "(no qdisc on cni0)"
 
 
+LINKS = """lo               UNKNOWN        00:00:00:00:00:00 <LOOPBACK,UP,LOWER_UP>
+eth0@if3         UP             26:ca:1d:7e:a4:01 <BROADCAST,MULTICAST,UP,LOWER_UP>
+cni0             UP             0a:58:0a:f4:01:01 <BROADCAST,MULTICAST,UP,LOWER_UP>
+veth4@if2        UP             f2:5c:a1:9a:6c:9b <BROADCAST,MULTICAST,UP,LOWER_UP>
+veth5@if2        UP             a6:e3:47:30:63:c8 <BROADCAST,MULTICAST,UP,LOWER_UP>"""
+
+
+def test_link_lines_keep_the_path_devices_by_name_without_the_peer_suffix():
+    assert [ln.split()[0] for ln in evidence.link_lines(LINKS, ("veth4", "cni0")).splitlines()] == ["cni0", "veth4@if2"]
+    assert "lo " not in evidence.link_lines(LINKS, None) and "veth5@if2" in evidence.link_lines(LINKS, None)
+
+
 def test_sections_are_cut_and_say_how_much_was_left_out():
     text = "\n".join(f"line {i}" for i in range(50))
     assert evidence.cut(text, 3) == "line 0\nline 1\nline 2\n... (47 more lines)"
