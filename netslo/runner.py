@@ -14,6 +14,7 @@ from .probes import ProbeSpec
 from .providers.base import Cluster, Pod
 from .samples import SampleSet
 from .scenario import RESPONDER_OF, Scenario
+from .phase_times import timed_call
 from .stats import Analysis, analyze
 from .units import format_duration
 
@@ -122,6 +123,7 @@ def require_measurable(thresholds: list, scenario: Scenario, cluster: Cluster) -
         raise Unsupported(f"{scenario.id} on provider {cluster.provider}: " + "; ".join(why), "capability")
 
 
+@timed_call("analysis")
 def judge_all(analysis: Analysis, thresholds: list, confidence: float, final: bool = True) -> list:
     """Every threshold judged: a metric without data fails with the reason; with ``final`` an
     inconclusive check is decided (point estimate if the CI is bounded, else insufficient)."""

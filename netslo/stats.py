@@ -20,6 +20,7 @@ import numpy as np
 from . import delays
 from .delays import ChunkDelays
 from .order_stats import Moments, OrderStatistics, seconds
+from .phase_times import timed_call
 from .samples import SampleSet
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
@@ -161,6 +162,7 @@ def reorder_count(seq_in_arrival_order: np.ndarray) -> int:
     return int((s[1:] < running_max[:-1]).sum())
 
 
+@timed_call("analysis")
 def analyze(samples: SampleSet, confidence: float = DEFAULT_CONFIDENCE) -> Analysis:
     """Compute RTT, one-way delay, jitter, loss, duplicate and reorder statistics from raw rows.
 

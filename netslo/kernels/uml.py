@@ -37,6 +37,7 @@ from pathlib import Path
 
 from ..errors import InfrastructureError, SpecError, Unsupported
 from ..impair import capability
+from ..phase_times import timed_call
 from ..providers.base import Cluster, Pod
 from ..procs import LIVE_RUNS, owned_elsewhere_or_here
 
@@ -216,6 +217,7 @@ class UmlCluster(Cluster):
             raise
 
     # -- boot
+    @timed_call("user-mode-linux boot")
     def _boot(self, mem: str) -> None:
         d = self.dir
         (d / "req").mkdir(parents=True, exist_ok=True)
@@ -295,6 +297,7 @@ class UmlCluster(Cluster):
     def nodes(self) -> list[str]:
         return [f"node{i}" for i in range(self.node_count)]
 
+    @timed_call("pods")
     def add_pod(self, name: str, node: str, *, host_network: bool = False,
                 annotations: dict | None = None) -> Pod:
         d = self.call("add_pod", name=name, node=node, host_network=host_network, annotations=annotations or {})
@@ -304,12 +307,14 @@ class UmlCluster(Cluster):
         self._pods[name] = pod
         return pod
 
+    @timed_call("responders")
     def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http")) -> dict[str, int]:
         return self.call("start_responders", pod=pod.name, protocols=list(protocols))
 
     def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
         return self.exec_in(pod, ["__agent__", *args], timeout)
 
+    @timed_call("bulk flows and pod commands")
     def exec_in(self, pod: Pod, argv: list[str], timeout: float = 60.0) -> bytes:
         """Run a command in the pod's namespace inside the guest ('__agent__' = the netslo agent)."""
         out = self.call("exec_in", _timeout=timeout + 30.0, pod=pod.name, argv=list(argv), timeout=timeout)
@@ -329,6 +334,7 @@ class UmlCluster(Cluster):
         env["cpu_pinning"] = "uml (single guest CPU)"
         return env
 
+    @timed_call("teardown")
     def close(self) -> None:
         if self._closed:
             return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from netslo import progress, runner
+from netslo import phase_times, progress, runner
 from netslo import slo as slo_mod
 from netslo.errors import InfrastructureError, NotEnoughSamples, Unsupported
 from netslo.plugin.gate import skip, skip_unsupported
@@ -29,14 +29,16 @@ def netslo_cluster(netslo_options):
     """The cluster of this session; everything it created is removed at the end (also on Ctrl-C)."""
     o = netslo_options
     try:
-        with progress.phase(f"provider {o.provider} up ({', '.join(f'{k}={v}' for k, v in o.provider_options.items() if v is not None)})"):
+        with progress.phase(f"provider {o.provider} up ({', '.join(f'{k}={v}' for k, v in o.provider_options.items() if v is not None)})"), \
+                phase_times.timed("provider up"):
             c = make_provider(o.provider, **o.provider_options).up()
     except (Unsupported, InfrastructureError) as e:   # a cluster that cannot come up is an error, never a skip
         raise InfrastructureError(f"provider {o.provider} did not come up: {e}") from None
     try:
         yield c
     finally:
-        c.close()
+        with phase_times.timed("teardown"):
+            c.close()
 
 
 @pytest.fixture(scope="session")

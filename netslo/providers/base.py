@@ -11,6 +11,7 @@ import abc
 from dataclasses import dataclass, field
 
 from ..errors import InfrastructureError
+from ..phase_times import timed_call
 from ..probes import ProbeSpec
 from ..samples import SampleSet
 
@@ -64,6 +65,7 @@ class Cluster(abc.ABC):
     def close(self) -> None:
         """Remove everything this cluster created. Idempotent."""
 
+    @timed_call("probing")
     def probe(self, pod: Pod, spec: ProbeSpec) -> SampleSet:
         """Run one probe in ``pod`` and return its raw samples."""
         args = ["probe", spec.protocol, "--target", f"{spec.host}:{spec.port}",

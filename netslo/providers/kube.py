@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import progress
 from ..errors import InfrastructureError, SpecError
+from ..phase_times import timed_call
 from . import kube_manifests as km
 from . import kube_reap
 from .base import RESPONDER_PORTS, Cluster, Pod
@@ -169,6 +170,7 @@ class KubeCluster(Cluster):
         return "unknown"
 
     # ---- pods -------------------------------------------------------------------------------
+    @timed_call("pods")
     def add_pod(self, name: str, node: str, *, host_network: bool = False,
                 annotations: dict | None = None, responders=None) -> Pod:
         """Create an agent pod on ``node`` and wait until it is Ready (all responders listening).
@@ -208,6 +210,7 @@ class KubeCluster(Cluster):
     def pod_object(self, pod: Pod) -> dict:
         return self.api.get("pod", self.k8s_pod_name(pod), self.namespace)
 
+    @timed_call("responders")
     def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http"), *,
                          upstream: str | None = None) -> dict[str, int]:
         """protocol -> port once each responder listens.
@@ -270,6 +273,7 @@ class KubeCluster(Cluster):
             self._tls_synced[pod.name] = host_dir
         return [f"{TLS_ENV}={POD_TLS_DIR}"]
 
+    @timed_call("bulk flows and pod commands")
     def _exec(self, pod: Pod, command: list[str], timeout: float, input: bytes | None = None) -> bytes:
         return self.api.exec(self.namespace, self.k8s_pod_name(pod), "agent", command, timeout=timeout,
                              input=input)

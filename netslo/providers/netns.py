@@ -36,6 +36,7 @@ from pyroute2 import NetNS, netns
 
 from .. import evidence
 from ..errors import InfrastructureError, SpecError
+from ..phase_times import timed_call
 from ..procs import LIVE_RUNS, alive, owned_elsewhere_or_here
 from .base import RESPONDER_PORTS, Cluster, Pod
 
@@ -300,6 +301,7 @@ class NetnsCluster(Cluster):
         return f"0a:58:0a:f4:{i:02x}:01"
 
     # -- pods
+    @timed_call("pods")
     def add_pod(self, name: str, node: str, *, host_network: bool = False,
                 annotations: dict | None = None) -> Pod:
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,30}", name) or name in self._pods or name.startswith("node"):
@@ -365,6 +367,7 @@ class NetnsCluster(Cluster):
         env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         return env
 
+    @timed_call("responders")
     def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http")) -> dict[str, int]:
         ports = {}
         procs = []
@@ -395,6 +398,7 @@ class NetnsCluster(Cluster):
     def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
         return self.exec_in(pod, ["__agent__", *args], timeout)
 
+    @timed_call("bulk flows and pod commands")
     def exec_in(self, pod: Pod, argv: list[str], timeout: float = 60.0) -> bytes:
         """Run a command in the pod's network namespace ('__agent__' = the netslo agent).
 

@@ -1,0 +1,68 @@
+"""Where a run's wall time goes: seconds per kind of work (provider up, pods, probing, ...).
+
+``timed(kind)`` around a piece of engine work adds its wall time (s, monotonic clock) to ``kind``.
+Only the outermost timed block of a thread counts: a probe made while an impairment is verified is
+impairment time, an agent exec inside a probe is probing time, so the kinds never overlap and their
+sum never exceeds the wall time. Work on threads other than the one that started the run is
+counted when that thread is the outermost timer of its own (e.g. a background bulk flow's start).
+
+``totals()`` is a copy of seconds and calls per kind; ``reset()`` starts over (the pytest plugin
+resets at session start and writes ``phases.json`` at the end, see ``netslo.plugin.timing``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from functools import wraps
+
+KINDS = ("provider up", "user-mode-linux boot", "pods", "responders", "impairment apply/verify/clear",
+         "probing", "bulk flows and pod commands", "analysis", "reports", "teardown")
+
+_lock = threading.Lock()
+_seconds: dict[str, float] = {}
+_calls: dict[str, int] = {}
+_depth = threading.local()
+
+
+@contextmanager
+def timed(kind: str):
+    """Add the block's wall time to ``kind`` unless an outer timed block of this thread runs."""
+    if kind not in KINDS:
+        raise ValueError(f"phase kind: value {kind!r} — expected one of {', '.join(KINDS)}")
+    depth = getattr(_depth, "n", 0)
+    _depth.n = depth + 1
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        _depth.n = depth
+        if depth == 0:
+            dt = time.monotonic() - t0
+            with _lock:
+                _seconds[kind] = _seconds.get(kind, 0.0) + dt
+                _calls[kind] = _calls.get(kind, 0) + 1
+
+
+def timed_call(kind: str):
+    """Decorator form of ``timed``."""
+    def wrap(fn):
+        @wraps(fn)
+        def inner(*args, **kwargs):
+            with timed(kind):
+                return fn(*args, **kwargs)
+        return inner
+    return wrap
+
+
+def totals() -> dict[str, dict]:
+    """kind -> {"seconds": s, "calls": n}, in ``KINDS`` order, kinds never timed left out."""
+    with _lock:
+        return {k: {"seconds": _seconds[k], "calls": _calls[k]} for k in KINDS if k in _seconds}
+
+
+def reset() -> None:
+    with _lock:
+        _seconds.clear()
+        _calls.clear()

@@ -1,0 +1,75 @@
+"""Wall time per kind of work: outermost block wins, kinds never overlap, bad kinds refused."""
+
+import threading
+import time
+
+import pytest
+
+from netslo import phase_times
+from netslo.plugin import timing
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    phase_times.reset()
+    yield
+    phase_times.reset()
+
+
+def test_nested_blocks_count_once_for_the_outermost_kind():
+    with phase_times.timed("impairment apply/verify/clear"):
+        with phase_times.timed("probing"):
+            time.sleep(0.05)
+    with phase_times.timed("probing"):
+        time.sleep(0.02)
+    t = phase_times.totals()
+    assert list(t) == ["impairment apply/verify/clear", "probing"]           # KINDS order
+    assert t["impairment apply/verify/clear"]["calls"] == 1 and t["probing"]["calls"] == 1
+    assert 0.05 <= t["impairment apply/verify/clear"]["seconds"] < 0.5
+    assert 0.02 <= t["probing"]["seconds"] < t["impairment apply/verify/clear"]["seconds"]
+
+
+def test_an_exception_still_counts_and_unwinds_the_depth():
+    with pytest.raises(RuntimeError):
+        with phase_times.timed("pods"):
+            raise RuntimeError("x")
+    with phase_times.timed("responders"):
+        pass
+    assert set(phase_times.totals()) == {"pods", "responders"}
+
+
+def test_each_thread_has_its_own_outermost_block():
+    def work():
+        with phase_times.timed("bulk flows and pod commands"):
+            time.sleep(0.01)
+    with phase_times.timed("probing"):
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    assert set(phase_times.totals()) == {"probing", "bulk flows and pod commands"}
+
+
+def test_an_unknown_kind_is_refused_with_the_list():
+    with pytest.raises(ValueError, match="phase kind: value 'probes' — expected one of provider up, "):
+        with phase_times.timed("probes"):
+            pass
+
+
+def test_decorator_keeps_name_and_result():
+    @phase_times.timed_call("analysis")
+    def f(x):
+        return x * 2
+    assert f(3) == 6 and f.__name__ == "f" and phase_times.totals()["analysis"]["calls"] == 1
+
+
+def test_summary_other_is_the_wall_time_no_kind_accounts_for_and_the_table_lists_modules():
+    state = {"modules": {}}
+    for nodeid, when, s in (("tests/cni/a.py::t1", "setup", 1.0), ("tests/cni/a.py::t1", "call", 2.0),
+                            ("tests/cni/a.py::t1", "teardown", 0.5), ("tests/cni/b.py::t2", "setup", 4.0)):
+        timing.record(state, nodeid, when, s)
+    out = timing.summary(state, 10.0, {"probing": {"seconds": 6.0, "calls": 2}})
+    assert out["other_s"] == 4.0
+    assert out["modules"]["tests/cni/a.py"] == {"tests": 1, "setup": 1.0, "call": 2.0, "teardown": 0.5}
+    lines = timing.table(out)
+    assert lines[0] == "wall 10.0 s" and "probing" in lines[1] and "60%" in lines[1]
+    assert lines[-1].startswith("  tests/cni/b.py: 4.0 s for 1 tests")
