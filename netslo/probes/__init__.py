@@ -30,19 +30,20 @@ class ProbeSpec:
 def run(spec: ProbeSpec, sink=None):
     """Dispatch to the protocol's probe. Returns a SampleSet.
 
-    ``sink`` (e.g. ``netslo.sample_file.ChunkWriter``) receives the rows as compact chunks; the
-    udp and tcp probes stream them while they run (``netslo.stream``), the others hand over their
-    rows at the end. With a sink the returned set holds what the sink keeps in memory (all chunks
-    for ``stream.ChunkList``, none for a file writer: then the metadata only)."""
-    from . import http, tcp, udp
-    streaming = {"udp": udp.run, "tcp-rr": tcp.run, "tcp-crr": tcp.run}
-    table = {"http": http.run, "http-new": http.run}
-    table.update(protocol_probes())
+    ``sink`` (e.g. ``netslo.sample_file.ChunkWriter``) receives the rows as compact chunks; every
+    probe but icmp streams them while it runs (``netslo.stream``); icmp hands over its rows at the
+    end (its 16-bit sequence caps a run at 65 535 requests). With a sink the returned set holds
+    what the sink keeps in memory (all chunks for ``stream.ChunkList``, none for a file writer:
+    then the metadata only)."""
+    from . import http, icmp, mqtt, tcp, udp, websocket
+    streaming = {"udp": udp.run, "tcp-rr": tcp.run, "tcp-crr": tcp.run, "http": http.run, "http-new": http.run,
+                 "https": http.run, "https-new": http.run, "ws": websocket.run, "wss": websocket.run,
+                 "mqtt-qos0": mqtt.run, "mqtt-qos1": mqtt.run, "mqtt-qos2": mqtt.run}
     if spec.protocol in streaming:
         return streaming[spec.protocol](spec, sink)
-    if spec.protocol not in table:
-        raise ValueError(f"protocol: value {spec.protocol!r} — expected one of {sorted(table) + sorted(streaming)}")
-    result = table[spec.protocol](spec)
+    if spec.protocol != "icmp":
+        raise ValueError(f"protocol: value {spec.protocol!r} — expected one of {sorted([*streaming, 'icmp'])}")
+    result = icmp.run(spec)
     if sink is None:
         return result
     for chunk in result.chunks():
@@ -52,9 +53,3 @@ def run(spec: ProbeSpec, sink=None):
 
 # Protocol breadth (issue 7): WebSocket, HTTPS, MQTT, ICMP. Names are also the agent's choices.
 PROTOCOL_PROBES = ("ws", "wss", "https", "https-new", "mqtt-qos0", "mqtt-qos1", "mqtt-qos2", "icmp")
-
-
-def protocol_probes() -> dict:
-    from . import http, icmp, mqtt, websocket
-    return {"ws": websocket.run, "wss": websocket.run, "https": http.run, "https-new": http.run,
-            "mqtt-qos0": mqtt.run, "mqtt-qos1": mqtt.run, "mqtt-qos2": mqtt.run, "icmp": icmp.run}

@@ -1,7 +1,8 @@
 """HTTP probe (aiohttp client), open loop: ``http`` keeps connections alive, ``http-new`` opens a
 new TCP connection per request (``force_close``); ``https``/``https-new`` are the same over TLS 1.3.
 Each request is a task started at its scheduled time; RTT = from the task issuing the request to
-the full response body read.
+the full response body read. Rows are streamed to the sink as they become final (``netslo.stream``)
+and finished tasks are dropped, so a soak's memory stays bounded.
 
 asyncio wakes timers with millisecond resolution: the timer error is recorded and reported.
 """
@@ -13,7 +14,7 @@ import socket
 
 import aiohttp
 
-from .. import samples, tlsca
+from .. import samples, stream, tlsca
 from ..sockopts import set_nodelay, set_tos
 from ..timing import now_ns, pin_cpu
 from . import ProbeSpec
@@ -51,13 +52,13 @@ async def _run(spec: ProbeSpec, rows) -> None:
 
         async def one(seq: int) -> None:
             nonlocal arrivals
-            row = rows[seq]
-            row["send_ns"] = now_ns()
+            rows[seq]["send_ns"] = now_ns()
             try:
                 async with session.post(url, data=body, headers=headers, **tls_args) as resp:
                     data = await resp.read()
                     t = now_ns()
-                    if resp.status != 200:
+                    row = rows[seq]        # fetched again: None once its block was written (late)
+                    if resp.status != 200 or row is None:
                         return
                     row["recv_ns"] = t
                     row["resp_bytes"] = len(data)
@@ -72,24 +73,29 @@ async def _run(spec: ProbeSpec, rows) -> None:
         loop = asyncio.get_running_loop()
         interval_ns = int(spec.interval * 1e9)
         start = now_ns() + 20_000_000
-        tasks = []
+        pending: set = set()       # tasks still running (finished ones are dropped)
         for seq in range(spec.count):
             sched = start + seq * interval_ns
             delay = (sched - now_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
             rows[seq]["sched_ns"] = sched
-            tasks.append(loop.create_task(one(seq)))
-        await asyncio.wait(tasks, timeout=spec.wait + 5.0)
-        for task in tasks:
+            task = loop.create_task(one(seq))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            if seq % stream.RETIRE_EVERY == 0:
+                rows.retire(now_ns())
+        if pending:
+            await asyncio.wait(pending, timeout=spec.wait + 5.0)
+        for task in list(pending):
             task.cancel()
 
 
-def run(spec: ProbeSpec) -> samples.SampleSet:
-    """Run the HTTP probe (keep-alive for ``http``, connection per request for ``http-new``)."""
+def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
+    """Run the HTTP probe (keep-alive for ``http``, connection per request for ``http-new``); rows
+    go to ``sink`` in chunks as they become final; returns the set (metadata only for a file sink)."""
     pin_cpu(spec.cpu)
-    rows = samples.empty(spec.count)
-    rows["req_bytes"] = spec.req_bytes
-    rows["tos_sent"] = spec.tos
+    rows = stream.RowStream(spec.count, settle_ns=int(spec.wait * 1e9), sink=sink,
+                            defaults={"req_bytes": spec.req_bytes, "tos_sent": spec.tos})
     asyncio.run(_run(spec, rows))
-    return samples.SampleSet(rows, spec.meta())
+    return rows.finish(spec.meta())

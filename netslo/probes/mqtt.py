@@ -23,9 +23,7 @@ import os
 import select
 import struct
 
-import numpy as np
-
-from .. import payload, samples, tcpinfo
+from .. import payload, samples, stream, tcpinfo
 from ..errors import InfrastructureError, SpecError
 from ..sockopts import set_nodelay, set_tos
 from ..timing import now_ns, pin_cpu, set_timer_slack
@@ -46,13 +44,15 @@ def qos_of(protocol: str) -> int:
 class Ledger:
     """Accounting of one run: which publish (seq) was acknowledged, delivered, duplicated.
 
-    ``rows`` is a ``samples.empty(n)`` array filled in place; messages of another run or with a
-    seq outside 0..n-1 are counted in ``foreign`` and otherwise ignored."""
+    ``rows`` is a ``samples.empty(n)`` array or a ``stream.RowStream`` filled in place (a row the
+    stream already wrote is None: an answer for it is late and changes nothing); messages of another
+    run or with a seq outside 0..n-1 are counted in ``foreign`` and otherwise ignored."""
 
-    def __init__(self, rows: np.ndarray, run: int, qos: int):
+    def __init__(self, rows, run: int, qos: int):
         self.rows, self.run, self.qos = rows, run, qos
         self.mid_to_seq: dict[int, int] = {}
         self.arrivals = 0
+        self.duplicates = 0
         self.acked = 0
         self.foreign = 0
         self.warm = False
@@ -65,7 +65,9 @@ class Ledger:
         """PUBACK (QoS 1) / PUBCOMP (QoS 2) for ``mid``: the broker has the message."""
         seq = self.mid_to_seq.pop(mid, None)
         if seq is not None and seq != WARMUP_SEQ:
-            self.rows[seq]["srv_seen"] = 1
+            row = self.rows[seq]
+            if row is not None:
+                row["srv_seen"] = 1
             self.acked += 1
 
     def delivered(self, data: bytes, t_ns: int) -> None:
@@ -84,8 +86,11 @@ class Ledger:
             self.foreign += 1
             return
         row = self.rows[seq]
+        if row is None:
+            return
         if row["recv_ns"] >= 0:
             row["dups"] += 1
+            self.duplicates += 1
             return
         row["recv_ns"], row["resp_bytes"], row["arrival"] = t_ns, len(data), self.arrivals
         self.arrivals += 1
@@ -95,9 +100,8 @@ class Ledger:
         return self.arrivals >= sent and (self.qos == 0 or not self.mid_to_seq)
 
     def summary(self) -> dict:
-        r = self.rows
-        return {"qos": self.qos, "delivered": int((r["recv_ns"] >= 0).sum()), "acked": self.acked,
-                "duplicates": int(r["dups"].sum()), "foreign": self.foreign}
+        return {"qos": self.qos, "delivered": self.arrivals, "acked": self.acked,
+                "duplicates": self.duplicates, "foreign": self.foreign}
 
 
 def _client(role: str, run: int, ledger: Ledger):
@@ -138,17 +142,17 @@ def _wait(clients, done, what: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
         _pump(clients, 0.05)
 
 
-def run(spec: ProbeSpec) -> samples.SampleSet:
-    """Run the MQTT probe; QoS from the protocol name (mqtt-qos0/1/2)."""
+def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
+    """Run the MQTT probe; QoS from the protocol name (mqtt-qos0/1/2). Rows go to ``sink`` in chunks
+    as they become final (``netslo.stream``); returns the set (metadata only for a file sink)."""
     qos = qos_of(spec.protocol)
     if not payload.MQTT_MSG.size <= spec.req_bytes <= MAX_MQTT_PAYLOAD:
         raise SpecError("--req-size", spec.req_bytes, f"{payload.MQTT_MSG.size}..{MAX_MQTT_PAYLOAD} bytes for mqtt")
     pin_cpu(spec.cpu)
     set_timer_slack(1)
     n = spec.count
-    rows = samples.empty(n)
-    rows["req_bytes"] = spec.req_bytes
-    rows["tos_sent"] = spec.tos
+    rows = stream.RowStream(n, settle_ns=int(spec.wait * 1e9), sink=sink,
+                            defaults={"req_bytes": spec.req_bytes, "tos_sent": spec.tos})
     run_id = struct.unpack("!I", os.urandom(4))[0]
     topic = f"netslo/{run_id:08x}/latency"
     ledger = Ledger(rows, run_id, qos)
@@ -173,10 +177,12 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
         while True:
             t = now_ns()
             if seq < n and t >= start + seq * interval_ns:
-                rows[seq]["sched_ns"] = start + seq * interval_ns
-                rows[seq]["send_ns"] = now_ns()
-                info = pub.publish(topic, payload.mqtt_message(run_id, seq, rows[seq]["send_ns"], spec.req_bytes),
-                                   qos=qos)
+                row = rows[seq]
+                row["sched_ns"] = start + seq * interval_ns
+                row["send_ns"] = sent = now_ns()
+                if seq % stream.RETIRE_EVERY == 0:
+                    rows.retire(sent)
+                info = pub.publish(topic, payload.mqtt_message(run_id, seq, sent, spec.req_bytes), qos=qos)
                 ledger.published(seq, info.mid)
                 seq += 1
                 continue
@@ -201,4 +207,4 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
                 c.loop_write()
             except Exception:
                 pass
-    return samples.SampleSet(rows, meta)
+    return rows.finish(meta)

@@ -20,7 +20,6 @@ from ..timing import now_ns, pin_cpu, set_timer_slack
 from . import ProbeSpec
 
 RECV_CHUNK = 1 << 20
-RETIRE_EVERY = 1024          # requests between checks for rows that are final (streamed runs)
 
 
 class _Conn:
@@ -118,7 +117,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
             row = rows[seq]
             row["sched_ns"] = start + seq * interval_ns
             row["send_ns"] = t
-            if seq % RETIRE_EVERY == 0:
+            if seq % stream.RETIRE_EVERY == 0:
                 rows.retire(t)
             try:
                 if per_request:

@@ -20,7 +20,6 @@ from ..timing import now_ns, pin_cpu, set_timer_slack
 from . import ProbeSpec
 
 FIN_TRIES = 5
-RETIRE_EVERY = 1024          # sends between checks for rows that are final (streamed runs)
 FIN_TIMEOUT_S = 0.3
 
 
@@ -104,7 +103,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
             sock.send(template)
         except OSError:
             pass  # counted as lost; the send error is visible as srv_seen == 0
-        if seq % RETIRE_EVERY == 0:
+        if seq % stream.RETIRE_EVERY == 0:
             rows.retire(t)
 
     deadline = now_ns() + int(spec.wait * 1e9)

@@ -6,9 +6,11 @@ and one warm-up exchange happen before the schedule starts. Each request is a bi
 schedule even when earlier answers are outstanding, so queueing shows as latency.
 RTT = from just before the request is handed to the WebSocket writer to the full answer message.
 
-While the run goes on, the probe reads TCP_INFO of its own socket after every answer; the series
-is in ``meta['tcp_info']`` (columns ``tcpinfo.ROW_FIELDS``) for the three-layer comparison, and
-``meta['nodelay']['client']`` records whether Nagle was off on the client socket.
+While the run goes on, the probe reads TCP_INFO of its own socket after every answer (after every
+``meta['tcp_info_stride']``-th one in runs longer than ``TCP_INFO_MAX_ROWS`` requests, so a soak's
+series stays bounded); the series is in ``meta['tcp_info']`` (columns ``tcpinfo.ROW_FIELDS``) for
+the three-layer comparison, and ``meta['nodelay']['client']`` records whether Nagle was off on the
+client socket. Rows are streamed to the sink as they become final (``netslo.stream``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import asyncio
 
 import aiohttp
 
-from .. import payload, samples, tcpinfo, tlsca, wire
+from .. import payload, samples, stream, tcpinfo, tlsca, wire
 from ..errors import SpecError
 from ..sockopts import set_nodelay
 from ..timing import now_ns, pin_cpu
@@ -25,6 +27,7 @@ from . import ProbeSpec
 from .http import _socket_factory  # TOS + Nagle on the socket aiohttp opens
 
 WARMUP_SEQ = 2 ** 64 - 1
+TCP_INFO_MAX_ROWS = 10_000   # TCP_INFO rows kept at most (every k-th answer beyond that)
 
 
 async def _run(spec: ProbeSpec, rows, meta: dict) -> None:
@@ -47,6 +50,7 @@ async def _run(spec: ProbeSpec, rows, meta: dict) -> None:
         if warm.type != aiohttp.WSMsgType.BINARY:
             raise ConnectionError(f"ws warm-up: got {warm.type.name} — expected a binary answer")
         series = meta["tcp_info"] = []
+        stride = meta["tcp_info_stride"] = max(1, -(-n // TCP_INFO_MAX_ROWS))
         state = {"arrivals": 0, "answered": 0}
         all_answered = asyncio.Event()
 
@@ -63,6 +67,8 @@ async def _run(spec: ProbeSpec, rows, meta: dict) -> None:
                 if seq >= n:
                     continue
                 row = rows[seq]
+                if row is None:          # its block was written: late (streamed run)
+                    continue
                 if row["recv_ns"] >= 0:
                     row["dups"] += 1
                     continue
@@ -70,10 +76,11 @@ async def _run(spec: ProbeSpec, rows, meta: dict) -> None:
                 row["resp_bytes"], row["srv_seen"] = len(msg.data), 1
                 row["arrival"] = state["arrivals"]
                 state["arrivals"] += 1
-                try:
-                    series.append([t, *tcpinfo.read(sock).row()])
-                except OSError:
-                    pass
+                if state["answered"] % stride == 0:
+                    try:
+                        series.append([t, *tcpinfo.read(sock).row()])
+                    except OSError:
+                        pass
                 state["answered"] += 1
                 if state["answered"] == n:
                     all_answered.set()
@@ -87,8 +94,11 @@ async def _run(spec: ProbeSpec, rows, meta: dict) -> None:
                 delay = (sched - now_ns()) / 1e9
                 if delay > 0:
                     await asyncio.sleep(delay)
-                rows[seq]["sched_ns"] = sched
-                rows[seq]["send_ns"] = now_ns()
+                row = rows[seq]
+                row["sched_ns"] = sched
+                row["send_ns"] = now_ns()
+                if seq % stream.RETIRE_EVERY == 0:
+                    rows.retire(row["send_ns"])
                 await ws.send_bytes(payload.ws_request(seq, spec.req_bytes, spec.resp_bytes))
             await asyncio.wait([recv_task, asyncio.ensure_future(all_answered.wait())],
                                timeout=spec.wait, return_when=asyncio.FIRST_COMPLETED)
@@ -106,16 +116,16 @@ async def _run(spec: ProbeSpec, rows, meta: dict) -> None:
     meta["tcp_info_fields"] = list(tcpinfo.ROW_FIELDS)
 
 
-def run(spec: ProbeSpec) -> samples.SampleSet:
-    """Run the WebSocket probe (``ws`` plain or ``wss`` TLS 1.3)."""
+def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
+    """Run the WebSocket probe (``ws`` plain or ``wss`` TLS 1.3); rows go to ``sink`` in chunks as
+    they become final; returns the set (metadata only for a file sink)."""
     if not payload.WS_REQ.size <= spec.req_bytes <= wire.MAX_TCP_MESSAGE:
         raise SpecError("--req-size", spec.req_bytes, f"{payload.WS_REQ.size}..{wire.MAX_TCP_MESSAGE} bytes for ws")
     if not payload.WS_RESP.size <= spec.resp_bytes <= wire.MAX_TCP_MESSAGE:
         raise SpecError("--resp-size", spec.resp_bytes, f"{payload.WS_RESP.size}..{wire.MAX_TCP_MESSAGE} bytes for ws")
     pin_cpu(spec.cpu)
-    rows = samples.empty(spec.count)
-    rows["req_bytes"] = spec.req_bytes
-    rows["tos_sent"] = spec.tos
+    rows = stream.RowStream(spec.count, settle_ns=int(spec.wait * 1e9), sink=sink,
+                            defaults={"req_bytes": spec.req_bytes, "tos_sent": spec.tos})
     meta = spec.meta()
     asyncio.run(_run(spec, rows, meta))
-    return samples.SampleSet(rows, meta)
+    return rows.finish(meta)

@@ -27,10 +27,14 @@ async def rr(request: web.Request) -> web.Response:
     return web.Response(body=_ZEROS[:size], headers={"X-Srv-Rx-Ns": str(rx), "X-Srv-Tx-Ns": str(now_ns())})
 
 
+async def healthz(_request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
 def make_app() -> web.Application:
     app = web.Application(client_max_size=wire.MAX_TCP_MESSAGE)
     app.router.add_post("/rr", rr)
-    app.router.add_get("/healthz", lambda _r: web.Response(text="ok\n"))
+    app.router.add_get("/healthz", healthz)
     return app
 
 

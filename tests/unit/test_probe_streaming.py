@@ -59,3 +59,81 @@ def test_progress_line_is_the_chunks_exact_statistics():
     assert buf.getvalue() == (f"netslo.agent: requests 0-4999: rtt p50 {p50} p99 {p99}, loss {lost} "
                               f"| so far 5000 sent, loss {lost}\n")
     assert sink.chunks == s.chunks()
+
+
+def test_http_probe_streams_and_drops_finished_requests(tmp_path, monkeypatch):
+    """http (keep-alive) through the agent to a file: chunks written while it runs (``late_responses``
+    exists only in a streamed run), every request answered on loopback, arrival ranks a permutation."""
+    from netslo.responders import http as http_responder
+    monkeypatch.setattr(stream, "BLOCK_ROWS", 256)
+    monkeypatch.setattr(stream, "RETIRE_EVERY", 64)
+    port, stopping, ready = _free_port(), threading.Event(), threading.Event()
+    t = threading.Thread(target=http_responder.serve, args=(port, "127.0.0.1", ready.set, stopping.is_set), daemon=True)
+    t.start()
+    assert ready.wait(10)
+    try:
+        out = tmp_path / "http.npz"
+        argv = ["probe", "http", "--target", f"127.0.0.1:{port}", "--count", "1200", "--interval", "1ms",
+                "--wait", "300ms", "--req-size", "100", "--resp-size", "200"]
+        assert agent.main([*argv, "--out", str(out)]) == 0
+    finally:
+        stopping.set()
+        t.join(10)
+    s = SampleSet.load(out)
+    assert len(s) == 1200 and len(s.chunks()) == 5 and s.meta["late_responses"] == 0
+    assert list(s.column("seq")) == list(range(1200))
+    got = s.column("recv_ns") >= 0
+    assert got.all(), f"{(~got).sum()} of 1200 unanswered on loopback"
+    assert sorted(s.column("arrival")) == list(range(1200))
+    assert set(s.column("req_bytes")) == {100} and set(s.column("resp_bytes")) == {200}
+    assert (s.column("recv_ns") > s.column("send_ns")).all() and (s.column("srv_rx_ns") > s.column("send_ns")).all()
+
+
+def test_ws_probe_streams_and_bounds_its_tcp_info_series(tmp_path, monkeypatch):
+    """ws through the agent to a file: streamed chunks, every request answered on loopback, and
+    beyond TCP_INFO_MAX_ROWS requests TCP_INFO is read after every k-th answer only."""
+    from netslo.probes import websocket as ws_probe
+    from netslo.responders import websocket as ws_responder
+    monkeypatch.setattr(stream, "BLOCK_ROWS", 256)
+    monkeypatch.setattr(stream, "RETIRE_EVERY", 64)
+    monkeypatch.setattr(ws_probe, "TCP_INFO_MAX_ROWS", 300)
+    port, stopping, ready = _free_port(), threading.Event(), threading.Event()
+    t = threading.Thread(target=ws_responder.serve, args=(port, "127.0.0.1"),
+                         kwargs={"ready": ready.set, "stop": stopping.is_set}, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    try:
+        out = tmp_path / "ws.npz"
+        assert agent.main(["probe", "ws", "--target", f"127.0.0.1:{port}", "--count", "1200", "--interval", "1ms",
+                           "--wait", "300ms", "--out", str(out)]) == 0
+    finally:
+        stopping.set()
+        t.join(10)
+    s = SampleSet.load(out)
+    assert len(s) == 1200 and len(s.chunks()) == 5 and s.meta["late_responses"] == 0
+    assert (s.column("recv_ns") >= 0).all() and sorted(s.column("arrival")) == list(range(1200))
+    assert s.meta["tcp_info_stride"] == 4 and len(s.meta["tcp_info"]) == 300
+
+
+def test_mqtt_probe_streams_through_the_broker(tmp_path, monkeypatch):
+    """mqtt-qos1 through netslo's broker to a file: streamed chunks, every publish delivered once and
+    acknowledged, the ledger's counts equal to the rows'."""
+    from netslo.responders import mqtt as broker
+    monkeypatch.setattr(stream, "BLOCK_ROWS", 256)
+    monkeypatch.setattr(stream, "RETIRE_EVERY", 64)
+    port, stopping, ready = _free_port(), threading.Event(), threading.Event()
+    t = threading.Thread(target=broker.serve, args=(port, "127.0.0.1"),
+                         kwargs={"ready": ready.set, "stop": stopping.is_set}, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    try:
+        out = tmp_path / "mqtt.npz"
+        assert agent.main(["probe", "mqtt-qos1", "--target", f"127.0.0.1:{port}", "--count", "1200",
+                           "--interval", "1ms", "--wait", "300ms", "--req-size", "64", "--out", str(out)]) == 0
+    finally:
+        stopping.set()
+        t.join(10)
+    s = SampleSet.load(out)
+    assert len(s) == 1200 and len(s.chunks()) == 5 and s.meta["late_responses"] == 0
+    assert (s.column("recv_ns") >= 0).all() and (s.column("srv_seen") == 1).all()
+    assert s.meta["mqtt"] == {"qos": 1, "delivered": 1200, "acked": 1200, "duplicates": 0, "foreign": 0}
