@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from ...errors import InfrastructureError
-from ..kube_wait import node_ready, wait_until, wait_workload
+from ..kube_wait import wait_nodes_ready, wait_workload
 from . import CniSpec, encapsulation as check_encapsulation, fetch, source as cni_source
 
 BANDWIDTH_PLUGIN = {"type": "bandwidth", "capabilities": {"bandwidth": True}}
@@ -166,13 +166,9 @@ def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_sub
             "bandwidth": spec.bandwidth}
 
 
-def wait_ready(kubectl, spec: CniSpec, timeout: float) -> None:
-    """Every workload of the CNI ready, then every node Ready (a CNI makes nodes Ready)."""
+def wait_ready(api, spec: CniSpec, timeout: float) -> None:
+    """Every workload of the CNI ready, then every node Ready (a CNI makes nodes Ready); both
+    through API watches (``kube_wait``), no polling."""
     for w in spec.ready:
-        wait_workload(kubectl, w.kind, w.namespace, w.name, f"CNI {spec.name}", timeout)
-
-    def nodes():
-        items = kubectl.get("nodes")
-        bad = [f"{n['metadata']['name']}: {node_ready(n)[1]}" for n in items if not node_ready(n)[0]]
-        return bool(items) and not bad, "; ".join(bad) or f"{len(items)} nodes Ready"
-    wait_until(f"CNI {spec.name}: nodes", timeout, nodes)
+        wait_workload(api, w.kind, w.namespace, w.name, f"CNI {spec.name}", timeout)
+    wait_nodes_ready(api, f"CNI {spec.name}: nodes", timeout)
