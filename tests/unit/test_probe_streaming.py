@@ -1,6 +1,7 @@
 """A probe streams its rows to the agent's --out file while it runs (loopback UDP responder in a
 thread), and the live progress lines hold each chunk's exact statistics."""
 
+import contextlib
 import io
 import math
 import socket
@@ -19,6 +20,23 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _serving(serve, monkeypatch):
+    """A responder ``serve(port, "127.0.0.1", ready=, stop=)`` in a thread, small stream blocks; the port."""
+    monkeypatch.setattr(stream, "BLOCK_ROWS", 256)
+    monkeypatch.setattr(stream, "RETIRE_EVERY", 64)
+    port, stopping, ready = _free_port(), threading.Event(), threading.Event()
+    t = threading.Thread(target=serve, args=(port, "127.0.0.1"), kwargs={"ready": ready.set, "stop": stopping.is_set},
+                         daemon=True)
+    t.start()
+    assert ready.wait(10)
+    try:
+        yield port
+    finally:
+        stopping.set()
+        t.join(10)
 
 
 def test_udp_probe_streams_chunks_to_the_out_file(tmp_path, monkeypatch, capsys):
@@ -65,20 +83,10 @@ def test_http_probe_streams_and_drops_finished_requests(tmp_path, monkeypatch):
     """http (keep-alive) through the agent to a file: chunks written while it runs (``late_responses``
     exists only in a streamed run), every request answered on loopback, arrival ranks a permutation."""
     from netslo.responders import http as http_responder
-    monkeypatch.setattr(stream, "BLOCK_ROWS", 256)
-    monkeypatch.setattr(stream, "RETIRE_EVERY", 64)
-    port, stopping, ready = _free_port(), threading.Event(), threading.Event()
-    t = threading.Thread(target=http_responder.serve, args=(port, "127.0.0.1", ready.set, stopping.is_set), daemon=True)
-    t.start()
-    assert ready.wait(10)
-    try:
-        out = tmp_path / "http.npz"
-        argv = ["probe", "http", "--target", f"127.0.0.1:{port}", "--count", "1200", "--interval", "1ms",
-                "--wait", "300ms", "--req-size", "100", "--resp-size", "200"]
-        assert agent.main([*argv, "--out", str(out)]) == 0
-    finally:
-        stopping.set()
-        t.join(10)
+    out = tmp_path / "http.npz"
+    with _serving(http_responder.serve, monkeypatch) as port:
+        assert agent.main(["probe", "http", "--target", f"127.0.0.1:{port}", "--count", "1200", "--interval", "1ms",
+                           "--wait", "300ms", "--req-size", "100", "--resp-size", "200", "--out", str(out)]) == 0
     s = SampleSet.load(out)
     assert len(s) == 1200 and len(s.chunks()) == 5 and s.meta["late_responses"] == 0
     assert list(s.column("seq")) == list(range(1200))
@@ -94,21 +102,11 @@ def test_ws_probe_streams_and_bounds_its_tcp_info_series(tmp_path, monkeypatch):
     beyond TCP_INFO_MAX_ROWS requests TCP_INFO is read after every k-th answer only."""
     from netslo.probes import websocket as ws_probe
     from netslo.responders import websocket as ws_responder
-    monkeypatch.setattr(stream, "BLOCK_ROWS", 256)
-    monkeypatch.setattr(stream, "RETIRE_EVERY", 64)
     monkeypatch.setattr(ws_probe, "TCP_INFO_MAX_ROWS", 300)
-    port, stopping, ready = _free_port(), threading.Event(), threading.Event()
-    t = threading.Thread(target=ws_responder.serve, args=(port, "127.0.0.1"),
-                         kwargs={"ready": ready.set, "stop": stopping.is_set}, daemon=True)
-    t.start()
-    assert ready.wait(10)
-    try:
-        out = tmp_path / "ws.npz"
+    out = tmp_path / "ws.npz"
+    with _serving(ws_responder.serve, monkeypatch) as port:
         assert agent.main(["probe", "ws", "--target", f"127.0.0.1:{port}", "--count", "1200", "--interval", "1ms",
                            "--wait", "300ms", "--out", str(out)]) == 0
-    finally:
-        stopping.set()
-        t.join(10)
     s = SampleSet.load(out)
     assert len(s) == 1200 and len(s.chunks()) == 5 and s.meta["late_responses"] == 0
     assert (s.column("recv_ns") >= 0).all() and sorted(s.column("arrival")) == list(range(1200))
@@ -119,20 +117,10 @@ def test_mqtt_probe_streams_through_the_broker(tmp_path, monkeypatch):
     """mqtt-qos1 through netslo's broker to a file: streamed chunks, every publish delivered once and
     acknowledged, the ledger's counts equal to the rows'."""
     from netslo.responders import mqtt as broker
-    monkeypatch.setattr(stream, "BLOCK_ROWS", 256)
-    monkeypatch.setattr(stream, "RETIRE_EVERY", 64)
-    port, stopping, ready = _free_port(), threading.Event(), threading.Event()
-    t = threading.Thread(target=broker.serve, args=(port, "127.0.0.1"),
-                         kwargs={"ready": ready.set, "stop": stopping.is_set}, daemon=True)
-    t.start()
-    assert ready.wait(10)
-    try:
-        out = tmp_path / "mqtt.npz"
+    out = tmp_path / "mqtt.npz"
+    with _serving(broker.serve, monkeypatch) as port:
         assert agent.main(["probe", "mqtt-qos1", "--target", f"127.0.0.1:{port}", "--count", "1200",
                            "--interval", "1ms", "--wait", "300ms", "--req-size", "64", "--out", str(out)]) == 0
-    finally:
-        stopping.set()
-        t.join(10)
     s = SampleSet.load(out)
     assert len(s) == 1200 and len(s.chunks()) == 5 and s.meta["late_responses"] == 0
     assert (s.column("recv_ns") >= 0).all() and (s.column("srv_seen") == 1).all()
