@@ -84,6 +84,7 @@ def table(out: dict) -> list[str]:
     return lines
 
 
+@pytest.hookimpl(tryfirst=True)   # hooks run last-registered first: this one shows above the verdict
 def pytest_terminal_summary(terminalreporter, config):
     state = config.stash.get(TIMING, None)
     if state is None or "summary" not in state:
