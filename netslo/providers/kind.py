@@ -225,11 +225,14 @@ class KindProvider:
 
 
 class KindCluster(KubeCluster):
-    """A KubeCluster that also deletes its kind cluster on close (unless kept)."""
+    """A KubeCluster that also deletes its kind cluster on close (unless kept).
 
-    def __init__(self, provider: KindProvider, *args, **kw):
+    ``owner`` is the KindProvider; not named ``provider``, which is KubeCluster's keyword (the provider's
+    name): ``KindCluster(p, api, provider="kind")`` must bind each to its own parameter."""
+
+    def __init__(self, owner: KindProvider, *args, **kw):
         super().__init__(*args, **kw)
-        self._kind = provider
+        self._kind = owner
 
     def environment(self) -> dict[str, str]:
         env = super().environment()

@@ -136,9 +136,9 @@ class MinikubeProvider:
 
 
 class MinikubeCluster(KubeCluster):
-    def __init__(self, provider: MinikubeProvider, *args, **kw):
+    def __init__(self, owner: MinikubeProvider, *args, **kw):   # not "provider": KubeCluster's keyword
         super().__init__(*args, **kw)
-        self._mk = provider
+        self._mk = owner
 
     def environment(self) -> dict[str, str]:
         env = super().environment()

@@ -133,6 +133,32 @@ def test_kind_create_that_fails_or_times_out_deletes_the_half_made_cluster(tmp_p
     assert calls == [["get", "clusters"], ["create", "cluster"], ["delete", "cluster"]]
 
 
+def test_kind_up_returns_its_cluster_once_kind_and_the_cni_succeed(tmp_path, monkeypatch):
+    """The step after a successful create + CNI install: the cluster object (a real run failed here with
+    "KindCluster.__init__() got multiple values for argument 'provider'")."""
+    kind, log = _fake_kind(tmp_path)
+    monkeypatch.setattr(kind_mod, "install_cni", lambda *a, **kw: {"cni": "calico", "cni_version": "v3.31.3"})
+    monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: object())
+    monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
+    p = KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w"), run_id="r1")
+    c = p.up()
+    assert isinstance(c, kind_mod.KindCluster) and c._kind is p
+    assert (c.provider, c.pull_policy, c.run_id) == ("kind", "Never", "r1")
+    assert [line.split()[:2] for line in log.read_text().splitlines()] == [
+        ["get", "clusters"], ["create", "cluster"], ["load", "docker-image"]]
+
+
+def test_minikube_up_returns_its_cluster(tmp_path, monkeypatch):
+    """Same keyword clash as kind's: MinikubeCluster(owner, api, provider="minikube", ...)."""
+    p = MinikubeProvider(cni="calico", nodes=2, profile="netslo", workdir=str(tmp_path))
+    monkeypatch.setattr(p, "exists", lambda: True)
+    monkeypatch.setattr(p, "plan", lambda exists: [["minikube", "status"]])
+    monkeypatch.setattr(mk_mod, "KubeApi", lambda *a, **kw: object())
+    monkeypatch.setattr(mk_mod.KubeCluster, "open", lambda self, timeout: self)
+    c = p.up()
+    assert isinstance(c, mk_mod.MinikubeCluster) and c._mk is p and c.provider == "minikube"
+
+
 class _FakeKubectl:
     def __init__(self, labels, daemonsets):
         self.labels, self.daemonsets = labels, daemonsets
