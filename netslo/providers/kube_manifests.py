@@ -192,6 +192,12 @@ NETNS_DIR = "/var/run/netns"      # where the agent looks (netslo.impair.podns),
 # every systemd/Debian node. The real path, because containerd (1.6) checks that a HostToContainer
 # source is a shared/slave mount without resolving symlinks ("/var/run/netns" would match "/").
 HOST_NETNS_DIR = "/run/netns"
+# DirectoryOrCreate, not Directory: containerd makes /run/netns with a node's first pod namespace, so a
+# node that has run only hostNetwork pods (a kind worker running calico-node and kube-proxy) has none
+# yet, and "Directory" left the DaemonSet's pod there in ContainerCreating ("hostPath type check
+# failed: /run/netns is not a directory") until a non-hostNetwork pod came. Created by kubelet (root,
+# 0755), it is where containerd puts the namespaces later; they appear through HostToContainer.
+HOST_NETNS_TYPE = "DirectoryOrCreate"
 # Root, because the pod namespaces under /var/run/netns belong to the host's root user; but only two
 # capabilities: NET_ADMIN (qdiscs, filters, the ifb link) and SYS_ADMIN (setns into a pod's network
 # namespace). Not privileged, no privilege escalation, read-only root filesystem, the runtime's seccomp
@@ -244,7 +250,7 @@ def impairment_daemonset_manifest(run_id: str, *, image: str = DEFAULT_IMAGE,
                     "enableServiceLinks": False,
                     "terminationGracePeriodSeconds": 1,
                     "containers": [container],
-                    "volumes": [{"name": "netns", "hostPath": {"path": HOST_NETNS_DIR, "type": "Directory"}},
+                    "volumes": [{"name": "netns", "hostPath": {"path": HOST_NETNS_DIR, "type": HOST_NETNS_TYPE}},
                                 {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
                 },
             },

@@ -44,7 +44,9 @@ def test_daemonset_mounts_only_the_host_netns_directory_read_only():
     spec = _pod_spec(km.impairment_daemonset_manifest("r1"))
     host_paths = [v for v in spec["volumes"] if "hostPath" in v]
     # /run/netns = the host's /var/run/netns without the symlink (containerd's propagation check)
-    assert host_paths == [{"name": "netns", "hostPath": {"path": "/run/netns", "type": "Directory"}}]
+    # DirectoryOrCreate: a node that has run only hostNetwork pods has no /run/netns yet (kind worker
+    # with Calico: "hostPath type check failed: /run/netns is not a directory" with type Directory)
+    assert host_paths == [{"name": "netns", "hostPath": {"path": "/run/netns", "type": "DirectoryOrCreate"}}]
     mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
     assert mounts["netns"] == {"name": "netns", "mountPath": "/var/run/netns", "readOnly": True,
                                "mountPropagation": "HostToContainer"}
