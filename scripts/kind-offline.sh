@@ -12,6 +12,8 @@
 # Caches: /var/cache/netslo/kind-offline (engine, kind, images, docker data-root) plus the local
 # cluster's Kubernetes build (/var/cache/netslo/k8s) and agent image (/var/cache/netslo/images).
 # Runtime state: /run/netslo-kind. Heavy steps hold /tmp/netslo-heavy.lock while they run.
+# Calico: NETSLO_CALICO_SRC=<git repository of projectcalico/calico with tag v3.31.3> builds its images
+# from that tree (scripts/kind-offline/calico.sh); without it the cluster has no Calico images.
 # Build times are appended to /var/cache/netslo/kind-offline/timings.log.
 # See docs/kubernetes.md, "kind without a registry".
 set -euo pipefail
@@ -53,9 +55,7 @@ cmd_build() {
   engine_alive || { ko_timed engine-start engine_start; started=1; }
   ko_step node-image node_image
   ko_step agent-image agent_image
-  ko_timed calico-images calico_load || true
   ln -sf "$K8S_DIR/bin/kubectl" "$KO_BIN/kubectl"
-  calico_manifest_dir >/dev/null || true
   if ((started)) && [[ ${1:-} == stop ]]; then engine_stop_all; fi
 }
 
@@ -130,5 +130,5 @@ case ${1:-} in
   env) cmd_env ;;
   status) cmd_status ;;
   down) cmd_down ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -1,40 +1,199 @@
 # shellcheck shell=bash
-# Calico for the offline kind cluster (sourced by scripts/kind-offline.sh).
+# Calico for the offline kind cluster, built from a source tree (sourced by scripts/kind-offline.sh).
 #
-# The Go module proxy serves one version of github.com/projectcalico/calico: the pseudo-version below,
-# a commit of the v3.28 line (git describe: v3.28.4-11-ga0db560f05) whose manifests name
-# calico/node:v3.28.5. Its go.mod replaces github.com/projectcalico/api with "./api", a nested module
-# that the module zip does not contain, so every Calico binary (felix/confd in calico-node, the CNI
-# plugin, kube-controllers: libcalico-go imports the API types everywhere) needs
-# github.com/projectcalico/api from the proxy, and the proxy refuses it (403 "This module version is
-# not available"). calico_build checks exactly that and stops with the proxy's answer; it does not
-# pretend to build. A proxy (GOPROXY) that serves github.com/projectcalico/api would lift the blocker.
-CALICO_MODULE=github.com/projectcalico/calico
-CALICO_PSEUDO=v1.11.0-cni-plugin.0.20250813170300-a0db560f0520
-CALICO_IMAGE_TAG=v3.28.5
+# NETSLO_CALICO_SRC names a git repository (bare or a checkout) of https://github.com/projectcalico/calico
+# holding the tag below; the tag must resolve to the commit below or nothing is built. The tag's tree
+# is exported with "git archive" (its nested module api/ satisfies go.mod's "replace
+# github.com/projectcalico/api => ./api"; every other dependency comes from the Go module proxy) and
+# built with the local Go toolchain, CGO off:
+#   calico-node      node/cmd/calico-node (felix, the iptables/VXLAN dataplane; no eBPF dataplane: its
+#                    libbpf is not in the tree, Calico's Makefile clones it) and node/cmd/mountns
+#   CNI plugin       cni-plugin/cmd/calico (also calico-ipam, by its name), cni-plugin/cmd/install
+#   kube-controllers kube-controllers/cmd/{kube-controllers,check-status,wrapper}
+# plus the reference CNI plugins of the node image (github.com/containernetworking/plugins, pinned in
+# common.sh). BIRD is not built: netslo's Calico overlay runs the VXLAN backend (calico_backend
+# "vxlan"), under which calico-node starts no BGP daemon. The images are packed like the other
+# component images (image_pack.py; calico-node on a debootstrap'ed Debian rootfs with the run-time
+# packages of the tag's node/Dockerfile.amd64), tagged as the tag's manifests/calico.yaml names them,
+# and cached in $KO_IMAGES with an .id file: the node image imports them into every node's containerd
+# (imagePullPolicy IfNotPresent finds them; nothing is pulled). The tag's manifests/calico.yaml is
+# copied into the CNI mirror ($CNI_MIRROR/calico/<tag>/calico.yaml; `env` exports NETSLO_CNI_MIRROR).
+CALICO_VERSION=v3.31.3
+CALICO_COMMIT=2e3c880bcabff580ddd7a08340878ede207f37be
+CALICO_RECIPE=2     # bump when the image recipe below changes (cached images are rebuilt)
+CALICO_DIR=$KO_CACHE/calico
+CALICO_SRC_DIR=$CALICO_DIR/src-$CALICO_COMMIT
+CALICO_BIN=$CALICO_DIR/bin-$CALICO_COMMIT
+# calico-node's run-time packages: what node/Dockerfile.amd64 installs (iptables legacy+nft, ipset,
+# conntrack, iproute2 with tc, kmod, procps, net-tools, iputils, which, findutils) and runit (start_runit
+# runs runsvdir; svlogd writes the service logs). Debian bookworm's runit is 2.1.2, the version the
+# Dockerfile builds.
+CALICO_NODE_DEBS=iptables,ipset,conntrack,iproute2,kmod,procps,net-tools,iputils-ping,nftables,runit
 CNI_MIRROR=${NETSLO_CNI_MIRROR:-$KO_CACHE/cni-mirror}
 
-calico_build_cached() { compgen -G "$KO_IMAGES/calico-*.tar" >/dev/null || [[ -f $KO_CACHE/calico.blocked ]]; }
-calico_build() {
-  local dir err
-  if compgen -G "$KO_IMAGES/calico-*.tar" >/dev/null; then ko_log "calico: images cached"; return 0; fi
-  dir=$(go mod download -json "$CALICO_MODULE@$CALICO_PSEUDO" | jq -r .Dir) \
-    || { ko_log "calico: $CALICO_MODULE@$CALICO_PSEUDO not served"; return 1; }
-  ko_log "calico: module $CALICO_MODULE@$CALICO_PSEUDO in $dir ($(grep -c 'calico/node:' "$dir/manifests/calico.yaml") calico/node image refs, tag $CALICO_IMAGE_TAG)"
-  if ! err=$(cd "$KO_CACHE" && go list -m -versions github.com/projectcalico/api 2>&1); then
-    ko_log "calico: BLOCKED: $CALICO_MODULE's go.mod replaces github.com/projectcalico/api => ./api (not in the module zip), and the proxy refuses it:"
-    printf '  %s\n' "$err" >&2
-    echo "github.com/projectcalico/api: $(echo "$err" | tr '\n' ' ')" > "$KO_CACHE/calico.blocked"
-    return 1
-  fi
-  ko_log "calico: github.com/projectcalico/api is served here; the image build is not written yet (it was never reachable on this machine)"
-  return 1
+calico_image_file() { echo "$KO_IMAGES/calico-$1-$CALICO_VERSION.tar"; }   # node|cni|kube-controllers
+
+calico_build_cached() {
+  local c
+  for c in node cni kube-controllers; do [[ -f $(calico_image_file $c).id ]] || return 1; done
+  [[ $(cat "$CALICO_DIR/images.recipe" 2>/dev/null) == "$CALICO_RECIPE $CALICO_COMMIT" && -f $(calico_mirror_file) ]]
 }
 
-calico_load() {  # docker load the Calico images if they were built
-  local f
-  compgen -G "$KO_IMAGES/calico-*.tar" >/dev/null || return 1
-  for f in "$KO_IMAGES"/calico-*.tar; do docker load -i "$f" >/dev/null; done
+calico_build_light() { [[ -z ${NETSLO_CALICO_SRC:-} ]]; }   # nothing to build: only says so
+
+calico_src() {  # -> the repository of NETSLO_CALICO_SRC, checked to hold the pinned tag
+  local src=${NETSLO_CALICO_SRC:-} got
+  if [[ -z $src ]]; then
+    ko_log "calico: NETSLO_CALICO_SRC is not set (a git repository of https://github.com/projectcalico/calico with tag $CALICO_VERSION); not built"
+    return 1
+  fi
+  got=$(git -C "$src" rev-parse -q --verify "refs/tags/$CALICO_VERSION^{commit}" 2>/dev/null) || got="missing"
+  if [[ $got != "$CALICO_COMMIT" ]]; then
+    ko_log "calico: REFUSED: tag $CALICO_VERSION in $src is $got, expected $CALICO_COMMIT"
+    return 1
+  fi
+  echo "$src"
+}
+
+calico_timed() {  # NAME CMD...: a sub-step's time in timings.log (inside the calico-build step)
+  local name=$1 t0 rc=0; shift
+  t0=$(date +%s.%N)
+  set +e; ( set -e; "$@" ); rc=$?; set -e
+  printf '%s calico-%s %.1f rc=%d\n' "$(date -u +%FT%TZ)" "$name" "$(echo "$(date +%s.%N) - $t0" | bc)" \
+    "$rc" >> "$KO_CACHE/timings.log"
+  return $rc
+}
+
+calico_export() {  # git archive of the tag -> $CALICO_SRC_DIR
+  [[ -f $CALICO_SRC_DIR/.done ]] && return
+  rm -rf "$CALICO_SRC_DIR" "$CALICO_SRC_DIR.tmp"; mkdir -p "$CALICO_SRC_DIR.tmp"
+  git -C "$1" archive "$CALICO_COMMIT" | tar -x -C "$CALICO_SRC_DIR.tmp"
+  [[ -f $CALICO_SRC_DIR.tmp/api/go.mod ]] || ko_die "calico: the tree of $CALICO_VERSION has no api/go.mod"
+  grep -q 'github.com/projectcalico/api => ./api' "$CALICO_SRC_DIR.tmp/go.mod" \
+    || ko_die "calico: go.mod of $CALICO_VERSION does not replace github.com/projectcalico/api with ./api"
+  touch "$CALICO_SRC_DIR.tmp/.done"; mv "$CALICO_SRC_DIR.tmp" "$CALICO_SRC_DIR"
+}
+
+calico_go() {  # OUT-DIR PACKAGE...: go build with Calico's version stamps (lib.Makefile's LDFLAGS)
+  local out=$1 b=github.com/projectcalico/calico/pkg/buildinfo; shift
+  mkdir -p "$out"
+  (cd "$CALICO_SRC_DIR" && CGO_ENABLED=0 nice -n 19 go build -trimpath -o "$out/" \
+    -ldflags "-s -w -X $b.Version=$CALICO_VERSION -X $b.GitRevision=$CALICO_COMMIT -X $b.BuildDate=$(date -u +%FT%TZ)" \
+    "$@")
+}
+
+calico_binaries() {
+  [[ -f $CALICO_BIN/.done ]] && return
+  rm -rf "$CALICO_BIN.tmp"
+  ko_log "calico: go build calico-node (node/cmd/calico-node, node/cmd/mountns), CGO off"
+  calico_timed go-calico-node calico_go "$CALICO_BIN.tmp" ./node/cmd/calico-node ./node/cmd/mountns
+  ko_log "calico: go build CNI plugin (cni-plugin/cmd/calico, cni-plugin/cmd/install)"
+  calico_timed go-cni calico_go "$CALICO_BIN.tmp" ./cni-plugin/cmd/calico ./cni-plugin/cmd/install
+  ko_log "calico: go build kube-controllers (kube-controllers/cmd/{kube-controllers,check-status,wrapper})"
+  calico_timed go-kube-controllers calico_go "$CALICO_BIN.tmp" ./kube-controllers/cmd/kube-controllers \
+    ./kube-controllers/cmd/check-status ./kube-controllers/cmd/wrapper
+  "$CALICO_BIN.tmp/calico-node" -v | grep -qE "^Version: +$CALICO_VERSION\$" \
+    || ko_die "calico: the built calico-node -v says '$("$CALICO_BIN.tmp/calico-node" -v)', not Version $CALICO_VERSION"
+  touch "$CALICO_BIN.tmp/.done"; rm -rf "$CALICO_BIN"; mv "$CALICO_BIN.tmp" "$CALICO_BIN"
+}
+
+calico_ref() {  # node|cni|kube-controllers -> the image reference the tag's manifest uses
+  local ref
+  ref=$(grep -oE "image: *[^ ]*/calico/$1:$CALICO_VERSION\$" "$CALICO_SRC_DIR/manifests/calico.yaml" \
+    | sed 's/^image: *//' | sort -u)
+  [[ $(wc -w <<<"$ref") == 1 ]] || ko_die "calico: manifests/calico.yaml names '$ref' for calico/$1"
+  echo "$ref"
+}
+
+calico_node_base() {  # -> CALICO_NODE_BASE: cached Debian layer with calico-node's run-time packages
+  local key root
+  key=$(echo "1 $SUITE $CALICO_NODE_DEBS" | sha256sum | cut -c1-16)
+  CALICO_NODE_BASE=$CALICO_DIR/node-base-$key.layer.tar
+  [[ -f $CALICO_NODE_BASE ]] && return
+  root=$CALICO_DIR/rootfs-node
+  ko_log "calico: node base: debootstrap $SUITE minbase + $CALICO_NODE_DEBS"
+  rm -rf "$root"
+  nice -n 19 debootstrap --variant=minbase --include="$CALICO_NODE_DEBS" "$SUITE" "$root" "$DEBIAN_MIRROR" \
+    > "$CALICO_DIR/debootstrap-node.log" 2>&1 || { tail -n 20 "$CALICO_DIR/debootstrap-node.log" >&2; return 1; }
+  [[ -L $root/bin && -L $root/sbin ]] || ko_die "calico: node base is not merged-/usr (the layer puts binaries in /usr/bin)"
+  [[ -x $root/usr/bin/runsvdir && -x $root/usr/sbin/iptables-legacy && -x $root/usr/sbin/iptables-nft ]] \
+    || ko_die "calico: node base lacks runsvdir or iptables-legacy/-nft"
+  rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \
+    "${root:?}"/usr/share/man/* "${root:?}"/usr/share/locale/* "${root:?}"/dev/* "${root:?}"/var/log/* \
+    "${root:?}"/etc/service "${root:?}"/etc/sv
+  : > "$root/etc/resolv.conf"
+  "${PACK[@]}" layer "$root" "$CALICO_NODE_BASE.tmp"; mv "$CALICO_NODE_BASE.tmp" "$CALICO_NODE_BASE"
+  rm -rf "$root"
+}
+
+calico_pack() {  # NAME STAGE-DIR ARGS...: STAGE-DIR as the top layer of calico/NAME, extra image args
+  local name=$1 stage=$2 out layer; shift 2
+  out=$(calico_image_file "$name"); layer=$CALICO_DIR/$name.layer.tar
+  "${PACK[@]}" layer "$stage" "$layer"
+  "${PACK[@]}" image --tag "$(calico_ref "$name")" "$@" --layer "$layer" "$out.tmp" > "$out.id.tmp"
+  mv "$out.tmp" "$out"; mv "$out.id.tmp" "$out.id"; rm -f "$layer" "$layer.sha256"
+  ko_log "calico: image $(calico_ref "$name") -> $out ($(du -m "$out" | cut -f1) MB)"
+}
+
+calico_images() {
+  local stage cni
+  cni=$(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")/bin
+  stage=$(mktemp -d); chmod 0755 "$stage"
+  # shellcheck disable=SC2064  # runs in ko_heavy's subshell
+  trap "rm -rf $stage" EXIT
+  # calico/node: Debian base + calico-node (setuid, as upstream) + the tag's node/filesystem (runit
+  # services, rc.local, felix.cfg; start_runit and helpers into /usr/sbin). No BIRD, no bpftool.
+  calico_node_base
+  mkdir -p "$stage/node/usr/bin" "$stage/node/usr/sbin"
+  cp -r "$CALICO_SRC_DIR/node/filesystem/etc" "$stage/node/"
+  install -m 0755 "$CALICO_SRC_DIR"/node/filesystem/sbin/* "$stage/node/usr/sbin/"
+  install -m 4755 "$CALICO_BIN/calico-node" "$CALICO_BIN/mountns" "$stage/node/usr/bin/"
+  chmod -R go-w "$stage/node"
+  # FELIX_DebugSkipCTLBCleanup: with BPF off felix first removes a leftover connect-time load balancer,
+  # which needs libbpf; built without it (CGO off) that call panics ("LIBBPF syscall stub") and felix
+  # never gets ready. This variable (felix/bpf/nat/connecttime.go) skips that cleanup; nothing of
+  # Calico's eBPF mode ever ran on these nodes, so there is nothing to clean.
+  calico_pack node "$stage/node" --layer "$CALICO_NODE_BASE" --env SVDIR=/etc/service/enabled \
+    --env FELIX_DebugSkipCTLBCleanup=true \
+    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd '["start_runit"]'
+  # calico/cni: the plugin (calico-ipam is the same binary under another name), the installer and the
+  # reference plugins upstream's image carries (host-local, loopback, portmap, tuning) plus bandwidth.
+  mkdir -p "$stage/cni/opt/cni/bin" "$stage/cni/tmp"; chmod 1777 "$stage/cni/tmp"
+  install -m 0755 "$CALICO_BIN/calico" "$CALICO_BIN/install" "$cni"/{host-local,loopback,portmap,tuning,bandwidth} \
+    "$stage/cni/opt/cni/bin/"
+  ln -s calico "$stage/cni/opt/cni/bin/calico-ipam"
+  calico_pack cni "$stage/cni" --env PATH=/opt/cni/bin:/usr/sbin:/usr/bin:/sbin:/bin --workdir /opt/cni/bin \
+    --cmd '["/opt/cni/bin/install"]'
+  # calico/kube-controllers: runs as user 999 (the manifest says runAsNonRoot); its status and
+  # profile files are world-writable here (image_pack writes every file as root-owned).
+  mkdir -p "$stage/kc/usr/bin" "$stage/kc/status" "$stage/kc/profiles" "$stage/kc/tmp"; chmod 1777 "$stage/kc/tmp"
+  install -m 0755 "$CALICO_BIN"/{kube-controllers,check-status,wrapper} "$stage/kc/usr/bin/"
+  install -m 0666 /dev/null "$stage/kc/status/status.json"
+  install -m 0666 /dev/null "$stage/kc/profiles/mem.pprof"; install -m 0666 /dev/null "$stage/kc/profiles/cpu.pprof"
+  calico_pack kube-controllers "$stage/kc" --env PATH=/usr/bin:/bin --user 999 \
+    --entrypoint '["/usr/bin/wrapper", "/usr/bin/kube-controllers"]'
+}
+
+calico_mirror_file() { echo "$CNI_MIRROR/calico/$CALICO_VERSION/calico.yaml"; }
+calico_mirror() {  # the tag's manifest into the CNI mirror, checked against netslo's recorded digest
+  local want got f
+  f=$(calico_mirror_file)
+  want=$(sed -n 's/^ *sha256: *\([0-9a-f]\{64\}\).*/\1/p' "$KO_REPO/manifests/cni/calico.yaml")
+  got=$(sha256sum < "$CALICO_SRC_DIR/manifests/calico.yaml" | cut -c1-64)
+  [[ $got == "$want" ]] || ko_die "calico: manifests/calico.yaml of $CALICO_VERSION has sha256 $got, netslo records $want"
+  mkdir -p "${f%/*}"; cp "$CALICO_SRC_DIR/manifests/calico.yaml" "$f.tmp"; mv "$f.tmp" "$f"
+}
+
+calico_build() {
+  local src
+  rm -f "$KO_CACHE/calico.blocked"   # left by the module-proxy attempt of earlier versions
+  src=$(calico_src) || return 1
+  ko_log "calico: $CALICO_VERSION ($CALICO_COMMIT) from $src"
+  calico_timed export calico_export "$src"
+  calico_binaries
+  calico_timed images calico_images
+  echo "$CALICO_RECIPE $CALICO_COMMIT" > "$CALICO_DIR/images.recipe"
+  calico_mirror
 }
 
 calico_manifest_dir() {  # the CNI mirror directory (NETSLO_CNI_MIRROR), if it holds any file
@@ -42,11 +201,11 @@ calico_manifest_dir() {  # the CNI mirror directory (NETSLO_CNI_MIRROR), if it h
 }
 
 calico_status() {
-  if compgen -G "$KO_IMAGES/calico-*.tar" >/dev/null; then
-    echo "calico: images $(basename -a "$KO_IMAGES"/calico-*.tar | paste -sd' ')"
-  elif [[ -f $KO_CACHE/calico.blocked ]]; then
-    echo "calico: not built: $(cat "$KO_CACHE/calico.blocked")"
+  local c have=()
+  for c in node cni kube-controllers; do [[ -f $(calico_image_file $c).id ]] && have+=("calico/$c:$CALICO_VERSION"); done
+  if ((${#have[@]} == 3)); then
+    echo "calico: images ${have[*]} (imported into the node image by build/up), built from $CALICO_COMMIT"
   else
-    echo "calico: not built"
+    echo "calico: not built (NETSLO_CALICO_SRC=${NETSLO_CALICO_SRC:-unset})"
   fi
 }

@@ -4,7 +4,7 @@
     image_pack.py layer  ROOTFS_DIR OUT.tar            one uncompressed layer from a directory
     image_pack.py layer  --file SRC:DEST[:MODE] ... OUT.tar   a layer from single files
     image_pack.py image  --tag REF --layer L.tar ... [--env K=V] [--workdir D] [--entrypoint JSON]
-                         [--cmd JSON] OUT.tar
+                         [--cmd JSON] [--user UID[:GID]] OUT.tar
 
 The result imports with `ctr -n k8s.io images import OUT.tar` (and `docker load`). Layers are
 reproducible: entries sorted, owner root, mtime 0, so an unchanged tree gives the same digest.
@@ -102,7 +102,8 @@ def _hash_file(path: str) -> str:
     return h.hexdigest()
 
 
-def image(tag: str, layers: list[str], env: list[str], workdir: str, entrypoint, cmd, out: str) -> str:
+def image(tag: str, layers: list[str], env: list[str], workdir: str, entrypoint, cmd, out: str,
+          user: str | None = None) -> str:
     """Write a docker-archive; returns the image config digest (sha256:...)."""
     diff_ids = [_sha256(p) for p in layers]
     config = {
@@ -118,6 +119,8 @@ def image(tag: str, layers: list[str], env: list[str], workdir: str, entrypoint,
         config["config"]["Entrypoint"] = entrypoint
     if cmd is not None:
         config["config"]["Cmd"] = cmd
+    if user:
+        config["config"]["User"] = user
     raw = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
     cfg_digest = hashlib.sha256(raw).hexdigest()
     manifest = [{"Config": f"{cfg_digest}.json", "RepoTags": [tag],
@@ -151,6 +154,7 @@ def main(argv=None) -> int:
     i.add_argument("--workdir", default="/")
     i.add_argument("--entrypoint", type=json.loads)
     i.add_argument("--cmd", type=json.loads)
+    i.add_argument("--user", help="numeric UID[:GID] (runAsNonRoot checks a numeric user)")
     i.add_argument("out")
     a = p.parse_args(argv)
     if a.cmd == "layer":
@@ -163,7 +167,7 @@ def main(argv=None) -> int:
                 sys.exit("layer: expected ROOTFS_DIR OUT.tar")
             layer_from_dir(a.args[0], a.args[1])
         return 0
-    print(image(a.tag, a.layer, a.env, a.workdir, a.entrypoint, a.cmd, a.out))
+    print(image(a.tag, a.layer, a.env, a.workdir, a.entrypoint, a.cmd, a.out, a.user))
     return 0
 
 
