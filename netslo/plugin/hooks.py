@@ -209,7 +209,10 @@ def pytest_report_header(config):
     o = config.stash.get(OPTIONS, None)
     if o:
         declared = sorted(o.allowed_skips - skips.ALWAYS_DECLARED)
-        return (f"netslo: provider={o.provider} datapath={o.datapath} nodes={o.nodes} slo={o.slo.source} "
+        where = (f"datapath={o.datapath}" if o.provider == "netns" else
+                 f"cni={o.provider_options['cni']}" if "cni" in o.provider_options else "cni=the cluster's")
+        nodes = "" if o.provider == "existing" else f" nodes={o.nodes}"   # existing: the cluster's own
+        return (f"netslo: provider={o.provider} {where}{nodes} slo={o.slo.source} "
                 f"samples={o.slo.sampling.samples}..{o.slo.sampling.max_samples} "
                 f"interval={format_duration(o.slo.sampling.interval)} confidence={o.slo.sampling.confidence:.0%}"
                 f" declared skips={','.join(declared) or 'none'}")

@@ -1,4 +1,11 @@
-"""ICMP echo probe (raw socket; needs CAP_NET_RAW): the network-layer RTT. Diagnostic only.
+"""ICMP echo probe: the network-layer RTT. Diagnostic only.
+
+It uses a raw ICMP socket when the process may open one (CAP_NET_RAW), else an unprivileged ICMP
+datagram socket (a "ping socket": Linux allows it when the process's group lies within
+``net.ipv4.ping_group_range``, a per-network-namespace sysctl Kubernetes counts as safe; netslo's
+agent pods set it to their own group). On a ping socket the kernel sets the identifier, fills the
+checksum and delivers only this socket's replies, without their IP header (the reply's TOS then
+comes from ``IP_RECVTOS``).
 
 Open loop like the UDP probe: echo requests with identifier = a random 16-bit value and sequence
 = seq, ``req_bytes`` of ICMP payload (at least 8), on schedule; replies are matched by identifier
@@ -41,8 +48,36 @@ def echo_request(ident: int, seq: int, payload_bytes: int) -> bytes:
     return HDR.pack(ECHO_REQUEST, 0, checksum(head + body), ident, seq & 0xFFFF) + body
 
 
-def parse_reply(packet: bytes) -> tuple[int, int, int] | None:
-    """IPv4 packet from a raw ICMP socket -> (identifier, sequence, ICMP bytes) of an echo reply, else None."""
+def open_socket() -> tuple[socket.socket, bool]:
+    """(socket, raw?): a raw ICMP socket, else a ping socket; Unsupported('capability') naming both
+    ways when neither may be opened here."""
+    try:
+        return socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP), True
+    except PermissionError:
+        pass
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+    except OSError as e:
+        try:
+            with open("/proc/sys/net/ipv4/ping_group_range") as f:
+                allowed = " ".join(f.read().split())
+        except OSError:
+            allowed = "?"
+        raise Unsupported(f"icmp probe needs a raw socket (CAP_NET_RAW) or a ping socket (group {os.getgid()} "
+                          f"within net.ipv4.ping_group_range, here '{allowed}'): {e.strerror or e}",
+                          "capability") from None
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+    return sock, False
+
+
+def parse_reply(packet: bytes, raw: bool = True) -> tuple[int, int, int] | None:
+    """ICMP reply -> (identifier, sequence, ICMP bytes) of an echo reply, else None. ``raw``: the
+    packet starts with its IPv4 header (raw socket), else with the ICMP header (ping socket)."""
+    if not raw:
+        if len(packet) < HDR.size or packet[0] != ECHO_REPLY:
+            return None
+        _kind, _code, _ck, ident, seq = HDR.unpack_from(packet)
+        return ident, seq, len(packet)
     if len(packet) < 20:
         return None
     ihl = (packet[0] & 0x0F) * 4
@@ -54,16 +89,24 @@ def parse_reply(packet: bytes) -> tuple[int, int, int] | None:
     return ident, seq, len(packet) - ihl
 
 
+def _receive(sock: socket.socket, raw: bool) -> tuple[bytes, int]:
+    """One reply and the TOS byte it arrived with (-1 when the kernel did not say)."""
+    if raw:
+        packet = sock.recv(65535)
+        return packet, packet[1] if len(packet) > 1 else -1
+    packet, ancillary, _flags, _addr = sock.recvmsg(65535, socket.CMSG_SPACE(1))
+    tos = next((data[0] for level, kind, data in ancillary
+                if level == socket.IPPROTO_IP and kind == socket.IP_TOS and data), -1)
+    return packet, tos
+
+
 def run(spec: ProbeSpec) -> samples.SampleSet:
     """Ping ``spec.host`` ``spec.count`` times every ``spec.interval`` seconds."""
     if spec.count > MAX_COUNT:
         raise SpecError("--count", spec.count, f"at most {MAX_COUNT} for icmp (16-bit sequence)")
     pin_cpu(spec.cpu)
     set_timer_slack(1)
-    try:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    except PermissionError as e:
-        raise Unsupported("icmp probe needs a raw socket (CAP_NET_RAW)") from e
+    sock, raw = open_socket()
     set_tos(sock, spec.tos)
     sock.setblocking(False)
     ident = struct.unpack("!H", os.urandom(2))[0]
@@ -98,12 +141,12 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
             r, _, _ = select.select([sock], [], [], max(timeout, 0))
             while r:
                 try:
-                    packet = sock.recv(65535)
+                    packet, tos = _receive(sock, raw)
                 except (BlockingIOError, InterruptedError):
                     break
                 t2 = now_ns()
-                got = parse_reply(packet)
-                if got is None or got[0] != ident:
+                got = parse_reply(packet, raw)
+                if got is None or (raw and got[0] != ident):   # a ping socket gets only its own replies
                     continue
                 s = got[1]
                 if s >= seq or rows[s]["send_ns"] < 0:
@@ -113,7 +156,7 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
                     row["dups"] += 1
                     continue
                 row["recv_ns"], row["resp_bytes"], row["arrival"] = t2, got[2], arrivals
-                row["tos_cli"] = packet[1]
+                row["tos_cli"] = tos
                 arrivals += 1
                 answered += 1
     finally:

@@ -31,6 +31,11 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # non-root mosquitto (mqtt responder) does not try to drop privileges it could not drop.
 SECURITY_CONTEXT = {"runAsUser": 65534, "runAsGroup": 65534, "runAsNonRoot": True,
                     "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+# The agent's group may open ICMP "ping sockets" in its pod's network namespace (the icmp probe,
+# without CAP_NET_RAW); a namespaced sysctl Kubernetes allows by default ("safe" since v1.18).
+# Not for hostNetwork pods: there it would be the node's setting, and the kubelet refuses it.
+PING_SYSCTL = {"name": "net.ipv4.ping_group_range",
+               "value": f"{SECURITY_CONTEXT['runAsGroup']} {SECURITY_CONTEXT['runAsGroup']}"}
 # The idle process of the exec target container: exits at once on SIGTERM.
 IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
 
@@ -144,6 +149,8 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
     if host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    else:
+        spec["securityContext"] = {"sysctls": [PING_SYSCTL]}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": pod_name, "namespace": namespace_name(run_id),

@@ -5,6 +5,7 @@ whole run (namespace, pod, exec in it, deletion). Skips with the reason when no 
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -21,8 +22,20 @@ pytestmark = pytest.mark.skipif(kube_local.why_not_up() is not None,
 PLUGIN = """import json, sys
 open(sys.argv[2], "a").write("called\\n")
 print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
-                  "status": {"token": open(sys.argv[1]).read().strip()}}))
+                  "status": json.load(open(sys.argv[1]))}))
 """
+
+
+def _credential(user: dict) -> dict:
+    """ExecCredential status carrying the admin's own credential: a bearer token (the local
+    cluster) or a client certificate and key (kind)."""
+    if "token" in user:
+        return {"token": user["token"]}
+    if "client-certificate-data" in user:
+        import base64
+        return {"clientCertificateData": base64.b64decode(user["client-certificate-data"]).decode(),
+                "clientKeyData": base64.b64decode(user["client-key-data"]).decode()}
+    raise AssertionError(f"admin user has neither a token nor client certificate data: {sorted(user)}")
 
 
 def _admin() -> dict:
@@ -46,8 +59,8 @@ def _a_run_works(p: ExistingProvider) -> None:
 
 def test_exec_credential_plugin(tmp_path):
     admin = _admin()
-    token = tmp_path / "token"
-    token.write_text(admin["users"][0]["user"]["token"])
+    token = tmp_path / "credential.json"
+    token.write_text(json.dumps(_credential(admin["users"][0]["user"])))
     calls = tmp_path / "calls"
     plugin = tmp_path / "plugin.py"
     plugin.write_text(PLUGIN)

@@ -61,12 +61,15 @@ def test_agent_pod_runs_one_container_per_responder_plus_the_exec_target():
         assert "limits" not in c["resources"]
         assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
         assert c["securityContext"]["runAsUser"] == 65534 and c["securityContext"]["runAsNonRoot"]
+    # no capability, yet ICMP: the agent's group may open ping sockets in the pod's namespace
+    assert pod["spec"]["securityContext"] == {"sysctls": [{"name": "net.ipv4.ping_group_range", "value": "65534 65534"}]}
 
 
 def test_host_network_baseline_pod():
     pod = km.agent_pod_manifest("base", "r1", "n1", host_network=True, responders=())
     assert pod["spec"]["hostNetwork"] is True
     assert pod["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert "securityContext" not in pod["spec"]          # a namespaced sysctl would be the node's
     assert [c["name"] for c in pod["spec"]["containers"]] == ["agent"]
 
 
