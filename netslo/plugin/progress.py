@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from netslo import phase_times
 from netslo.plugin.hooks import active
 from netslo.progress import log as progress_log
 
@@ -43,10 +44,12 @@ class TerminalProgress(logging.Handler):
             tr.write_line(line)
 
     def left(self) -> str:
-        """Estimated time left from the mean duration of the tests done so far."""
+        """Estimated time left from the mean duration of the tests done so far, without the
+        once-per-session cluster set-up (``provider up``, which the first test's set-up pays)."""
         if not self.done:
             return "?"
-        s = self.spent / self.done * (self.total - self.done)
+        once = phase_times.totals().get("provider up", {}).get("seconds", 0.0)
+        s = max(0.0, self.spent - once) / self.done * (self.total - self.done)
         return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s"
 
 

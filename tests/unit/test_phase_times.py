@@ -73,3 +73,13 @@ def test_summary_other_is_the_wall_time_no_kind_accounts_for_and_the_table_lists
     lines = timing.table(out)
     assert lines[0] == "wall 10.0 s" and "probing" in lines[1] and "60%" in lines[1]
     assert lines[-1].startswith("  tests/cni/b.py: 4.0 s for 1 tests")
+
+
+def test_time_left_leaves_out_the_once_per_session_cluster_set_up(monkeypatch):
+    from netslo.plugin.progress import TerminalProgress
+    h = TerminalProgress(config=None)
+    h.done, h.total, h.spent = 2, 10, 86.0              # the first test paid an 80 s provider up
+    monkeypatch.setattr(phase_times, "totals", lambda: {"provider up": {"seconds": 80.0, "calls": 1}})
+    assert h.left() == "24 s"                           # (86 - 80) / 2 per test x 8 tests left
+    monkeypatch.setattr(phase_times, "totals", lambda: {})
+    assert h.left() == "5.7 min"
