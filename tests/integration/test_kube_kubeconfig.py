@@ -64,7 +64,7 @@ def test_exec_credential_plugin(tmp_path):
     calls = tmp_path / "calls"
     plugin = tmp_path / "plugin.py"
     plugin.write_text(PLUGIN)
-    doc = {**admin, "users": [{"name": "admin", "user": {"exec": {
+    doc = {**admin, "users": [{"name": admin["users"][0]["name"], "user": {"exec": {
         "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
         "args": [str(plugin), str(token), str(calls)], "interactiveMode": "Never"}}}]}
     _a_run_works(ExistingProvider(kubeconfig=_write(tmp_path / "kc", doc), pull_policy="Never"))
