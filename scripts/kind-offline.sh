@@ -14,6 +14,8 @@
 # Runtime state: /run/netslo-kind. Heavy steps hold /tmp/netslo-heavy.lock while they run.
 # Calico: NETSLO_CALICO_SRC=<git repository of projectcalico/calico with tag v3.31.3> builds its images
 # from that tree (scripts/kind-offline/calico.sh); without it the cluster has no Calico images.
+# Cilium: NETSLO_CILIUM=1 builds Cilium 1.20.2 and helm from the Go module proxy
+# (scripts/kind-offline/cilium.sh); without it the cluster has no Cilium images.
 # Build times are appended to /var/cache/netslo/kind-offline/timings.log.
 # See docs/kubernetes.md, "kind without a registry".
 set -euo pipefail
@@ -27,6 +29,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/kind-offline/build.sh"
 # shellcheck source=scripts/kind-offline/calico.sh
 . "$HERE/kind-offline/calico.sh"
+# shellcheck source=scripts/kind-offline/cilium.sh
+. "$HERE/kind-offline/cilium.sh"
 
 require_root() { [[ $(id -u) == 0 ]] || ko_die "must run as root (docker engine, mounts, cgroups)"; }
 
@@ -51,6 +55,7 @@ cmd_build() {
   ko_step go-tools build_go_tools
   ko_step component-images component_images
   ko_step calico-build calico_build || ko_log "calico: not built (see above); the cluster can run without it, Calico cannot"
+  ko_step cilium-build cilium_build || ko_log "cilium: not built (see above); the cluster can run without it, Cilium cannot"
   local started=0
   engine_alive || { ko_timed engine-start engine_start; started=1; }
   ko_step node-image node_image
@@ -76,6 +81,8 @@ export NETSLO_KUBECTL=$K8S_DIR/bin/kubectl
 export NETSLO_AGENT_IMAGE=$KO_AGENT_IMAGE
 EOF
   [[ -n $src ]] && echo "export NETSLO_CNI_MIRROR=$src"
+  # helm (built with Cilium): the CNI installer runs "helm" from PATH
+  [[ -x $KO_BIN/helm ]] && echo "export PATH=$KO_BIN:\$PATH"
   return 0
 }
 
@@ -93,6 +100,7 @@ cmd_status() {
   echo "kubernetes: $([[ -f $K8S_DIR/.done && -x $K8S_DIR/bin/kubeadm ]] && echo "$KVER in $K8S_DIR" || echo "not built")"
   echo "component images: $(find "$KO_IMAGES" -maxdepth 1 -name '*.tar' 2>/dev/null | wc -l) in $KO_IMAGES"
   calico_status
+  cilium_status
   echo "host: FORWARD policy $(iptables -S FORWARD 2>/dev/null | head -n1 | cut -d' ' -f3), ip_forward $(cat /proc/sys/net/ipv4/ip_forward)"
   return $rc
 }
@@ -130,5 +138,5 @@ case ${1:-} in
   env) cmd_env ;;
   status) cmd_status ;;
   down) cmd_down ;;
-  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
