@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 
 from .. import __version__, evidence, units
+from ..phase_times import timed_call
 from ..slo import FAIL, PASS
 from . import plots
 from .series import rtt_by_seq, received, series, split_metric
@@ -185,6 +186,7 @@ td:first-child,th:first-child{{text-align:left}}tr.pass td{{background:#eaf7ea}}
 <tbody>{''.join(rows)}</tbody></table></body></html>"""
 
 
+@timed_call("reports")
 def attach_outcome(outcome, environment: dict, severity_overrides: dict | None = None) -> None:
     """Labels, severity, parameters, description and every attachment of one judged scenario;
     call while the test's Allure result is open (during its call phase report)."""

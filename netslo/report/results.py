@@ -8,6 +8,8 @@ import math
 import re
 from pathlib import Path
 
+from ..phase_times import timed_call
+
 SCHEMA_VERSION = 1
 
 
@@ -51,6 +53,7 @@ class ResultsWriter:
         self.tally = None          # netslo.report.tally.Tally of the session, when the gate ran
         self.written: Path | None = None
 
+    @timed_call("reports")
     def add(self, test_id: str, outcome) -> None:
         (self.dir / "samples").mkdir(parents=True, exist_ok=True)
         name = f"samples/{safe_name(test_id)}.npz"
