@@ -27,6 +27,7 @@ import yaml
 
 from .. import progress
 from ..errors import InfrastructureError, SpecError, Unsupported
+from .kube_reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
 from .tool import run_tool
 from . import cni as cni_mod
 from . import kube_manifests as km
@@ -157,6 +158,9 @@ class KindProvider:
         return self.cluster_name in out.split()
 
     def up(self) -> KubeCluster:
+        # kind clusters a killed run left (owner record naming a dead process) go first
+        for line in reap_kind_clusters(self.kind, keep_cluster=self.keep_cluster):
+            progress.note(line)
         exists = self.exists()
         self.workdir.mkdir(parents=True, exist_ok=True)
         Path(self.config_path).write_text(self.config_yaml())
@@ -167,6 +171,8 @@ class KindProvider:
                 # Set before the command: a create that fails or times out half-way has made node
                 # containers already, and teardown() must delete them.
                 self._created_cluster = self._created_cluster or creating
+                if creating:   # a later run reaps it if this process dies without deleting it
+                    write_kind_owner(self.cluster_name)
                 with progress.phase(" ".join(argv[1:4]) + f" {self.cluster_name}"):
                     self._run(argv, self.timeout)
                 if creating:
@@ -219,9 +225,12 @@ class KindProvider:
         """Delete the kind cluster if this provider created it (never a reused one). With
         ``keep_cluster`` a cluster whose creation or CNI install did not finish is deleted too: kept,
         it would be reused half-made."""
-        if self._created_cluster and (not self.keep_cluster or not self._create_complete):
-            self._run(self.delete_command(), 300)
+        owned = self._created_cluster
+        if owned and (not self.keep_cluster or not self._create_complete):
+            self._run(self.delete_command(), 300)   # raises: the owner record stays for a later reap
             self._created_cluster = False
+        if owned:
+            remove_kind_owner(self.cluster_name)    # deleted, or kept on purpose: nothing to reap
 
 
 class KindCluster(KubeCluster):

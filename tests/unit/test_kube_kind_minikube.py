@@ -1,12 +1,15 @@
-"""kind and minikube providers: the configs they write and the exact commands they would run.
-
-kind and minikube cannot start on this machine (their node images come from a registry), so these
-tests check what would run, not a running cluster; the code that runs after the cluster exists is
-the KubeCluster the integration tests exercise against a real cluster.
+"""kind and minikube providers: the configs they write, the exact commands they would run, and
+their control flow with a kind stand-in (a shell script that logs its argv). A real kind cluster runs
+through scripts/kind-offline.sh (tests/integration/test_kind_offline.py, and the gate on kind +
+Calico in docs/kubernetes.md); minikube cannot start here (its ISO/kicbase come from a registry).
 """
 
-import yaml
+import json
+import os
+import subprocess
+
 import pytest
+import yaml
 
 from netslo.errors import InfrastructureError, SpecError
 from netslo.providers import kind as kind_mod
@@ -16,10 +19,13 @@ from netslo.providers.minikube import MinikubeProvider
 
 
 @pytest.fixture(autouse=True)
-def _default_kind(monkeypatch):
-    """The defaults, not the offline toolchain's exports (scripts/kind-offline.sh env) of this shell."""
+def _default_kind(monkeypatch, tmp_path):
+    """The defaults, not the offline toolchain's exports (scripts/kind-offline.sh env) of this shell;
+    kind owner records in a directory of the test's own (a record left in the real one would make a
+    later run reap a cluster of that name)."""
     for var in (kind_mod.KIND_ENV, kind_mod.NODE_IMAGE_ENV, "NETSLO_CNI_MIRROR", "NETSLO_AGENT_IMAGE"):
         monkeypatch.delenv(var, raising=False)
+    _owner_dir(tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -218,3 +224,55 @@ def test_committed_kind_configs_match_what_the_provider_writes(cni):
     committed = (Path(__file__).resolve().parents[2] / "manifests" / "kind" / f"kind-{cni}.yaml").read_text()
     written = KindProvider(cni=cni, nodes=2, workdir="/nonexistent").config_yaml()
     assert yaml.safe_load(committed) == yaml.safe_load(written)
+
+
+def _owner_dir(tmp_path, monkeypatch):
+    from netslo.providers import kube_reap
+    d = tmp_path / "owners"
+    monkeypatch.setattr(kube_reap, "kind_owner_dir", lambda: d)
+    return d
+
+
+def test_kind_cluster_carries_an_owner_record_while_it_lives(tmp_path, monkeypatch):
+    """Written before ``kind create`` (a killed run leaves it for the next run's reap), removed once
+    the cluster is deleted."""
+    owners = _owner_dir(tmp_path, monkeypatch)
+    kind, log = _fake_kind(tmp_path)
+    seen = {}
+
+    def cni(*a, **kw):
+        seen["record"] = json.loads((owners / "netslo.json").read_text())
+        return {"cni": "calico", "cni_version": "v3.31.3"}
+    monkeypatch.setattr(kind_mod, "install_cni", cni)
+    monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: object())
+    monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
+    p = KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w"), run_id="r1")
+    p.up()
+    assert seen["record"]["cluster"] == "netslo" and seen["record"]["pid"] == str(os.getpid())
+    p.teardown()
+    assert not (owners / "netslo.json").exists()
+    assert [line.split()[:2] for line in log.read_text().splitlines()][-1] == ["delete", "cluster"]
+
+
+def test_kind_up_deletes_the_cluster_a_killed_run_left(tmp_path, monkeypatch):
+    owners = _owner_dir(tmp_path, monkeypatch)
+    owners.mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    from netslo.providers.kube_reap import owner_record
+    (owners / "old.json").write_text(json.dumps({"cluster": "old", **owner_record(dead.pid)}))
+    log = tmp_path / "kind.log"
+    kind = tmp_path / "kind"
+    kind.write_text(f"""#!/bin/sh
+echo "$*" >> {log}
+case "$1 $2" in
+  "get clusters") echo old ;;
+  "create cluster") exit 1 ;;
+esac
+""")
+    kind.chmod(0o755)
+    p = KindProvider(cni="calico", kind=str(kind), workdir=str(tmp_path / "w"))
+    with pytest.raises(InfrastructureError):
+        p.up()                                   # its own create fails; the reap came first
+    calls = [line.split()[:4] for line in log.read_text().splitlines()]
+    assert ["delete", "cluster", "--name", "old"] in calls and not (owners / "old.json").exists()
