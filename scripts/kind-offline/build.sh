@@ -147,7 +147,7 @@ kube_proxy_image() {  # REF OUT: Debian minbase + iptables/conntrack + kube-prox
 node_key() {
   { echo "$NODE_RECIPE $KIND_VERSION $KVER $SUITE $CNI_PLUGINS_VERSION"
     cat "$KO_IMAGES"/*.tar.id 2>/dev/null
-    sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} | cut -c1-64; } | sha256sum | cut -c1-16
+    sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} "$KO_HERE/runc-wrapper" | cut -c1-64; } | sha256sum | cut -c1-16
 }
 
 node_base() {  # -> docker image netslo-kind-base:<key> (only the base recipe in the key)
@@ -234,6 +234,15 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
   for f in kubeadm kubelet kubectl; do
     docker exec -i "$cid" sh -c "cat > /usr/bin/$f && chmod 0755 /usr/bin/$f" < "$K8S_DIR/bin/$f"
   done
+  # The nodes' bounding set lacks CAP_SYS_RESOURCE too (the engine's wrapper removed it), so a pod that
+  # adds it without being privileged (cilium-agent does) would fail in the node's runc with "unable to
+  # apply caps: operation not permitted": the node's containerd runs runc through the same wrapper.
+  docker exec -i "$cid" sh -c 'mkdir -p /usr/local/lib/netslo && cat > /usr/local/lib/netslo/runc-wrapper && \
+    chmod 0755 /usr/local/lib/netslo/runc-wrapper' < "$KO_HERE/runc-wrapper"
+  docker exec "$cid" sh -c 'printf "#!/bin/sh\nNETSLO_REAL_RUNC=/usr/sbin/runc exec /usr/local/lib/netslo/runc-wrapper \"\$@\"\n" \
+      > /usr/local/sbin/netslo-runc && chmod 0755 /usr/local/sbin/netslo-runc && \
+    sed -i "s#^\(\s*\)SystemdCgroup = true#&\n\1BinaryName = \"/usr/local/sbin/netslo-runc\"#" /etc/containerd/config.toml && \
+    [ $(grep -c "BinaryName = \"/usr/local/sbin/netslo-runc\"" /etc/containerd/config.toml) = 2 ]'
   docker exec "$cid" sh -c "echo $KVER > /kind/version && \
     sed -i 's#^\(\s*sandbox_image\s*=\s*\).*#\1\"$pause\"#' /etc/containerd/config.toml && \
     grep -q 'sandbox_image = \"$pause\"' /etc/containerd/config.toml"
