@@ -111,6 +111,30 @@ component_images() {
   done < <(kubeadm_images)
 }
 
+debian_layer() {  # LAYER LOG PACKAGES [PATH...]: LAYER = a $SUITE minbase rootfs + PACKAGES (comma list)
+  # as one image layer, cached (nothing runs when LAYER exists). The rootfs must be merged-/usr (the
+  # layers put binaries in /usr/bin) and hold each PATH executable. Apt caches, docs, logs, /dev and
+  # runit's default services (/etc/service, /etc/sv: images bring their own) are left out, and
+  # resolv.conf is emptied (not the build host's).
+  local layer=$1 log=$2 debs=$3 root=${1%.tar}.rootfs name path; shift 3
+  [[ -f $layer ]] && return 0
+  name=$(basename "$layer")
+  ko_log "$name: debootstrap $SUITE minbase + $debs"
+  rm -rf "$root"
+  nice -n 19 debootstrap --variant=minbase --include="$debs" "$SUITE" "$root" "$DEBIAN_MIRROR" > "$log" 2>&1 \
+    || { tail -n 20 "$log" >&2; return 1; }
+  [[ -L $root/bin && -L $root/sbin ]] || ko_die "$name: the $SUITE rootfs is not merged-/usr (the layer puts binaries in /usr/bin)"
+  for path in "$@"; do
+    [[ -x $root/$path ]] || ko_die "$name: the rootfs lacks /$path (packages: $debs)"
+  done
+  rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \
+    "${root:?}"/usr/share/man/* "${root:?}"/usr/share/locale/* "${root:?}"/dev/* "${root:?}"/var/log/* \
+    "${root:?}"/etc/service "${root:?}"/etc/sv
+  : > "$root/etc/resolv.conf"
+  "${PACK[@]}" layer "$root" "$layer.tmp"; mv "$layer.tmp" "$layer"
+  rm -rf "$root"
+}
+
 kube_proxy_image() {  # REF OUT: Debian minbase + iptables/conntrack + kube-proxy
   local ref=$1 out=$2 root=$KO_CACHE/rootfs-kube-proxy base=$KO_IMAGES/netbase-$SUITE.layer.tar
   if [[ ! -f $base ]]; then

@@ -106,24 +106,9 @@ calico_ref() {  # node|cni|kube-controllers -> the image reference the tag's man
 }
 
 calico_node_base() {  # -> CALICO_NODE_BASE: cached Debian layer with calico-node's run-time packages
-  local key root
-  key=$(echo "1 $SUITE $CALICO_NODE_DEBS" | sha256sum | cut -c1-16)
-  CALICO_NODE_BASE=$CALICO_DIR/node-base-$key.layer.tar
-  [[ -f $CALICO_NODE_BASE ]] && return
-  root=$CALICO_DIR/rootfs-node
-  ko_log "calico: node base: debootstrap $SUITE minbase + $CALICO_NODE_DEBS"
-  rm -rf "$root"
-  nice -n 19 debootstrap --variant=minbase --include="$CALICO_NODE_DEBS" "$SUITE" "$root" "$DEBIAN_MIRROR" \
-    > "$CALICO_DIR/debootstrap-node.log" 2>&1 || { tail -n 20 "$CALICO_DIR/debootstrap-node.log" >&2; return 1; }
-  [[ -L $root/bin && -L $root/sbin ]] || ko_die "calico: node base is not merged-/usr (the layer puts binaries in /usr/bin)"
-  [[ -x $root/usr/bin/runsvdir && -x $root/usr/sbin/iptables-legacy && -x $root/usr/sbin/iptables-nft ]] \
-    || ko_die "calico: node base lacks runsvdir or iptables-legacy/-nft"
-  rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \
-    "${root:?}"/usr/share/man/* "${root:?}"/usr/share/locale/* "${root:?}"/dev/* "${root:?}"/var/log/* \
-    "${root:?}"/etc/service "${root:?}"/etc/sv
-  : > "$root/etc/resolv.conf"
-  "${PACK[@]}" layer "$root" "$CALICO_NODE_BASE.tmp"; mv "$CALICO_NODE_BASE.tmp" "$CALICO_NODE_BASE"
-  rm -rf "$root"
+  CALICO_NODE_BASE=$CALICO_DIR/node-base-$(echo "1 $SUITE $CALICO_NODE_DEBS" | sha256sum | cut -c1-16).layer.tar
+  debian_layer "$CALICO_NODE_BASE" "$CALICO_DIR/debootstrap-node.log" "$CALICO_NODE_DEBS" \
+    usr/bin/runsvdir usr/sbin/iptables-legacy usr/sbin/iptables-nft
 }
 
 calico_pack() {  # NAME STAGE-DIR ARGS...: STAGE-DIR as the top layer of calico/NAME, extra image args

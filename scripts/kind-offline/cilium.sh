@@ -141,23 +141,9 @@ cilium_helm() {  # helm.sh/helm/v3 -> $KO_BIN/helm, ldflags as helm's Makefile s
 }
 
 cilium_agent_base() {  # -> CILIUM_AGENT_BASE: cached Debian layer with the agent's run-time packages
-  local key root
-  key=$(echo "1 $SUITE $CILIUM_AGENT_DEBS" | sha256sum | cut -c1-16)
-  CILIUM_AGENT_BASE=$CILIUM_DIR/agent-base-$key.layer.tar
-  [[ -f $CILIUM_AGENT_BASE ]] && return
-  root=$CILIUM_DIR/rootfs-agent
-  ko_log "cilium: agent base: debootstrap $SUITE minbase + $CILIUM_AGENT_DEBS"
-  rm -rf "$root"
-  nice -n 19 debootstrap --variant=minbase --include="$CILIUM_AGENT_DEBS" "$SUITE" "$root" "$DEBIAN_MIRROR" \
-    > "$CILIUM_DIR/debootstrap-agent.log" 2>&1 || { tail -n 20 "$CILIUM_DIR/debootstrap-agent.log" >&2; return 1; }
-  [[ -L $root/bin && -L $root/sbin ]] || ko_die "cilium: agent base is not merged-/usr"
-  [[ -x $root/usr/lib/llvm-19/bin/clang && -x $root/usr/bin/nsenter && -x $root/usr/sbin/ipset ]] \
-    || ko_die "cilium: agent base lacks clang-19, nsenter or ipset"
-  rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \
-    "${root:?}"/usr/share/man/* "${root:?}"/usr/share/locale/* "${root:?}"/dev/* "${root:?}"/var/log/*
-  : > "$root/etc/resolv.conf"
-  "${PACK[@]}" layer "$root" "$CILIUM_AGENT_BASE.tmp"; mv "$CILIUM_AGENT_BASE.tmp" "$CILIUM_AGENT_BASE"
-  rm -rf "$root"
+  CILIUM_AGENT_BASE=$CILIUM_DIR/agent-base-$(echo "1 $SUITE $CILIUM_AGENT_DEBS" | sha256sum | cut -c1-16).layer.tar
+  debian_layer "$CILIUM_AGENT_BASE" "$CILIUM_DIR/debootstrap-agent.log" "$CILIUM_AGENT_DEBS" \
+    usr/lib/llvm-19/bin/clang usr/bin/nsenter usr/sbin/ipset
 }
 
 cilium_pack() {  # NAME REF STAGE-DIR ARGS...: STAGE-DIR as the top layer of the image REF
