@@ -66,6 +66,11 @@ def run_in(netns: str, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> s
     return out.strip() or "(empty)"
 
 
+def on_path(device: str | None, devices: tuple[str, ...] | None) -> bool:
+    """Whether ``device`` is one of ``devices`` (None: any device but the loopback)."""
+    return device in devices if devices is not None else device != "lo"
+
+
 def qdisc_blocks(text: str, devices: tuple[str, ...] | None) -> str:
     """``tc -s qdisc show`` output reduced to the qdiscs of ``devices`` (None: every device but the
     loopback); each qdisc is its line and the indented counter lines under it."""
@@ -76,7 +81,7 @@ def qdisc_blocks(text: str, devices: tuple[str, ...] | None) -> str:
         if line.startswith("qdisc "):
             words = line.split()
             dev = words[words.index("dev") + 1] if "dev" in words[:-1] else None
-            keep = dev in devices if devices is not None else dev != "lo"
+            keep = on_path(dev, devices)
         if keep:
             kept.append(line)
     return "\n".join(kept) or f"(no qdisc on {', '.join(devices or ('any device',))})"
@@ -84,9 +89,7 @@ def qdisc_blocks(text: str, devices: tuple[str, ...] | None) -> str:
 
 def link_lines(text: str, devices: tuple[str, ...] | None) -> str:
     """``ip -br link`` output reduced to ``devices`` (None: every device but the loopback)."""
-    kept = [ln for ln in text.splitlines()
-            if ln.split() and (ln.split()[0].split("@")[0] in devices if devices is not None
-                               else ln.split()[0] != "lo")]
+    kept = [ln for ln in text.splitlines() if ln.strip() and on_path(ln.split()[0].split("@")[0], devices)]
     return "\n".join(kept) or text
 
 
