@@ -55,15 +55,6 @@ calico_src() {  # -> the repository of NETSLO_CALICO_SRC, checked to hold the pi
   echo "$src"
 }
 
-calico_timed() {  # NAME CMD...: a sub-step's time in timings.log (inside the calico-build step)
-  local name=$1 t0 rc=0; shift
-  t0=$(date +%s.%N)
-  set +e; ( set -e; "$@" ); rc=$?; set -e
-  printf '%s calico-%s %.1f rc=%d\n' "$(date -u +%FT%TZ)" "$name" "$(echo "$(date +%s.%N) - $t0" | bc)" \
-    "$rc" >> "$KO_CACHE/timings.log"
-  return $rc
-}
-
 calico_export() {  # git archive of the tag -> $CALICO_SRC_DIR
   [[ -f $CALICO_SRC_DIR/.done ]] && return
   rm -rf "$CALICO_SRC_DIR" "$CALICO_SRC_DIR.tmp"; mkdir -p "$CALICO_SRC_DIR.tmp"
@@ -86,11 +77,11 @@ calico_binaries() {
   [[ -f $CALICO_BIN/.done ]] && return
   rm -rf "$CALICO_BIN.tmp"
   ko_log "calico: go build calico-node (node/cmd/calico-node, node/cmd/mountns), CGO off"
-  calico_timed go-calico-node calico_go "$CALICO_BIN.tmp" ./node/cmd/calico-node ./node/cmd/mountns
+  ko_subtimed calico-go-calico-node calico_go "$CALICO_BIN.tmp" ./node/cmd/calico-node ./node/cmd/mountns
   ko_log "calico: go build CNI plugin (cni-plugin/cmd/calico, cni-plugin/cmd/install)"
-  calico_timed go-cni calico_go "$CALICO_BIN.tmp" ./cni-plugin/cmd/calico ./cni-plugin/cmd/install
+  ko_subtimed calico-go-cni calico_go "$CALICO_BIN.tmp" ./cni-plugin/cmd/calico ./cni-plugin/cmd/install
   ko_log "calico: go build kube-controllers (kube-controllers/cmd/{kube-controllers,check-status,wrapper})"
-  calico_timed go-kube-controllers calico_go "$CALICO_BIN.tmp" ./kube-controllers/cmd/kube-controllers \
+  ko_subtimed calico-go-kube-controllers calico_go "$CALICO_BIN.tmp" ./kube-controllers/cmd/kube-controllers \
     ./kube-controllers/cmd/check-status ./kube-controllers/cmd/wrapper
   "$CALICO_BIN.tmp/calico-node" -v | grep -qE "^Version: +$CALICO_VERSION\$" \
     || ko_die "calico: the built calico-node -v says '$("$CALICO_BIN.tmp/calico-node" -v)', not Version $CALICO_VERSION"
@@ -174,9 +165,9 @@ calico_build() {
   rm -f "$KO_CACHE/calico.blocked"   # left by the module-proxy attempt of earlier versions
   src=$(calico_src) || return 1
   ko_log "calico: $CALICO_VERSION ($CALICO_COMMIT) from $src"
-  calico_timed export calico_export "$src"
+  ko_subtimed calico-export calico_export "$src"
   calico_binaries
-  calico_timed images calico_images
+  ko_subtimed calico-images calico_images
   echo "$CALICO_RECIPE $CALICO_COMMIT" > "$CALICO_DIR/images.recipe"
   calico_mirror
 }

@@ -61,15 +61,6 @@ cilium_build_cached() {
      && -f $(cilium_mirror_file) && $(cat "$CILIUM_DIR/images.recipe" 2>/dev/null) == "$CILIUM_RECIPE $CILIUM_VERSION" ]]
 }
 
-cilium_timed() {  # NAME CMD...: a sub-step's time in timings.log (inside the cilium-build step)
-  local name=$1 t0 rc=0; shift
-  t0=$(date +%s.%N)
-  set +e; ( set -e; "$@" ); rc=$?; set -e
-  printf '%s cilium-%s %.1f rc=%d\n' "$(date -u +%FT%TZ)" "$name" "$(echo "$(date +%s.%N) - $t0" | bc)" \
-    "$rc" >> "$KO_CACHE/timings.log"
-  return $rc
-}
-
 cilium_src() {  # the module zip (checked) -> $CILIUM_SRC_DIR with go.mod's two replaces
   [[ -f $CILIUM_SRC_DIR/.done ]] && return
   local info dir sum stub
@@ -116,11 +107,11 @@ cilium_binaries() {
   local t=$CILIUM_BIN.tmp
   rm -rf "$t"; mkdir -p "$t"
   ko_log "cilium: go build cilium-agent (daemon), CGO off"
-  cilium_timed go-agent cilium_go "$t/cilium-agent" "" ./daemon
+  ko_subtimed cilium-go-agent cilium_go "$t/cilium-agent" "" ./daemon
   ko_log "cilium: go build cilium-dbg, cilium-health(-responder), cilium-mount, cilium-sysctlfix, cilium-cni"
-  cilium_timed go-tools cilium_tools "$t"
+  ko_subtimed cilium-go-tools cilium_tools "$t"
   ko_log "cilium: go build cilium-operator-generic (operator, ipam_provider_operator)"
-  cilium_timed go-operator cilium_go "$t/cilium-operator-generic" ",ipam_provider_operator" ./operator
+  ko_subtimed cilium-go-operator cilium_go "$t/cilium-operator-generic" ",ipam_provider_operator" ./operator
   "$t/cilium-agent" --version | grep -q " $CILIUM_VERSION go-module-v$CILIUM_VERSION " \
     || ko_die "cilium: the built cilium-agent --version says '$("$t/cilium-agent" --version)'"
   touch "$t/.done"; rm -rf "$CILIUM_BIN"; mv "$t" "$CILIUM_BIN"
@@ -215,15 +206,15 @@ cilium_chart() {  # the module's chart dir, packed with the built helm, into the
 cilium_build() {
   if ! cilium_wanted; then ko_log "cilium: NETSLO_CILIUM is not 1; not built"; return 0; fi
   ko_log "cilium: $CILIUM_MODULE@v$CILIUM_VERSION from the Go module proxy"
-  cilium_timed src cilium_src
+  ko_subtimed cilium-src cilium_src
   cilium_binaries
-  cilium_timed helm cilium_helm
+  ko_subtimed cilium-helm cilium_helm
   if ! [[ -f $(cilium_image_file agent).id && -f $(cilium_image_file operator).id \
           && $(cat "$CILIUM_DIR/images.recipe" 2>/dev/null) == "$CILIUM_RECIPE $CILIUM_VERSION" ]]; then
-    cilium_timed images cilium_images
+    ko_subtimed cilium-images cilium_images
     echo "$CILIUM_RECIPE $CILIUM_VERSION" > "$CILIUM_DIR/images.recipe"
   fi
-  [[ -f $(cilium_mirror_file) ]] || cilium_timed chart cilium_chart   # kept: a new pack has a new digest
+  [[ -f $(cilium_mirror_file) ]] || ko_subtimed cilium-chart cilium_chart   # kept: a new pack has a new digest
 }
 
 cilium_status() {

@@ -53,6 +53,17 @@ ko_timed() {
   return $rc
 }
 # ko_heavy CMD...: CPU-heavy step, serialized with the other engineers' timing-sensitive runs.
+# ko_subtimed NAME CMD...: the same for a sub-step inside a step (its time is also part of the step's;
+# it leaves the step's lock-wait record alone and logs none of its own).
+ko_subtimed() {
+  local name=$1 t0 rc=0; shift
+  t0=$(date +%s.%N)
+  set +e; ( set -e; "$@" ); rc=$?; set -e
+  printf '%s %s %.1f rc=%d\n' "$(date -u +%FT%TZ)" "$name" "$(echo "$(date +%s.%N) - $t0" | bc)" "$rc" \
+    >> "$KO_CACHE/timings.log"
+  return $rc
+}
+
 # ko_step NAME FN: FN timed under the heavy lock, unless FN_cached says there is nothing to do
 # (not run) or FN_light says what is left is light (run without the lock).
 ko_step() {
