@@ -31,6 +31,18 @@ class Pod:
     annotations: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class PathPoint:
+    """A place this host can capture a pod's traffic: ``ifname`` in network namespace ``netns`` (a
+    name under /run/netns or a path such as /proc/<pid>/ns/net); ``encap``: frames there are
+    tunnel-encapsulated (an outer and an inner IP header)."""
+
+    name: str
+    netns: str
+    ifname: str
+    encap: bool = False
+
+
 class Cluster(abc.ABC):
     """A running cluster: nodes, pods, responders; knows how to run the agent in a pod."""
 

@@ -20,21 +20,27 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import yaml
 
 from .. import progress
+from ..phase_times import timed_call
 from ..errors import InfrastructureError, SpecError, Unsupported
 from .kube_reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
 from .tool import run_tool
 from . import cni as cni_mod
 from . import kube_manifests as km
 from .cni.install import install as install_cni
+from . import kind_host
+from .base import PathPoint, Pod
 from .kube import KubeCluster
 from .kubectl import Kubectl
 
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KIND_VERSION = "v0.33.0"  # go install sigs.k8s.io/kind@v0.33.0
 # The v1.34 image published with kind v0.33.0 (digest from its release notes): same minor as the
 # local cluster of scripts/local-k8s.sh.
@@ -242,6 +248,75 @@ class KindCluster(KubeCluster):
     def __init__(self, owner: KindProvider, *args, **kw):
         super().__init__(*args, **kw)
         self._kind = owner
+        self._node_ns: dict[str, str] = {}
+        self._pod_ns: dict[str, tuple[str, str]] = {}
+
+    # ---- the datapath seen from this host (kind nodes are local containers) ---------------------
+    @property
+    def bandwidth_mechanism(self) -> str:
+        """What honours bandwidth annotations here (the CNI data file's ``bandwidth``)."""
+        return self._kind.cni.bandwidth
+
+    def node_netns(self, node: str) -> str:
+        """``/proc/<pid>/ns/net`` of kind node ``node``'s container."""
+        if node not in self._node_ns:
+            self._node_ns[node] = kind_host.node_netns(node)
+        return self._node_ns[node]
+
+    def _pod_netns(self, pod: Pod) -> tuple[str, str]:
+        """(namespace path, host-side interface) of a pod-network pod: the inode of its namespace and
+        its eth0's peer index, read in the pod, found on this host."""
+        if pod.name not in self._pod_ns:
+            if pod.host_network:
+                raise Unsupported(f"pod {pod.name} is a hostNetwork pod: it has no namespace of its own")
+            out = self._exec(pod, ["python", "-c", "import os; print(os.stat('/proc/self/ns/net').st_ino, "
+                                   "open('/sys/class/net/eth0/iflink').read().strip())"], 30).split()
+            path = kind_host.netns_by_inode(int(out[0]))
+            self._pod_ns[pod.name] = (path, kind_host.interface_name(self.node_netns(pod.node), int(out[1])))
+        return self._pod_ns[pod.name]
+
+    def netns_of(self, pod: Pod) -> str:
+        return self._pod_netns(pod)[0]
+
+    def host_interface(self, pod: Pod) -> str:
+        """The pod's veth peer on its node (cali..., lxc...): where the CNI's bandwidth plugin shapes."""
+        return self._pod_netns(pod)[1]
+
+    @timed_call("bulk flows and pod commands")
+    def exec_in(self, pod: Pod, argv: list[str], timeout: float = 60.0) -> bytes:
+        """Run a helper program (a bulk flow, sysctl) in the pod's network namespace from this host,
+        as the embedded provider does: the same sockets, sysctls and datapath as the pod's own
+        processes, and root may choose any congestion control the kernel has (the agent's user may
+        choose only the host's tcp_allowed_congestion_control). stdout; InfrastructureError if it fails."""
+        env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        what = f"{' '.join(a for a in argv[:3] if a != sys.executable)} in the namespace of pod {pod.name}"
+        try:
+            proc = subprocess.run(["nsenter", f"--net={self.netns_of(pod)}", *argv], capture_output=True,
+                                  timeout=timeout, env=env, cwd=str(PROJECT_ROOT))
+        except subprocess.TimeoutExpired:
+            raise InfrastructureError(f"{what}: no answer within {timeout:.0f} s") from None
+        if proc.returncode:
+            lines = proc.stderr.decode(errors="replace").strip().splitlines()
+            raise InfrastructureError(f"{what}: exit {proc.returncode}: {lines[-1] if lines else 'no output'}")
+        return proc.stdout
+
+    def observation_points(self, client: Pod, server: Pod) -> list[PathPoint]:
+        """Where client -> server traffic can be captured from this host, in path order: the pods'
+        eth0, their host-side veths, and across nodes the CNI's tunnel device on each node and the
+        nodes' underlay eth0 (VXLAN/Geneve-encapsulated there when the CNI tunnels)."""
+        cns, sns = self.node_netns(client.node), self.node_netns(server.node)
+        chost, shost = self.host_interface(client), self.host_interface(server)
+        points = [PathPoint("client pod eth0", self.netns_of(client), "eth0"),
+                  PathPoint(f"{client.node} {chost}", cns, chost)]
+        if client.node != server.node:
+            ctun, stun = kind_host.tunnel_devices(cns), kind_host.tunnel_devices(sns)
+            points += [PathPoint(f"{client.node} {t}", cns, t) for t in ctun]
+            points += [PathPoint(f"underlay {client.node} eth0", cns, "eth0", bool(ctun)),
+                       PathPoint(f"underlay {server.node} eth0", sns, "eth0", bool(stun))]
+            points += [PathPoint(f"{server.node} {t}", sns, t) for t in stun]
+        points += [PathPoint(f"{server.node} {shost}", sns, shost),
+                   PathPoint("server pod eth0", self.netns_of(server), "eth0")]
+        return points
 
     def environment(self) -> dict[str, str]:
         env = super().environment()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -282,10 +283,20 @@ class KubeCluster(Cluster):
     def _summary(obj: dict) -> str:
         return pod_summary(obj)
 
-    def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
+    def exec_in(self, pod: Pod, argv: list[str], timeout: float = 60.0) -> bytes:
+        """Run a command in the pod's agent container; stdout. A command naming this process's
+        interpreter (``sys.executable``: a netslo helper such as ``-m netslo.qos.tcpflow``) runs with
+        the image's ``python``, which has the same netslo."""
+        if argv[:1] == [sys.executable]:
+            argv = ["python", *argv[1:]]
+        return self._exec_with_env(pod, argv, timeout)
+
+    def _exec_with_env(self, pod: Pod, argv: list[str], timeout: float) -> bytes:
         env = self._pod_env(pod)
-        prefix = ["env", *env] if env else []
-        return self._exec(pod, prefix + ["python", "-m", "netslo.agent"] + list(args), timeout)
+        return self._exec(pod, (["env", *env] if env else []) + list(argv), timeout)
+
+    def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
+        return self._exec_with_env(pod, ["python", "-m", "netslo.agent", *args], timeout)
 
     # ---- services ---------------------------------------------------------------------------
     def add_service(self, name: str, pod: Pod, *, type: str = "ClusterIP",

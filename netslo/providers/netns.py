@@ -55,21 +55,26 @@ CONNECT_FAILURE = re.compile(r"timed out|timeout|refused|unreachable|no route to
 # ---- process helpers --------------------------------------------------------------------------
 
 
-def pids_in_netns(name: str) -> list[int]:
-    """PIDs of processes whose network namespace is /run/netns/NAME."""
-    try:
-        target = os.stat(NETNS_DIR / name).st_ino
-    except FileNotFoundError:
-        return []
+def pids_with_netns(inode: int) -> list[int]:
+    """PIDs of processes whose network namespace has ``inode`` (as ``stat`` of a namespace file gives it)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if os.stat(f"/proc/{entry}/ns/net").st_ino == target:
+                if os.stat(f"/proc/{entry}/ns/net").st_ino == inode:
                     found.append(int(entry))
             except OSError:
                 continue
-    return [p for p in found if p != os.getpid()]
+    return found
+
+
+def pids_in_netns(name: str) -> list[int]:
+    """PIDs of other processes whose network namespace is /run/netns/NAME (or the path NAME)."""
+    try:
+        target = os.stat(NETNS_DIR / name).st_ino
+    except FileNotFoundError:
+        return []
+    return [p for p in pids_with_netns(target) if p != os.getpid()]
 
 
 def _target_ip(argv: list[str]) -> str | None:

@@ -41,6 +41,7 @@ TBF_HANDLE = 0x10000
 INGRESS_HANDLE = 0xFFFF0000
 ETH_P_ALL = 0x0003
 U32_MAX = 2**32 - 1
+TCA_EGRESS_REDIR = 1                     # mirred eaction: redirect to the target's egress
 TICK_NS = 64                             # psched tick; read from /proc/net/psched when present
 QUANTITY_FORM = ("a Kubernetes quantity in bits/s: a number with an optional suffix k, M, G, T, P "
                  "(x1000) or Ki, Mi, Gi, Ti, Pi (x1024), e.g. '1M', '10M', '1G', '512Ki'")
@@ -139,7 +140,7 @@ def install(netns: str, host_if: str, ingress_bits: float | None, egress_bits: f
     """Install the plugin's qdiscs for one pod and read the rates back; InfrastructureError on failure."""
     ifb = ifb_name(host_if) if egress_bits else None
     try:
-        with NetNS(netns) as ipr:
+        with NetNS(netns, flags=0) as ipr:
             found = ipr.link_lookup(ifname=host_if)
             if not found:
                 raise InfrastructureError(f"bandwidth: no interface {host_if} in {netns}")
@@ -178,20 +179,69 @@ def _verify(ipr, s: Shaping) -> None:
                                       f"configured {want} B/s")
 
 
+def _redirect_targets(ipr, index: int) -> list[int]:
+    """Interfaces the ingress qdisc of ``index`` redirects every packet to (u32 + mirred egress
+    redirect, as the bandwidth plugin installs it), in filter order."""
+    out = []
+    for f in ipr.get_filters(index=index, parent=INGRESS_HANDLE):
+        opts = f.get_attr("TCA_OPTIONS")
+        acts = opts.get_attr("TCA_U32_ACT") if opts is not None else None
+        for _, act in (acts["attrs"] if acts is not None else ()):
+            if act.get_attr("TCA_ACT_KIND") != "mirred":
+                continue
+            parms = act.get_attr("TCA_ACT_OPTIONS").get_attr("TCA_MIRRED_PARMS")
+            if parms and parms["eaction"] == TCA_EGRESS_REDIR and parms["ifindex"] not in out:
+                out.append(parms["ifindex"])
+    return out
+
+
+def _egress_ifb(ipr, host_if: str) -> int | None:
+    """Index of the device that shapes what the pod sends: where the host veth's ingress redirects
+    (the plugin's ifb, whatever its name), else an ifb named ``ifb_name(host_if)``."""
+    dev = ipr.link_lookup(ifname=host_if)
+    targets = _redirect_targets(ipr, dev[0]) if dev else []
+    if targets:
+        return targets[0]
+    ifb = ipr.link_lookup(ifname=ifb_name(host_if))
+    return ifb[0] if ifb else None
+
+
 def read(netns: str, host_if: str) -> dict:
-    """Rates (bits/s) the kernel holds for a pod: {'ingress': x | None, 'egress': y | None}."""
-    with NetNS(netns) as ipr:
+    """Rates (bits/s) the kernel holds for a pod: {'ingress': x | None, 'egress': y | None}.
+    ``netns``: a name under /run/netns or a namespace path (a kind node's /proc/<pid>/ns/net)."""
+    with NetNS(netns, flags=0) as ipr:
         dev = ipr.link_lookup(ifname=host_if)
         ing = _tbf_rate_of(ipr, dev[0]) if dev else None
-        ifb = ipr.link_lookup(ifname=ifb_name(host_if))
-        eg = _tbf_rate_of(ipr, ifb[0]) if ifb else None
+        ifb = _egress_ifb(ipr, host_if)
+        eg = _tbf_rate_of(ipr, ifb) if ifb is not None else None
     return {"ingress": ing * 8 if ing else None, "egress": eg * 8 if eg else None}
 
 
+def root_qdisc(netns: str, ifname: str) -> str | None:
+    """Kind of the root qdisc of ``ifname`` (e.g. 'fq', 'mq', 'noqueue'), None without one."""
+    with NetNS(netns, flags=0) as ipr:
+        dev = ipr.link_lookup(ifname=ifname)
+        for msg in ipr.get_qdiscs(index=dev[0]) if dev else ():
+            if msg["parent"] == TC_H_ROOT:
+                return msg.get_attr("TCA_KIND")
+    return None
+
+
+def link_mtu(netns: str, host_if: str) -> int:
+    """MTU (bytes) of the pod's host-side veth: the frame size the shaper's byte counts are made of."""
+    with NetNS(netns, flags=0) as ipr:
+        dev = ipr.link_lookup(ifname=host_if)
+        if not dev:
+            raise InfrastructureError(f"bandwidth: no interface {host_if} in {netns}")
+        return ipr.get_links(dev[0])[0].get_attr("IFLA_MTU")
+
+
 def remove(s: Shaping) -> None:
-    """Remove the qdiscs and the ifb of one pod. Idempotent; a vanished namespace is fine."""
+    """Remove the qdiscs and the ifb of one pod (also a CNI plugin's, found by its redirect).
+    Idempotent; a vanished namespace is fine."""
     try:
-        with NetNS(s.netns) as ipr:
+        with NetNS(s.netns, flags=0) as ipr:
+            ifb = _egress_ifb(ipr, s.host_if)
             dev = ipr.link_lookup(ifname=s.host_if)
             for call in (lambda: ipr.tc("del", "ingress", dev[0]),
                          lambda: ipr.tc("del", index=dev[0], parent=TC_H_ROOT, handle=0)):
@@ -200,9 +250,8 @@ def remove(s: Shaping) -> None:
                         call()
                     except NetlinkError:
                         pass
-            ifb = ipr.link_lookup(ifname=ifb_name(s.host_if))
-            if ifb:
-                ipr.link("del", index=ifb[0])
+            if ifb is not None:
+                ipr.link("del", index=ifb)
     except (OSError, NetlinkError):
         pass
 

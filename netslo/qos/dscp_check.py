@@ -14,6 +14,7 @@ Verdict per hop and layer, comparing DSCP only (ECN bits ignored):
   rewritten to X     it carried another non-zero DSCP (X by name, e.g. AF11)
   stripped           it carried DSCP 0
   not seen           no marked packet passed this hop (dropped, or not on this path)
+  bypassed           not seen here, but at a later hop: the datapath went around this device
 
 ``end_to_end(cluster, client, server, ports, marks)`` is the provider-independent check: the UDP probe
 marks its requests and the responder reports the TOS it received (IP_RECVTOS) and marks its replies.
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from ..dscp import DSCP_NAMES, dscp_of, tos_byte
 from ..errors import InfrastructureError, Unsupported
+from ..providers.base import PathPoint
 
 NETNS_DIR = Path("/run/netns")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -51,14 +53,7 @@ SEND_GAP_S = 0.002
 DEFAULT_MARKS = ("EF", "AF41", "CS1")
 
 
-@dataclass(frozen=True)
-class Hop:
-    """A point of observation: ``ifname`` in namespace ``netns``; ``encap``: frames are VXLAN there."""
-
-    name: str
-    netns: str
-    ifname: str
-    encap: bool = False
+Hop = PathPoint   # a point of observation: ``ifname`` in ``netns``; ``encap``: frames are tunnelled there
 
 
 @dataclass(frozen=True)
@@ -115,11 +110,18 @@ class DscpReport:
 # ---- the path --------------------------------------------------------------------------------------
 
 def hops(cluster, client, server) -> list[Hop]:
-    """Observation points from client pod to server pod in the embedded provider."""
+    """Observation points from client pod to server pod: the cluster's own (``observation_points``,
+    e.g. kind), else the embedded provider's path."""
+    for pod in (client, server):
+        if pod.host_network:
+            raise Unsupported(f"pod {pod.name} is a hostNetwork pod: no pod-network path to observe")
+    points = getattr(cluster, "observation_points", None)
+    if points is not None:
+        return points(client, server)
     if getattr(cluster, "provider", "") != "netns" or not hasattr(cluster, "node_netns") \
             or not hasattr(cluster, "ns_name"):
-        raise Unsupported(f"per-hop DSCP capture needs the embedded netns provider, not {cluster.provider} "
-                          f"(use dscp_check.end_to_end)")
+        raise Unsupported(f"per-hop DSCP capture needs node namespaces on this host (the embedded netns "
+                          f"provider or kind), not {cluster.provider} (use dscp_check.end_to_end)")
     for pod in (client, server):
         if pod.host_network or not getattr(pod, "host_interface", None):
             raise Unsupported(f"pod {pod.name} is a hostNetwork pod: no pod-network path to observe")
@@ -169,7 +171,22 @@ def check(cluster, client, server, marks=DEFAULT_MARKS, per_mark: int = PACKETS_
                 out.append(HopVerdict(hop.name, "ip", d, tuple(dscp_of(r[3]) for r in mine),
                                       verdict(d, [dscp_of(r[3]) for r in mine])))
     placement = "same-node" if client.node == server.node else "cross-node"
-    return DscpReport(out, placement)
+    return DscpReport(_bypassed(out, [h.name for h in path]), placement)
+
+
+def _bypassed(verdicts: list, order: list) -> list:
+    """'not seen' at a hop while a later hop saw the same mark means the datapath went around that
+    device (e.g. an eBPF redirect straight into the pod's namespace): verdict 'bypassed'."""
+    seen_at = {}
+    for v in verdicts:
+        if v.verdict != "not seen":
+            seen_at.setdefault(v.sent, set()).add(order.index(v.hop))
+    out = []
+    for v in verdicts:
+        if v.verdict == "not seen" and any(i > order.index(v.hop) for i in seen_at.get(v.sent, ())):
+            v = HopVerdict(v.hop, v.layer, v.sent, v.seen, "bypassed")
+        out.append(v)
+    return out
 
 
 def end_to_end(cluster, client, server, ports, marks=DEFAULT_MARKS, count: int = 20) -> DscpReport:

@@ -46,6 +46,20 @@ def test_annotations_install_the_plugins_qdiscs(cl):
     assert "tbf" not in qd and "ingress" not in qd and ifb not in qd
 
 
+def test_egress_rate_is_read_where_the_redirect_goes_whatever_the_ifb_is_called(cl):
+    """A CNI names its ifb its own way (Calico's felix: bwcali<hash>; the plugin: bwp<hash>): read()
+    and remove() follow the host veth's ingress redirect instead of assuming netslo's name."""
+    pod = cl.add_pod("bwren", "node1", annotations={bandwidth.EGRESS_KEY: "3M"})
+    ns = cl.node_netns("node1")
+    subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "ip", "link", "set", bandwidth.ifb_name(pod.host_interface),
+                    "name", "bwcali0123456ab"], check=True)
+    assert bandwidth.read(ns, pod.host_interface) == {"ingress": None, "egress": 3_000_000}
+    bandwidth.remove(bandwidth.Shaping(ns, pod.host_interface, None, 3e6, bandwidth.ifb_name(pod.host_interface)))
+    qd = tc(ns, "qdisc", "show")
+    assert "bwcali0123456ab" not in qd and f"ingress ffff: dev {pod.host_interface}" not in qd
+    assert bandwidth.link_mtu(ns, pod.host_interface) == cl.mtu
+
+
 def test_pod_without_annotations_is_not_shaped(cl):
     pod = cl.add_pod("plain", "node1")
     assert bandwidth.read(cl.node_netns("node1"), pod.host_interface) == {"ingress": None, "egress": None}

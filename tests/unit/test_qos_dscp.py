@@ -48,3 +48,17 @@ def test_report_selection():
     r = dc.DscpReport(v, "cross-node")
     assert r.hops() == ["a", "b"] and r.at("b", "outer")[0].verdict == "stripped"
     assert "b [outer] EF: stripped (1 packets)" in r.text()
+
+
+def test_a_device_the_datapath_goes_around_is_bypassed_not_lost():
+    """'not seen' before a hop that saw the mark is 'bypassed' (e.g. an eBPF redirect into the pod);
+    'not seen' with nothing seen after it stays 'not seen' (dropped)."""
+    order = ["client pod eth0", "node lxc", "server pod eth0"]
+    vs = [dc.HopVerdict("client pod eth0", "ip", 46, (46,), "preserved"),
+          dc.HopVerdict("node lxc", "ip", 46, (), "not seen"),
+          dc.HopVerdict("server pod eth0", "ip", 46, (46,), "preserved"),
+          dc.HopVerdict("client pod eth0", "ip", 10, (10,), "preserved"),
+          dc.HopVerdict("node lxc", "ip", 10, (), "not seen"),
+          dc.HopVerdict("server pod eth0", "ip", 10, (), "not seen")]
+    got = [v.verdict for v in dc._bypassed(vs, order)]
+    assert got == ["preserved", "bypassed", "preserved", "preserved", "not seen", "not seen"]

@@ -67,7 +67,7 @@ class CniSpec:
     service_subnet: str
     encapsulations: tuple
     default_encapsulation: str
-    bandwidth: str            # cni-plugin | bandwidth-manager
+    bandwidth: str            # what honours bandwidth annotations: cni-plugin | calico-qos-controls | bandwidth-manager
     ready: tuple
     values: dict = field(default_factory=dict)   # helm --set values
     release: str = ""

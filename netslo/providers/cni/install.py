@@ -2,8 +2,10 @@
 
 Overlays (our own, applied to the fetched upstream documents in memory):
 - calico: CALICO_IPV4POOL_CIDR = the cluster's pod subnet; IPIP/VXLAN per ``encapsulation`` (VXLAN-only:
-  backend "vxlan" and calico-node's BIRD health flags dropped); the bandwidth CNI plugin chained in
-  calico-config's cni_network_config if upstream lacks it.
+  backend "vxlan" and calico-node's BIRD health flags dropped). No bandwidth CNI plugin is chained:
+  since v3.30 felix itself shapes pods with kubernetes.io/*-bandwidth annotations (its "QoS controls",
+  tbf on the host veth and on an ifb "bwcali..."), and a chained plugin races felix for the same
+  ingress qdisc (a second annotated pod on a node then fails "create ingress qdisc: file exists").
 - antrea: trafficEncapMode/tunnelType in antrea-agent.conf per ``encapsulation``.
 - cilium: Helm values (Bandwidth Manager on, routing mode per ``encapsulation``).
 Timeouts are seconds; a component that never becomes ready raises InfrastructureError naming it.
@@ -11,7 +13,6 @@ Timeouts are seconds; a component that never becomes ready raises Infrastructure
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import tempfile
@@ -22,9 +23,6 @@ import yaml
 from ...errors import InfrastructureError
 from ..kube_wait import wait_nodes_ready, wait_workload
 from . import CniSpec, encapsulation as check_encapsulation, fetch, source as cni_source
-
-BANDWIDTH_PLUGIN = {"type": "bandwidth", "capabilities": {"bandwidth": True}}
-
 
 def _set_env(container: dict, name: str, value: str) -> None:
     env = container.setdefault("env", [])
@@ -37,7 +35,7 @@ def _set_env(container: dict, name: str, value: str) -> None:
 
 
 def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> list[dict]:
-    """Calico manifest documents with our pool, encapsulation and bandwidth-plugin settings."""
+    """Calico manifest documents with our pool and encapsulation settings."""
     ipip = "Always" if encapsulation == "ipip" else "Never"
     vxlan = "Always" if encapsulation == "vxlan" else "Never"
     seen_node = seen_cfg = False
@@ -57,24 +55,11 @@ def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> lis
         if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == "calico-config":
             if encapsulation == "vxlan":
                 d["data"]["calico_backend"] = "vxlan"   # no BIRD/BGP needed for VXLAN-only pools
-            d["data"]["cni_network_config"] = _with_bandwidth(d["data"]["cni_network_config"])
             seen_cfg = True
     if not (seen_node and seen_cfg):
         raise InfrastructureError("CNI calico: manifest has no calico-node DaemonSet / calico-config "
                                   "ConfigMap; the overlay does not fit this version")
     return docs
-
-
-def _with_bandwidth(conflist_text: str) -> str:
-    """Chain the bandwidth plugin into a CNI conflist template (upstream placeholders kept)."""
-    if '"bandwidth"' in conflist_text:
-        return conflist_text
-    # The template is JSON with __PLACEHOLDERS__ (some unquoted, e.g. __CNI_MTU__): edit as text.
-    idx = conflist_text.rfind("]")
-    if idx < 0:
-        raise InfrastructureError("CNI calico: cni_network_config has no plugin list")
-    head = conflist_text[:idx].rstrip()
-    return head + ",\n    " + json.dumps(BANDWIDTH_PLUGIN) + "\n  " + conflist_text[idx:]
 
 
 def antrea_overlay(docs: list[dict], encapsulation: str) -> list[dict]:

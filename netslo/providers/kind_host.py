@@ -1,0 +1,78 @@
+"""kind nodes seen from the host they run on: their network namespaces and those of their pods.
+
+A kind node is a privileged container of the local docker engine, so its network namespace (and every
+pod namespace inside it) is a namespace of this kernel, owned by the initial user namespace: a root
+process here can enter it. That lets host-side tools look at a real CNI's datapath the way they look
+at the embedded provider's: AF_PACKET capture on a pod's eth0, on the node's host-side veth, on the
+CNI's tunnel device and on the node's underlay ``eth0``; qdisc reads of what the CNI's bandwidth
+plugin installed.
+
+    node_netns(node)             -> "/proc/<pid>/ns/net" of the node container (docker inspect)
+    netns_by_inode(inode)        -> "/proc/<pid>/ns/net" of a process in the namespace with that inode
+    interface_name(netns, index) -> the name of interface ``index`` in ``netns``
+    tunnel_devices(netns)        -> names of the VXLAN/Geneve devices in ``netns`` (vxlan.calico, cilium_vxlan)
+
+Namespace paths stay valid while that process lives: a node's for the node's life, a pod's (its pause
+process is preferred) for the pod's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InfrastructureError
+from .netns import pids_with_netns
+from .tool import run_tool
+
+PROC = Path("/proc")
+TUNNEL_KINDS = ("vxlan", "geneve")
+
+
+def node_netns(node: str, docker: str = "docker") -> str:
+    """The network namespace path of kind node container ``node`` (its name is the node's name)."""
+    out = run_tool([docker, "inspect", "-f", "{{.State.Pid}}", node], 30,
+                   install="the docker CLI of the engine kind uses").stdout.decode().strip()
+    if not out.isdigit() or out == "0":
+        raise InfrastructureError(f"kind node {node}: container not running (docker inspect pid {out!r})")
+    return str(PROC / out / "ns" / "net")
+
+
+def _comm(pid: int) -> str:
+    try:
+        return (PROC / str(pid) / "comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def netns_by_inode(inode: int) -> str:
+    """``/proc/<pid>/ns/net`` of a process whose network namespace has ``inode`` (a pod's pause
+    process when there is one: it lives as long as the pod)."""
+    found = pids_with_netns(inode)
+    if not found:
+        raise InfrastructureError(f"no process on this host is in network namespace net:[{inode}] "
+                                  f"(is the cluster's docker engine on this host?)")
+    pause = [p for p in found if _comm(p) == "pause"]
+    return str(PROC / str(min(pause or found)) / "ns" / "net")
+
+
+def _links(netns: str):
+    from pyroute2 import NetNS
+    with NetNS(netns, flags=0) as ipr:   # flags=0: enter an existing namespace, never create one
+        return list(ipr.get_links())
+
+
+def interface_name(netns: str, index: int) -> str:
+    for link in _links(netns):
+        if link["index"] == index:
+            return link.get_attr("IFLA_IFNAME")
+    raise InfrastructureError(f"no interface with index {index} in {netns}")
+
+
+def tunnel_devices(netns: str) -> list[str]:
+    """Names of the overlay tunnel devices (VXLAN, Geneve) in ``netns``, sorted."""
+    out = []
+    for link in _links(netns):
+        info = link.get_attr("IFLA_LINKINFO")
+        if info is not None and info.get_attr("IFLA_INFO_KIND") in TUNNEL_KINDS:
+            out.append(link.get_attr("IFLA_IFNAME"))
+    return sorted(out)

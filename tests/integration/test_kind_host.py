@@ -1,0 +1,37 @@
+"""Host-side views of namespaces (netslo.providers.kind_host) on real namespaces of this kernel: what the
+kind provider uses to capture and read qdiscs inside kind nodes and pods."""
+
+import os
+
+import pytest
+
+from netslo.errors import InfrastructureError
+from netslo.providers import kind_host
+from netslo.providers.netns import NETNS_DIR, NetnsCluster
+
+
+@pytest.fixture(scope="module")
+def vx():
+    with NetnsCluster(nodes=2, datapath="vxlan") as c:
+        yield c
+
+
+def test_a_pods_namespace_is_found_by_its_inode_and_its_host_veth_by_the_peer_index(vx):
+    pod = vx.add_pod("kh", "node1")
+    vx.start_responders(pod, ("udp",))          # a process in the pod's namespace, as a kind pod has
+    inode = os.stat(NETNS_DIR / vx.netns_of(pod)).st_ino
+    path = kind_host.netns_by_inode(inode)
+    assert path.startswith("/proc/") and os.stat(path).st_ino == inode
+    from pyroute2 import NetNS
+    with NetNS(vx.netns_of(pod), flags=0) as ipr:
+        peer = ipr.get_links(ipr.link_lookup(ifname="eth0")[0])[0].get_attr("IFLA_LINK")
+    assert kind_host.interface_name(str(NETNS_DIR / vx.node_netns("node1")), peer) == pod.host_interface
+
+
+def test_tunnel_devices_are_the_vxlan_ones(vx):
+    assert kind_host.tunnel_devices(str(NETNS_DIR / vx.node_netns("node0"))) == ["flannel.1"]
+
+
+def test_a_namespace_no_process_is_in_is_an_error_naming_it():
+    with pytest.raises(InfrastructureError, match=r"net:\[1\]"):
+        kind_host.netns_by_inode(1)
