@@ -14,6 +14,11 @@ cluster this provider started to create is deleted on any failure, also a ``kind
 out half-way. Every command line is built by a method (``*_command``) so tests can check what would
 run; timeouts are seconds. ``$NETSLO_KIND`` / ``$NETSLO_KIND_NODE_IMAGE`` name another kind binary and
 node image (``scripts/kind-offline.sh env`` prints them for the self-built, registry-free toolchain).
+
+The nodes are containers of this host, so ``KindCluster`` also sees the datapath from here
+(``kind_host``): ``node_netns``, ``netns_of`` and ``host_interface`` for the per-hop DSCP capture
+(``observation_points``) and the bandwidth tests' qdisc reads; ``exec_in`` runs QoS helper flows in a
+pod's network namespace from the host, as the embedded provider does.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ hop at once with AF_PACKET sockets opened inside each hop's namespace:
     client pod eth0 -> client node host veth [-> node flannel.1 -> underlay (switch port) -> server
     node eth0]  -> server node host veth -> server pod eth0
 
-Frames are decoded with scapy; on VXLAN hops both the outer and the inner IPv4 header are judged.
+(on kind, ``KindCluster.observation_points``: the pods' eth0, their cali.../lxc... veths, the CNI's
+tunnel device and the nodes' underlay eth0, entered from this host). Frames are decoded with scapy;
+on VXLAN hops both the outer and the inner IPv4 header are judged.
 Verdict per hop and layer, comparing DSCP only (ECN bits ignored):
   preserved          every packet carried the DSCP it was sent with
   rewritten to X     it carried another non-zero DSCP (X by name, e.g. AF11)
@@ -123,8 +125,8 @@ def hops(cluster, client, server) -> list[Hop]:
         raise Unsupported(f"per-hop DSCP capture needs node namespaces on this host (the embedded netns "
                           f"provider or kind), not {cluster.provider} (use dscp_check.end_to_end)")
     for pod in (client, server):
-        if pod.host_network or not getattr(pod, "host_interface", None):
-            raise Unsupported(f"pod {pod.name} is a hostNetwork pod: no pod-network path to observe")
+        if not getattr(pod, "host_interface", None):
+            raise Unsupported(f"pod {pod.name} has no host-side interface to observe")
     vx = cluster.datapath == "vxlan"
     cnode, snode = cluster.node_netns(client.node), cluster.node_netns(server.node)
     path = [Hop("client pod eth0", cluster.netns_of(client), "eth0"),
