@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The kind tier: the gate on a real kind cluster with a real CNI built from source, without a registry
 # (scripts/kind-offline.sh), then the Kubernetes provider tests with --netslo-provider existing against
-# the same cluster's kubeconfig. The engine is always taken down again, also when a test fails or the
+# the same cluster's kubeconfig (the reap tests kill -9 a run there and reap what it left). The engine is always taken down again, also when a test fails or the
 # run is interrupted, and the host's FORWARD policy, ip_forward and namespaces are checked unchanged.
 #
 #   sudo bash scripts/ci-kind.sh [CNI ...]     (root: docker engine, mounts, cgroups)
@@ -48,7 +48,7 @@ for cni in "${CNIS[@]}"; do
     say "Kubernetes provider tests, --netslo-provider existing on the same cluster"
     NETSLO_KUBECONFIG=/tmp/netslo-kind-netslo/kubeconfig "$PY" -m pytest -q -p no:cacheprovider -rs \
       tests/integration/test_kube_existing.py tests/integration/test_kube_impair.py \
-      tests/integration/test_kube_kubeconfig.py || rc=1
+      tests/integration/test_kube_kubeconfig.py tests/integration/test_kube_reap.py || rc=1
     first=0
   fi
   "$NETSLO_KIND" delete cluster --name netslo >/dev/null || rc=1
