@@ -20,7 +20,6 @@ br_netfilter or hairpin masquerade for that).
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -153,15 +152,15 @@ class NetnsServices:
                 "-m", "comment", "--comment", "netslo:nodeport-local-drop", "-j", "DROP"]
 
     def _start_ingress(self) -> None:
-        from .providers.netns import NETNS_DIR, PROJECT_ROOT
+        from .procs import PROJECT_ROOT, child_env
+        from .providers.netns import NETNS_DIR
         self.ingress = self.cluster.add_pod(f"ingress-{self.backend.name}"[:31], self.ingress_node)
         ready = self._tmp / "ready"
         log = open(self._tmp / "proxy.log", "wb")
         argv = ["nsenter", f"--net={NETNS_DIR / self.cluster.netns_of(self.ingress)}", sys.executable, "-m",
                 "netslo.agent", "serve", "proxy", "--port", str(RESPONDER_PORTS["proxy"]),
                 "--upstream", f"{self.backend.ip}:{self.port}", "--ready-file", str(ready)]
-        env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        self._proxy = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+        self._proxy = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
                                        start_new_session=True, cwd=str(PROJECT_ROOT))
         log.close()
         deadline = time.monotonic() + READY_TIMEOUT_S

@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]   # the checkout holding the netslo package
+
+
+def child_env() -> dict:
+    """This process's environment with the checkout first on PYTHONPATH, so a child
+    ``python -m netslo...`` (run from the host's interpreter) imports this same netslo."""
+    return dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 def alive(pid: int) -> bool:

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import Unsupported
+from ..procs import PROJECT_ROOT, child_env
 
 CLONE_NEWNET = 0x40000000
 UML_BINARY = Path("/usr/bin/linux")
 UML_MODULES = Path("/usr/lib/uml/modules")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def detect() -> Capabilities:
     kernel = platform.release()
     if os.geteuid() != 0:
         return Capabilities(kernel, reasons={k: "needs root" for k in ("netem", "ifb", "ingress_redirect")})
-    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env()
     run = subprocess.run([sys.executable, "-m", "netslo.impair.capability"], capture_output=True, text=True,
                          env=env, cwd=str(PROJECT_ROOT), timeout=60)
     try:

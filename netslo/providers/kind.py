@@ -35,6 +35,7 @@ import yaml
 from .. import progress
 from ..phase_times import timed_call
 from ..errors import InfrastructureError, SpecError, Unsupported
+from ..procs import PROJECT_ROOT, child_env
 from .kube_reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
 from .tool import run_tool
 from . import cni as cni_mod
@@ -45,7 +46,6 @@ from .base import PathPoint, Pod
 from .kube import KubeCluster
 from .kubectl import Kubectl
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KIND_VERSION = "v0.33.0"  # go install sigs.k8s.io/kind@v0.33.0
 # The v1.34 image published with kind v0.33.0 (digest from its release notes): same minor as the
 # local cluster of scripts/local-k8s.sh.
@@ -293,11 +293,10 @@ class KindCluster(KubeCluster):
         as the embedded provider does: the same sockets, sysctls and datapath as the pod's own
         processes, and root may choose any congestion control the kernel has (the agent's user may
         choose only the host's tcp_allowed_congestion_control). stdout; InfrastructureError if it fails."""
-        env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         what = f"{' '.join(a for a in argv[:3] if a != sys.executable)} in the namespace of pod {pod.name}"
         try:
             proc = subprocess.run(["nsenter", f"--net={self.netns_of(pod)}", *argv], capture_output=True,
-                                  timeout=timeout, env=env, cwd=str(PROJECT_ROOT))
+                                  timeout=timeout, env=child_env(), cwd=str(PROJECT_ROOT))
         except subprocess.TimeoutExpired:
             raise InfrastructureError(f"{what}: no answer within {timeout:.0f} s") from None
         if proc.returncode:

@@ -35,10 +35,10 @@ from pathlib import Path
 from pyroute2 import NetNS, netns
 
 from .. import evidence
-from ..errors import InfrastructureError, SpecError
+from ..errors import InfrastructureError, SpecError, Unsupported
 from ..phase_times import timed_call
-from ..procs import LIVE_RUNS, alive, owned_elsewhere_or_here
-from .base import RESPONDER_PORTS, Cluster, Pod
+from ..procs import LIVE_RUNS, PROJECT_ROOT, alive, child_env, owned_elsewhere_or_here
+from .base import RESPONDER_PORTS, Cluster, PathPoint, Pod
 
 STATE_ROOT = Path("/run/netslo")
 NETNS_DIR = Path("/run/netns")
@@ -46,7 +46,6 @@ NAME_RE = re.compile(r"^nsl-([0-9a-f]{6})-")
 DATAPATHS = ("bridge", "routed", "vxlan")
 UNDERLAY = "172.18.0.{}"
 VXLAN_MTU = 1450
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # the last stderr line of an agent run that could not reach its peer (then the error carries evidence)
 CONNECT_FAILURE = re.compile(r"timed out|timeout|refused|unreachable|no route to host|connection reset|"
                              r"ETIMEDOUT|ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ECONNRESET", re.I)
@@ -363,14 +362,33 @@ class NetnsCluster(Cluster):
     def node_netns(self, node: str) -> str:
         return self.ns_name(f"node{self._node_index(node)}")
 
+    def host_interface(self, pod: Pod) -> str:
+        """The pod's veth on its node (the peer of its eth0)."""
+        if not getattr(pod, "host_interface", None):
+            raise Unsupported(f"pod {pod.name} has no host-side interface (a hostNetwork pod)")
+        return pod.host_interface
+
+    def observation_points(self, client: Pod, server: Pod) -> list[PathPoint]:
+        """Where client -> server traffic can be captured, in path order: the pods' eth0 and host
+        veths, and across nodes the client node's flannel.1 (vxlan), its switch port on the underlay
+        and the server node's eth0 (VXLAN-encapsulated on both with the vxlan datapath)."""
+        vx = self.datapath == "vxlan"
+        cnode, snode = self.node_netns(client.node), self.node_netns(server.node)
+        chost, shost = self.host_interface(client), self.host_interface(server)
+        points = [PathPoint("client pod eth0", self.netns_of(client), "eth0"),
+                  PathPoint(f"{client.node} {chost}", cnode, chost)]
+        if client.node != server.node:
+            if vx:
+                points.append(PathPoint(f"{client.node} flannel.1", cnode, "flannel.1"))
+            points += [PathPoint(f"underlay {client.node}", self.ns_name("sw"), f"n{self.nodes.index(client.node)}", vx),
+                       PathPoint(f"{server.node} eth0", snode, "eth0", vx)]
+        points += [PathPoint(f"{server.node} {shost}", snode, shost),
+                   PathPoint("server pod eth0", self.netns_of(server), "eth0")]
+        return points
+
     # -- agents
     def _agent_argv(self, ns: str, args: list[str]) -> list[str]:
         return ["nsenter", f"--net={NETNS_DIR / ns}", sys.executable, "-m", "netslo.agent", *args]
-
-    def _env(self) -> dict:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        return env
 
     @timed_call("responders")
     def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http")) -> dict[str, int]:
@@ -382,7 +400,7 @@ class NetnsCluster(Cluster):
             log = open(self.state / f"responder-{pod.name}-{proto}.log", "wb")
             argv = self._agent_argv(self.netns_of(pod),
                                     ["serve", proto, "--port", str(port), "--ready-file", str(ready)])
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
                                     start_new_session=True, cwd=str(PROJECT_ROOT))
             log.close()
             self._procs.append(proc)
@@ -413,7 +431,7 @@ class NetnsCluster(Cluster):
         ns = self.netns_of(pod)
         full = self._agent_argv(ns, argv[1:]) if argv[:1] == ["__agent__"] else \
             ["nsenter", f"--net={NETNS_DIR / ns}", *argv]
-        proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._env(),
+        proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
                                 cwd=str(PROJECT_ROOT))
         try:
             stdout, stderr = proc.communicate(timeout=timeout)

@@ -19,15 +19,11 @@ import sys
 from pathlib import Path
 
 from ..errors import InfrastructureError, Unsupported
+from ..procs import PROJECT_ROOT, child_env
 
 NETNS_DIR = Path("/run/netns")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
 
 
 def host_netns(cluster, pod) -> str:
@@ -50,7 +46,7 @@ class Background:
         full = argv if argv[:1] != ["-m"] else [sys.executable, *argv]
         self.proc = subprocess.Popen(["timeout", "-s", "KILL", f"{limit_s:.0f}", "nsenter",
                                       f"--net={NETNS_DIR / ns}", *full],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
                                      cwd=str(PROJECT_ROOT), start_new_session=True)
         self.out = b""
         self.err = b""

@@ -3,7 +3,8 @@
 ``check(cluster, client, server, marks)`` crafts IPv4/UDP packets with scapy (client pod address ->
 server pod address, one TOS per mark, a random marker in the payload), sends them from the client
 pod's namespace through a raw socket (the kernel routes them like any pod traffic) and sniffs every
-hop at once with AF_PACKET sockets opened inside each hop's namespace:
+hop at once with AF_PACKET sockets opened inside each hop's namespace, the points the cluster
+names (``observation_points``); in the embedded provider:
 
     client pod eth0 -> client node host veth [-> node flannel.1 -> underlay (switch port) -> server
     node eth0]  -> server node host veth -> server pod eth0
@@ -43,10 +44,10 @@ from pathlib import Path
 
 from ..dscp import DSCP_NAMES, dscp_of, tos_byte
 from ..errors import InfrastructureError, Unsupported
+from ..procs import PROJECT_ROOT, child_env
 from ..providers.base import PathPoint
 
 NETNS_DIR = Path("/run/netns")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CLONE_NEWNET = 0x40000000
 ETH_P_ALL = 0x0003
 CHECK_PORT = 7999
@@ -112,33 +113,16 @@ class DscpReport:
 # ---- the path --------------------------------------------------------------------------------------
 
 def hops(cluster, client, server) -> list[Hop]:
-    """Observation points from client pod to server pod: the cluster's own (``observation_points``,
-    e.g. kind), else the embedded provider's path."""
+    """Observation points from client pod to server pod: the cluster's ``observation_points``
+    (embedded netns provider, kind); Unsupported where its namespaces are not on this host."""
     for pod in (client, server):
         if pod.host_network:
             raise Unsupported(f"pod {pod.name} is a hostNetwork pod: no pod-network path to observe")
     points = getattr(cluster, "observation_points", None)
-    if points is not None:
-        return points(client, server)
-    if getattr(cluster, "provider", "") != "netns" or not hasattr(cluster, "node_netns") \
-            or not hasattr(cluster, "ns_name"):
+    if points is None:
         raise Unsupported(f"per-hop DSCP capture needs node namespaces on this host (the embedded netns "
                           f"provider or kind), not {cluster.provider} (use dscp_check.end_to_end)")
-    for pod in (client, server):
-        if not getattr(pod, "host_interface", None):
-            raise Unsupported(f"pod {pod.name} has no host-side interface to observe")
-    vx = cluster.datapath == "vxlan"
-    cnode, snode = cluster.node_netns(client.node), cluster.node_netns(server.node)
-    path = [Hop("client pod eth0", cluster.netns_of(client), "eth0"),
-            Hop(f"{client.node} {client.host_interface}", cnode, client.host_interface)]
-    if client.node != server.node:
-        if vx:
-            path.append(Hop(f"{client.node} flannel.1", cnode, "flannel.1"))
-        path.append(Hop(f"underlay {client.node}", cluster.ns_name("sw"), f"n{cluster.nodes.index(client.node)}", vx))
-        path.append(Hop(f"{server.node} eth0", snode, "eth0", vx))
-    path.append(Hop(f"{server.node} {server.host_interface}", snode, server.host_interface))
-    path.append(Hop("server pod eth0", cluster.netns_of(server), "eth0"))
-    return path
+    return points(client, server)
 
 
 def check(cluster, client, server, marks=DEFAULT_MARKS, per_mark: int = PACKETS_PER_MARK,
@@ -149,10 +133,9 @@ def check(cluster, client, server, marks=DEFAULT_MARKS, per_mark: int = PACKETS_
     plan = {"hops": [[h.netns, h.ifname] for h in path], "sender": cluster.netns_of(client),
             "src": client.ip, "dst": server.ip, "port": CHECK_PORT, "dscps": dscps, "per_mark": per_mark,
             "marker": secrets.token_hex(6), "timeout": timeout}
-    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         run = subprocess.run([sys.executable, "-m", "netslo.qos.dscp_check", json.dumps(plan)],
-                             capture_output=True, text=True, env=env, cwd=str(PROJECT_ROOT), timeout=timeout + 60)
+                             capture_output=True, text=True, env=child_env(), cwd=str(PROJECT_ROOT), timeout=timeout + 60)
     except subprocess.TimeoutExpired:
         raise InfrastructureError("DSCP capture did not finish in time") from None
     if run.returncode:
@@ -351,7 +334,7 @@ def run_matrix(datapath: str, cases: list, marks=DEFAULT_MARKS, per_mark: int = 
     """``matrix`` in a child process (its own cluster, owned and reaped by the child), JSON back.
 
     Verdict dicts are turned back into ``HopVerdict``s under each "placement/variant" key."""
-    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env()
     env.pop("NETSLO_RUN_ID", None)
     doc = {"datapath": datapath, "cases": [list(c) for c in cases], "marks": list(marks), "per_mark": per_mark,
            "rewrite_to": tos_byte(rewrite_to, "rewrite_to") >> 2}

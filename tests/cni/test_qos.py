@@ -185,7 +185,7 @@ def test_bandwidth_annotation_conformance(direction, placement, netslo_bandwidth
     limit = sec[direction]
     expect_limitation(request, c, f"bandwidth-{direction}", placement)
     sender, dst, port, shaped = _bandwidth_pods(netslo_bandwidth_pods, direction, placement, f"{limit:.0f}")
-    ns, host_if = c.node_netns(shaped.node), netslo_bandwidth_pods.host_interface(shaped)
+    ns, host_if = c.node_netns(shaped.node), c.host_interface(shaped)
     if getattr(c, "bandwidth_mechanism", "") == "bandwidth-manager":
         # Cilium: EDT rates in a BPF map, enforced by the fq qdisc it puts on the node's device
         root = bandwidth.root_qdisc(ns, "eth0")
@@ -214,7 +214,7 @@ def test_bandwidth_wrong_limit_fails_conformance(netslo_bandwidth_pods, netslo_q
     sec = netslo_qos_spec["bandwidth"]
     limit = sec["egress"]
     pod = pods.pod("qos-bw-wrong", c.nodes[1], annotations={bandwidth.EGRESS_KEY: f"{limit:.0f}"})
-    ns, host_if = c.node_netns(pod.node), pods.host_interface(pod)
+    ns, host_if = c.node_netns(pod.node), c.host_interface(pod)
     bandwidth.remove(bandwidth.Shaping(ns, host_if, None, limit, bandwidth.ifb_name(host_if)))
     bandwidth.install(ns, host_if, None, limit * sec["wrong_factor"])
     res = experiments.conformance_run(c, pod, pods.server.ip, pods.ports["tcp"], limit, sec, bandwidth.link_mtu(ns, host_if))
