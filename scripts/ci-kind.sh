@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The kind tier: the gate on a real kind cluster with a real CNI built from source, without a registry
 # (scripts/kind-offline.sh), then the Kubernetes provider tests with --netslo-provider existing against
-# the same cluster's kubeconfig (the reap tests kill -9 a run there and reap what it left). The engine is always taken down again, also when a test fails or the
-# run is interrupted, and the host's FORWARD policy, ip_forward and namespaces are checked unchanged.
+# the same cluster's kubeconfig (the reap tests kill -9 a run there and reap what it left). The engine
+# is always taken down again, also when a test fails or the run is interrupted, and the host's FORWARD
+# policy, ip_forward and namespaces are checked unchanged.
 #
 #   sudo bash scripts/ci-kind.sh [CNI ...]     (root: docker engine, mounts, cgroups)
 #

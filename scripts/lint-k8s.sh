@@ -101,7 +101,7 @@ then say "kind configs and CNI data files consistent"; else fail=1; fi
 # 4. scripts parse (and pass shellcheck at warning level where shellcheck is installed)
 for f in scripts/*.sh scripts/local-k8s/*.sh; do bash -n "$f" || { say "bash -n $f failed"; fail=1; }; done
 if command -v shellcheck >/dev/null; then
-  if shellcheck -S warning scripts/*.sh scripts/local-k8s/*.sh; then say "shellcheck: clean"; else fail=1; fi
+  if shellcheck -S warning scripts/*.sh scripts/local-k8s/*.sh scripts/kind-offline/*.sh; then say "shellcheck: clean"; else fail=1; fi
 fi
 
 if ((fail)); then say "FAILED"; exit 1; fi

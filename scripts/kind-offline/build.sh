@@ -136,17 +136,9 @@ debian_layer() {  # LAYER LOG PACKAGES [PATH...]: LAYER = a $SUITE minbase rootf
 }
 
 kube_proxy_image() {  # REF OUT: Debian minbase + iptables/conntrack + kube-proxy
-  local ref=$1 out=$2 root=$KO_CACHE/rootfs-kube-proxy base=$KO_IMAGES/netbase-$SUITE.layer.tar
-  if [[ ! -f $base ]]; then
-    ko_log "kube-proxy base: debootstrap $SUITE minbase + iptables conntrack ipset"
-    rm -rf "$root"
-    nice -n 19 debootstrap --variant=minbase --include=iptables,conntrack,ipset,kmod,iproute2 \
-      "$SUITE" "$root" "$DEBIAN_MIRROR" > "$KO_CACHE/debootstrap-netbase.log" 2>&1 \
-      || { tail -n 20 "$KO_CACHE/debootstrap-netbase.log" >&2; return 1; }
-    rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \
-      "${root:?}"/usr/share/man/* "${root:?}"/usr/share/locale/* "${root:?}"/dev/* "${root:?}"/var/log/*
-    "${PACK[@]}" layer "$root" "$base.tmp"; mv "$base.tmp" "$base"; rm -rf "$root"
-  fi
+  local ref=$1 out=$2 base=$KO_IMAGES/netbase-$SUITE.layer.tar
+  debian_layer "$base" "$KO_CACHE/debootstrap-netbase.log" iptables,conntrack,ipset,kmod,iproute2 \
+    usr/sbin/iptables usr/sbin/conntrack usr/sbin/ipset
   "${PACK[@]}" layer --file "$K8S_DIR/bin/kube-proxy:/usr/local/bin/kube-proxy:0755" "$KO_IMAGES/kube-proxy.layer.tar"
   "${PACK[@]}" image --tag "$ref" --layer "$base" --layer "$KO_IMAGES/kube-proxy.layer.tar" \
     --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
