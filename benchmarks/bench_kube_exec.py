@@ -5,8 +5,8 @@ Same pod, same commands, N runs each: an empty command (``true``: the per-exec c
 netem call and responder start pays), a real probe's npz on stdout (2000 UDP samples, what every SLO
 test returns), 16 MB of random bytes on stdout, and 200 kB on stdin with end of file. Wall time
 median / P90 and CPU per exec of this process plus its children (kubectl is a child).
-Run: ``python -m pytest benchmarks/bench_kube_exec.py -s`` with the local cluster up
-(scripts/local-k8s.sh) or $NETSLO_KUBECONFIG; $NETSLO_KUBECTL or the local build's kubectl.
+Run: ``python -m pytest benchmarks/bench_kube_exec.py -s`` with a cluster ($NETSLO_KUBECONFIG, else the
+kind cluster scripts/ci-kind.sh keeps); $NETSLO_KUBECTL or the Kubernetes build's kubectl.
 """
 
 import hashlib
@@ -19,15 +19,15 @@ import time
 import pytest
 
 from netslo.providers.existing import ExistingProvider
-from tests.integration import kube_local
+from tests.integration import kube_target
 
-pytestmark = pytest.mark.skipif(kube_local.why_not_up() is not None or not kube_local.kubectl(),
-                                reason=str(kube_local.why_not_up() or "no kubectl binary to compare with"))
+pytestmark = pytest.mark.skipif(kube_target.why_not_up() is not None or not kube_target.kubectl(),
+                                reason=str(kube_target.why_not_up() or "no kubectl binary to compare with"))
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = ExistingProvider(kubeconfig=kube_local.kubeconfig(), pull_policy="Never").up()
+    c = ExistingProvider(kubeconfig=kube_target.kubeconfig(), pull_policy="Never").up()
     yield c
     c.close()
 
@@ -42,10 +42,10 @@ def test_kubectl_exec_vs_exec_stream(cluster):
     server = c.add_pod("server", c.nodes[0])
     port = c.start_responders(server, ("udp",))["udp"]
     c.add_pod("client", c.nodes[0], responders=())
-    kubectl = kube_local.kubectl()
+    kubectl = kube_target.kubectl()
 
     def via_kubectl(cmd, inp=None):
-        argv = [kubectl, "--kubeconfig", kube_local.kubeconfig(), "exec", *(["-i"] if inp is not None else []),
+        argv = [kubectl, "--kubeconfig", kube_target.kubeconfig(), "exec", *(["-i"] if inp is not None else []),
                 "-n", c.namespace, "client", "-c", "agent", "--", *cmd]
         p = subprocess.run(argv, input=inp, capture_output=True, timeout=120)
         assert p.returncode == 0, p.stderr

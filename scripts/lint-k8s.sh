@@ -11,8 +11,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 cd "$REPO"
-# shellcheck source=scripts/local-k8s/versions.sh
-. "$HERE/local-k8s/versions.sh"
+# shellcheck source=scripts/kind-offline/versions.sh
+. "$HERE/kind-offline/versions.sh"
 
 ACTIONLINT_VERSION=v1.7.12
 KUBERNETES_VALIDATE_VERSION=1.37.0
@@ -99,9 +99,9 @@ EOF
 then say "kind configs and CNI data files consistent"; else fail=1; fi
 
 # 4. scripts parse (and pass shellcheck at warning level where shellcheck is installed)
-for f in scripts/*.sh scripts/local-k8s/*.sh; do bash -n "$f" || { say "bash -n $f failed"; fail=1; }; done
+for f in scripts/*.sh scripts/kind-offline/*.sh; do bash -n "$f" || { say "bash -n $f failed"; fail=1; }; done
 if command -v shellcheck >/dev/null; then
-  if shellcheck -S warning scripts/*.sh scripts/local-k8s/*.sh scripts/kind-offline/*.sh; then say "shellcheck: clean"; else fail=1; fi
+  if shellcheck -S warning scripts/*.sh scripts/kind-offline/*.sh; then say "shellcheck: clean"; else fail=1; fi
 fi
 
 if ((fail)); then say "FAILED"; exit 1; fi

@@ -48,7 +48,7 @@ from .kubectl import Kubectl
 
 KIND_VERSION = "v0.33.0"  # go install sigs.k8s.io/kind@v0.33.0
 # The v1.34 image published with kind v0.33.0 (digest from its release notes): same minor as the
-# local cluster of scripts/local-k8s.sh.
+# node image scripts/kind-offline.sh builds.
 KIND_NODE_IMAGE = ("kindest/node:v1.34.11@sha256:"
                    "44e222ee2132dab25ff87301682f89eb82c7880ea3a1bf543bfe9708fd08d67d")
 # kind has no hard limit; every node is a privileged container running systemd, containerd and kubelet

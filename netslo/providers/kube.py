@@ -33,7 +33,7 @@ log = logging.getLogger("netslo.kube")
 # kube-system workloads that name the CNI in use (first match wins).
 CNI_SIGNATURES = (("calico-node", "calico"), ("cilium", "cilium"), ("antrea-agent", "antrea"),
                   ("kindnet", "kindnet"), ("kube-flannel-ds", "flannel"))
-CNI_NODE_LABEL = "netslo.io/cni"  # set by scripts/local-k8s.sh on its node
+CNI_NODE_LABEL = "netslo.io/cni"  # a node label naming the CNI where its DaemonSet names do not
 TLS_ENV = "NETSLO_TLS_DIR"                      # see netslo.tlsca: the run's CA + server certificate
 POD_TLS_DIR = f"{km.READY_DIR}/tls"             # where a pod gets a copy of that directory
 EXEC_KINDS = ("ws", "tls", "mqtt", "proxy")     # responders started on demand inside the agent container

@@ -1,10 +1,11 @@
 # shellcheck shell=bash
 # Builds of the offline kind toolchain (sourced by scripts/kind-offline.sh). Everything comes from
 # Debian's packages and the Go module proxy and is cached under $KO_CACHE (/var/cache/netslo/kind-offline)
-# and the local cluster's caches (/var/cache/netslo/k8s, /var/cache/netslo/images). A cached step is
-# skipped; an interrupted one is redone (each result is written under a temporary name first).
+# and beside it (/var/cache/netslo/k8s: Kubernetes and etcd; /var/cache/netslo/images: the agent
+# image). A cached step is skipped; an interrupted one is redone (each result is written under a
+# temporary name first).
 
-PACK=(python3 "$KO_REPO/scripts/local-k8s/image_pack.py")
+PACK=(python3 "$KO_HERE/image_pack.py")
 NODE_RECIPE=1   # bump when the node image recipe below changes (the cache keys hold inputs, not this code)
 
 gobuild_dir() { echo "$KO_CACHE/go/$1-$2"; }   # NAME VERSION -> directory holding bin/
@@ -19,18 +20,18 @@ build_kind() {
   CGO_ENABLED=0 GOBIN=$KO_BIN nice -n 19 go install "$KIND_MODULE@$KIND_VERSION"
 }
 
-build_kubernetes() {  # the local cluster's build (kubeadm included), and etcd at kubeadm's version
-  ko_log "kubernetes: scripts/local-k8s/build.sh (cached in $K8S_DIR)"
-  bash "$KO_REPO/scripts/local-k8s/build.sh"
+build_kubernetes() {  # Kubernetes (kubeadm included), then etcd at the version kubeadm asks for
+  ko_log "kubernetes: scripts/kind-offline/kubernetes.sh (cached in $K8S_DIR)"
+  bash "$KO_HERE/kubernetes.sh"
   local want
-  want=$(kubeadm_image etcd); want=v${want%-*}
-  NETSLO_ETCD_VER=$want bash "$KO_REPO/scripts/local-k8s/build.sh"
+  want=$(kubeadm_image etcd)
+  bash "$KO_HERE/kubernetes.sh" etcd "v${want%-*}"
 }
 
 build_kubernetes_cached() {
   local e
   [[ -f $K8S_DIR/.done && -x $K8S_DIR/bin/kubeadm && -x $K8S_DIR/bin/kubelet ]] || return 1
-  e=$(kubeadm_image etcd); [[ -f $NETSLO_K8S_CACHE/etcd-v${e%-*}/.done && -f $ETCD_DIR/.done ]]
+  e=$(kubeadm_image etcd); [[ -f $(etcd_dir "v${e%-*}")/.done ]]
 }
 
 kubeadm_images() {  # the images kubeadm of this Kubernetes build asks for
@@ -89,7 +90,7 @@ component_images() {
     [[ -f $out && -f $out.id ]] && continue
     case $name in
       kube-apiserver|kube-controller-manager|kube-scheduler) bin=$K8S_DIR/bin/$name ;;
-      etcd) bin=$NETSLO_K8S_CACHE/etcd-$etcdv/bin/etcd ;;
+      etcd) bin=$(etcd_dir "$etcdv")/bin/etcd ;;
       coredns) bin=$(gobuild_dir coredns "$COREDNS_VERSION")/bin/coredns ;;
       pause) bin=$K8S_DIR/bin/pause ;;
       kube-proxy) kube_proxy_image "$line" "$out"; continue ;;
@@ -285,9 +286,9 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
 agent_image_light() {  # the venv/rootfs base layer is cached: only the small netslo layer is packed
   compgen -G "/var/cache/netslo/images/agent-base-*.tar" >/dev/null
 }
-agent_image() {  # the local cluster's debootstrap-built image (scripts/local-k8s/images.sh), docker-loaded
+agent_image() {  # the debootstrap-built agent image (scripts/kind-offline/agent-image.sh), docker-loaded
   local tar=/var/cache/netslo/images/agent.tar id
-  bash "$KO_REPO/scripts/local-k8s/images.sh" build
+  bash "$KO_HERE/agent-image.sh" build
   id=$(cat "$tar.id")
   if [[ $(docker image inspect -f '{{.Id}}' "$KO_AGENT_IMAGE" 2>/dev/null) != *"${id#sha256:}"* ]]; then
     docker load -i "$tar" >/dev/null

@@ -2,9 +2,8 @@
 # Pinned versions and paths of the offline kind toolchain.
 KO_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KO_REPO=$(cd "$KO_HERE/../.." && pwd)
-# The Kubernetes build is the local cluster's (scripts/local-k8s/build.sh): one way to build it.
-# shellcheck source=scripts/local-k8s/versions.sh
-. "$KO_REPO/scripts/local-k8s/versions.sh"
+# shellcheck source=scripts/kind-offline/versions.sh
+. "$KO_HERE/versions.sh"
 
 KIND_VERSION=v0.33.0                 # go install sigs.k8s.io/kind@v0.33.0; node files from the same module
 KIND_MODULE=sigs.k8s.io/kind
@@ -24,7 +23,7 @@ KO_STATE=${NETSLO_KIND_STATE:-/run/netslo-kind}   # exec-root, socket, pid, logs
 KO_SOCK=$KO_STATE/docker.sock
 KO_CGROUP_PARENT=netslo-kind           # every container's cgroup is under /sys/fs/cgroup/*/netslo-kind
 # The engine's own bridge network for kind's nodes, in the benchmarking range (RFC 2544), never
-# routed off this machine; scripts/local-k8s.sh uses 198.18.0.0/30.
+# routed off this machine.
 KO_NET_NAME=kind
 KO_NET_BRIDGE=nslo-kind0
 KO_NET_SUBNET=${NETSLO_KIND_SUBNET:-198.19.200.0/24}

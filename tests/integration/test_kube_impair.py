@@ -1,11 +1,12 @@
-"""The impairment DaemonSet on a real cluster (the local one of scripts/local-k8s.sh).
+"""The impairment DaemonSet on a real cluster (kube_target: the kind cluster scripts/ci-kind.sh keeps).
 
 Real DaemonSet, real execs into it (the API's exec stream), real pod network namespaces: the DaemonSet becomes
 ready with only NET_ADMIN + SYS_ADMIN; the node agent finds the namespace that holds a pod's IP (and
 not another pod's, nor a decoy namespace holding the same address); the capability it reports is the
 node kernel's; applying netem either works and is read back, or (kernel without sch_netem, as here)
 raises Unsupported naming node and kernel and leaves the pod's namespace exactly as it was; and nothing
-of the run is left afterwards. Skips with the reason when no cluster answers.
+of the run is left afterwards. Skips with the reason when no cluster answers; the checks from the
+host (an independent view of what the agent did) need the nodes on this host (kind).
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from netslo.impair.spec import parse
 from netslo.providers import kube_manifests as km
 from netslo.providers.kube_impair import KubeImpairer
 
-from . import kube_local
+from . import kube_target
 from .test_kube_existing import cluster, leftovers, provider  # noqa: F401  (cluster: module-scoped, leftovers checked)
 
-pytestmark = pytest.mark.skipif(kube_local.why_not_up() is not None,
-                                reason=str(kube_local.why_not_up()))
-local_only = pytest.mark.skipif(not kube_local.is_local_node() or os.geteuid() != 0,
-                                reason="needs root and the local cluster's node (scripts/local-k8s.sh) "
-                                       "to look into pod namespaces from the host")
+pytestmark = pytest.mark.skipif(kube_target.why_not_up() is not None,
+                                reason=str(kube_target.why_not_up()))
+NODE_ACCESS = kube_target.why_no_node_access() is None
+node_access = pytest.mark.skipif(not NODE_ACCESS, reason=str(kube_target.why_no_node_access()))
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +45,10 @@ def pods(cluster):
     return [cluster.add_pod(name, cluster.nodes[0], responders=()) for name in ("imp-a", "imp-b")]
 
 
-def _host_ns(netns: str, *argv: str) -> str:
-    """A command in a pod namespace, run from the host (an independent view of what the agent did)."""
-    return subprocess.run(["nsenter", f"--net=/var/run/netns/{netns}", *argv], capture_output=True,
-                          check=True, timeout=10).stdout.decode()
+def _host_ns(node: str, netns: str, *argv: str) -> str:
+    """A command in a pod namespace (a name under the node's /var/run/netns), run in the node from
+    this host with the node's own tools: an independent view of what the agent did."""
+    return kube_target.node_exec(node, "ip", "netns", "exec", netns, *argv)
 
 
 def test_daemonset_becomes_ready_on_every_node_with_two_capabilities(cluster, impairer):
@@ -77,29 +77,29 @@ def test_lookup_finds_the_netns_holding_the_pod_ip(impairer, pods):
     found_a, found_b = impairer.lookup(a), impairer.lookup(b)
     assert found_a["pod_ip"] == a.ip and found_a["ifname"] == "eth0" and found_a["node"] == a.node
     assert found_a["netns"] != found_b["netns"]
-    if kube_local.is_local_node() and os.geteuid() == 0:  # check from the host, not through the agent
-        assert f" {a.ip}/" in _host_ns(found_a["netns"], "ip", "-o", "addr", "show", "dev", "eth0")
-        assert f" {a.ip}/" not in _host_ns(found_b["netns"], "ip", "-o", "addr")
-        assert f" {b.ip}/" in _host_ns(found_b["netns"], "ip", "-o", "addr", "show", "dev", "eth0")
+    if NODE_ACCESS:  # check from the host, not through the agent
+        assert f" {a.ip}/" in _host_ns(a.node, found_a["netns"], "ip", "-o", "addr", "show", "dev", "eth0")
+        assert f" {a.ip}/" not in _host_ns(b.node, found_b["netns"], "ip", "-o", "addr")
+        assert f" {b.ip}/" in _host_ns(b.node, found_b["netns"], "ip", "-o", "addr", "show", "dev", "eth0")
 
 
-@local_only
+@node_access
 def test_lookup_ignores_a_decoy_namespace_with_the_same_ip(impairer, pods):
-    """Another namespace on the machine holding the pod's address (another tool's test namespaces use
-    the same 10.244.0.0/16): only the one whose veth peer is in the node's namespace counts."""
+    """Another namespace on the node holding the pod's address (another tool's test namespaces may use
+    the same pod CIDR): only the one whose veth peer is in the node's namespace counts."""
     a, _ = pods
     want = impairer.lookup(a)["netns"]
     decoy = f"netslo-decoy-{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", decoy], check=True, timeout=10)
-    try:
-        subprocess.run(["ip", "-n", decoy, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1"],
-                       check=True, timeout=10)  # a veth, but its peer is not in the node's namespace
-        subprocess.run(["ip", "-n", decoy, "addr", "add", f"{a.ip}/24", "dev", "eth0"], check=True, timeout=10)
-        subprocess.run(["ip", "-n", decoy, "link", "set", "eth0", "up"], check=True, timeout=10)
+    node = lambda *argv: kube_target.node_exec(a.node, *argv)  # noqa: E731
+    node("ip", "netns", "add", decoy)
+    try:   # a veth, but its peer is not in the node's namespace
+        node("ip", "-n", decoy, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
+        node("ip", "-n", decoy, "addr", "add", f"{a.ip}/24", "dev", "eth0")
+        node("ip", "-n", decoy, "link", "set", "eth0", "up")
         assert impairer.lookup(a)["netns"] == want
     finally:
-        subprocess.run(["ip", "netns", "delete", decoy], timeout=10)
-    assert decoy not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        subprocess.run(["docker", "exec", a.node, "ip", "netns", "delete", decoy], timeout=30)
+    assert decoy not in node("ip", "netns", "list")
 
 
 def test_lookup_errors_name_the_problem(cluster, impairer):
@@ -116,7 +116,7 @@ def test_capability_is_the_node_kernels(cluster, impairer):
     node_obj = cluster.api.get("node", node)
     assert cap["node"] == node
     assert cap["kernel"] == node_obj["status"]["nodeInfo"]["kernelVersion"]
-    if kube_local.is_local_node() and os.geteuid() == 0:  # same kernel as the host: same answers
+    if NODE_ACCESS and cap["kernel"] == os.uname().release:  # a kind node runs on this kernel: same answers
         host = capability.detect()
         assert (cap["netem"], cap["ifb"], cap["ingress_redirect"]) == (host.netem, host.ifb, host.ingress_redirect)
     if not cap["netem"]:
@@ -135,8 +135,8 @@ def test_apply_realizes_or_is_unsupported_and_leaves_nothing(cluster, impairer, 
     before = impairer.inspect(a, direction)
     assert before["held"] == {} and before["inventory"]["ifb"] is False, before
     host_before = None
-    if kube_local.is_local_node() and os.geteuid() == 0:
-        host_before = _host_ns(before["netns"], "tc", "qdisc", "show")
+    if NODE_ACCESS:
+        host_before = _host_ns(a.node, before["netns"], "tc", "qdisc", "show")
     if impairer.capability(a.node)["netem"]:
         held = impairer.apply(a, imp)
         assert abs(held["delay"] - 0.010) < 1e-9 and abs(held["loss"] - 0.01) < 1e-6, held
@@ -149,8 +149,8 @@ def test_apply_realizes_or_is_unsupported_and_leaves_nothing(cluster, impairer, 
     after = impairer.inspect(a, direction)
     assert after["held"] == {} and after["inventory"] == before["inventory"], (before, after)
     if host_before is not None:
-        assert _host_ns(before["netns"], "tc", "qdisc", "show") == host_before
-        assert "nslifb" not in _host_ns(before["netns"], "ip", "-o", "link")
+        assert _host_ns(a.node, before["netns"], "tc", "qdisc", "show") == host_before
+        assert "nslifb" not in _host_ns(a.node, before["netns"], "ip", "-o", "link")
 
 
 def test_daemonset_that_never_gets_ready_is_an_error_naming_it_and_nothing_remains():

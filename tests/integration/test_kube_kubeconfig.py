@@ -1,4 +1,4 @@
-"""Kubeconfigs the client loads, against a real cluster (the local one of scripts/local-k8s.sh): an
+"""Kubeconfigs the client loads, against a real cluster (kube_target: kind, by scripts/ci-kind.sh): an
 ``exec`` credential plugin, a context chosen by name, and a $KUBECONFIG list of files, each through a
 whole run (namespace, pod, exec in it, deletion). Skips with the reason when no cluster answers.
 """
@@ -14,10 +14,10 @@ import yaml
 from netslo.errors import InfrastructureError
 from netslo.providers.existing import ExistingProvider
 
-from . import kube_local
+from . import kube_target
 
-pytestmark = pytest.mark.skipif(kube_local.why_not_up() is not None,
-                                reason=str(kube_local.why_not_up()))
+pytestmark = pytest.mark.skipif(kube_target.why_not_up() is not None,
+                                reason=str(kube_target.why_not_up()))
 
 PLUGIN = """import json, sys
 open(sys.argv[2], "a").write("called\\n")
@@ -39,7 +39,7 @@ def _credential(user: dict) -> dict:
 
 
 def _admin() -> dict:
-    with open(kube_local.kubeconfig()) as f:
+    with open(kube_target.kubeconfig()) as f:
         return yaml.safe_load(f)
 
 

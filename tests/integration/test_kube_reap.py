@@ -1,4 +1,4 @@
-"""Reaping on a real cluster (the local one of scripts/local-k8s.sh): a run killed with SIGKILL leaves
+"""Reaping on a real cluster (kube_target: kind, by scripts/ci-kind.sh): a run killed with SIGKILL leaves
 its namespace and impairment DaemonSet behind; ``python -m netslo reap --kubeconfig`` or the next run's
 start-up removes them. A live run and a young run of another host are left alone. Skips with the
 reason when no cluster answers.
@@ -19,11 +19,11 @@ from netslo.providers import kube_reap
 from netslo.providers.kube_wait import wait_deleted
 from netslo.providers.kubeapi import KubeApi
 
-from . import kube_local
+from . import kube_target
 from .test_kube_existing import leftovers, provider
 
-pytestmark = pytest.mark.skipif(kube_local.why_not_up() is not None,
-                                reason=str(kube_local.why_not_up()))
+pytestmark = pytest.mark.skipif(kube_target.why_not_up() is not None,
+                                reason=str(kube_target.why_not_up()))
 
 # A run that gets as far as the impairment DaemonSet, says so, and waits to be killed.
 RUN = textwrap.dedent("""
@@ -40,7 +40,7 @@ RUN = textwrap.dedent("""
 @pytest.fixture
 def killed_run():
     """(run id, api) of a run that was SIGKILLed after creating its namespace and DaemonSet."""
-    proc = subprocess.Popen([sys.executable, "-c", RUN, kube_local.kubeconfig()], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", RUN, kube_target.kubeconfig()], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         run_id = proc.stdout.readline().strip()
@@ -48,7 +48,7 @@ def killed_run():
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-    api = KubeApi(kube_local.kubeconfig())   # not a run: a run's start-up would reap it already
+    api = KubeApi(kube_target.kubeconfig())   # not a run: a run's start-up would reap it already
     left = leftovers(api, run_id)
     assert f"namespace/{km.namespace_name(run_id)}" in left and f"daemonsets/{km.IMPAIR_NAME}" in left, left
     yield run_id, api
@@ -57,7 +57,7 @@ def killed_run():
 
 
 def _reap_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "netslo", "reap", "--kubeconfig", kube_local.kubeconfig(), *args],
+    return subprocess.run([sys.executable, "-m", "netslo", "reap", "--kubeconfig", kube_target.kubeconfig(), *args],
                           capture_output=True, text=True, timeout=300)
 
 

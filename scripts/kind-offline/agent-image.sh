@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Container images of the local cluster, built without a registry or a Docker engine.
+# The netslo agent image, built without a registry or a Docker engine.
 #
-#   images.sh build           pause image + netslo agent image (docker-archive tarballs, cached)
-#   images.sh import SOCK     import both into containerd's k8s.io namespace at socket SOCK
+#   agent-image.sh build      docker-archive tarball $NETSLO_IMAGE_CACHE/agent.tar (base layer cached)
 #
 # The agent image has the same contents as the repo's Dockerfile (Python 3.11, requirements.txt, mosquitto, the
 # netslo package at /opt/netslo): a Debian bookworm minbase rootfs (debootstrap from Debian's mirror)
@@ -12,17 +11,14 @@ set -euo pipefail
 shopt -s inherit_errexit
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-# shellcheck source=scripts/local-k8s/versions.sh
-. "$HERE/versions.sh"
 
 IMAGES=${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}
 AGENT_TAG=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:dev}
-PAUSE_TAG=registry.k8s.io/pause:3.10
 DEBIAN_MIRROR=${NETSLO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 RECIPE=4   # bump when the base recipe below changes
 PACK=(python3 "$HERE/image_pack.py")
-log() { printf '[local-k8s images] %s\n' "$*" >&2; }
+log() { printf '[agent image] %s\n' "$*" >&2; }
 
 base_key() { { cat "$REPO/requirements.txt"; echo "$SUITE $RECIPE"; } | sha256sum | cut -c1-16; }
 
@@ -102,33 +98,8 @@ build_agent() {
   log "agent image $AGENT_TAG -> $IMAGES/agent.tar"
 }
 
-build_pause() {
-  local out=$IMAGES/pause-$KVER.tar
-  [[ -f $out ]] && return
-  "${PACK[@]}" layer --file "$K8S_DIR/bin/pause:/pause:0755" "$IMAGES/pause-layer.tar"
-  "${PACK[@]}" image --tag "$PAUSE_TAG" --layer "$IMAGES/pause-layer.tar" --entrypoint '["/pause"]' "$out" > "$out.id"
-  rm -f "$IMAGES/pause-layer.tar" "$IMAGES/pause-layer.tar.sha256"
-  log "pause image $PAUSE_TAG -> $out"
-}
-
-import() {  # import SOCK: each archive whose image id containerd does not already have under its tag
-  local sock=$1 f tag id have
-  for f in "$IMAGES/pause-$KVER.tar:$PAUSE_TAG" "$IMAGES/agent.tar:$AGENT_TAG"; do
-    tag=${f#*.tar:}; f=${f%%:*}
-    id=$(cat "$f.id" 2>/dev/null || true)
-    have=$(ctr --address "$sock" -n k8s.io images ls "name==$tag" 2>/dev/null | awk 'NR>1 {print $3}')
-    if [[ -n $id && -n $have ]] && ctr --address "$sock" -n k8s.io content get "$have" 2>/dev/null \
-         | grep -q "\"${id}\""; then
-      log "$tag: already imported ($id)"
-      continue
-    fi
-    ctr --address "$sock" -n k8s.io images import --snapshotter overlayfs "$f" >/dev/null
-  done
-}
-
 mkdir -p "$IMAGES"
 case ${1:-} in
-  build) build_pause; build_agent ;;
-  import) import "${2:?socket}" ;;
-  *) echo "usage: images.sh build | import SOCKET" >&2; exit 2 ;;
+  build) build_agent ;;
+  *) echo "usage: agent-image.sh build" >&2; exit 2 ;;
 esac

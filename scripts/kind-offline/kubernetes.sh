@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# Build the local cluster's binaries from the Go module proxy, cached by version.
+# Kubernetes and etcd for the kind node image, built from the Go module proxy, cached by version.
 #
-#   scripts/local-k8s/build.sh            build what is missing (kubernetes, etcd, pause)
+#   scripts/kind-offline/kubernetes.sh               Kubernetes <KVER> (+ pause), what is missing
+#   scripts/kind-offline/kubernetes.sh etcd VERSION  etcd VERSION (the one kubeadm asks for)
 #
-# Output: $NETSLO_K8S_CACHE/k8s-<KVER>/bin/{kube-apiserver,kube-controller-manager,
-#         kube-scheduler,kubelet,kube-proxy,kubectl,kubeadm,pause} and $NETSLO_K8S_CACHE/etcd-<EVER>/bin/etcd.
-# kubeadm is for the kind node image (scripts/kind-offline.sh); the local cluster does not use it.
+# Output: $NETSLO_K8S_CACHE/k8s-<KVER>/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,
+#         kubelet,kube-proxy,kubectl,kubeadm,pause} and $NETSLO_K8S_CACHE/etcd-<VERSION>/bin/etcd.
 # A version directory is complete only when its ".done" stamp exists, so an interrupted build is redone;
 # a complete directory that lacks a component added later (e.g. kubeadm) gets only that one built.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=scripts/local-k8s/versions.sh
+# shellcheck source=scripts/kind-offline/versions.sh
 . "$HERE/versions.sh"
 
-log() { printf '[local-k8s build] %s\n' "$*" >&2; }
+log() { printf '[kubernetes build] %s\n' "$*" >&2; }
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 NICE=(nice -n 19)
 JOBS=${NETSLO_BUILD_JOBS:-2}
-COMPONENTS=("${K8S_COMPONENTS[@]}" kubeadm)
+COMPONENTS=("${K8S_COMPONENTS[@]}")
 
 build_kubernetes() {
   local out="$K8S_DIR" work c want=()
@@ -68,8 +68,9 @@ build_kubernetes() {
   log "kubernetes $KVER built into $out/bin"
 }
 
-build_etcd() {
-  local out="$ETCD_DIR" work
+build_etcd() {  # VERSION
+  local EVER=$1 out work
+  out=$(etcd_dir "$EVER")
   if [[ -f "$out/.done" ]]; then log "etcd $EVER cached in $out"; return; fi
   log "building etcd $EVER"
   work="$NETSLO_K8S_CACHE/work-etcd-$EVER"
@@ -97,6 +98,10 @@ build_etcd() {
 
 mkdir -p "$NETSLO_K8S_CACHE"
 start=$(date +%s)
-build_etcd
-build_kubernetes
+case ${1:-} in
+  "") build_kubernetes ;;
+  etcd) [[ ${2:-} =~ ^v3\.[0-9]+\.[0-9]+$ ]] || { log "etcd VERSION: got '${2:-}', expected v3.X.Y"; exit 2; }
+        build_etcd "$2" ;;
+  *) echo "usage: kubernetes.sh [etcd VERSION]" >&2; exit 2 ;;
+esac
 log "done in $(( $(date +%s) - start )) s"
