@@ -20,6 +20,18 @@ NICE=(nice -n 19)
 JOBS=${NETSLO_BUILD_JOBS:-2}
 COMPONENTS=("${K8S_COMPONENTS[@]}")
 
+# throwaway_gomod MODULE VERSION PATTERN TO: a go.mod in the current directory requiring MODULE@VERSION,
+# with each replace of MODULE's own go.mod that matches PATTERN (a local "=> ./dir", which works only
+# inside its repository) pointed at the published version TO instead.
+throwaway_gomod() {
+  local module=$1 version=$2 pattern=$3 to=$4 gomod
+  gomod=$(go mod download -json "$module@$version" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
+  {
+    printf 'module netslo.local/build\n\ngo 1.24\n\nrequire %s %s\n\n' "$module" "$version"
+    grep -E "$pattern" "$gomod" | awk -v v="$to" '{print "replace " $1 " => " $1 " " v}'
+  } > go.mod
+}
+
 build_kubernetes() {
   local out="$K8S_DIR" work c want=()
   if [[ -f "$out/.done" ]]; then
@@ -35,19 +47,9 @@ build_kubernetes() {
   work="$NETSLO_K8S_CACHE/work-k8s-$KVER"
   rm -rf "$work"; mkdir -p "$work" "$out/bin"
   cd "$work"
-  # Throwaway module: k8s.io/kubernetes pins its staging modules with "=> ./staging/..." replaces,
-  # which only work inside its own repo; re-point each at the published v0.x version.
-  local gomod
-  gomod=$(go mod download -json "k8s.io/kubernetes@$KVER" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
-  {
-    echo "module netslo.local/k8sbuild"
-    echo
-    echo "go 1.24"
-    echo
-    echo "require k8s.io/kubernetes $KVER"
-    echo
-    grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" | awk -v v="$STAGING_VER" '{print "replace " $1 " => " $1 " " v}'
-  } > go.mod
+  # k8s.io/kubernetes pins its staging modules with "=> ./staging/..." replaces, which only work
+  # inside its own repo; re-point each at the published v0.x version.
+  throwaway_gomod k8s.io/kubernetes "$KVER" '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$STAGING_VER"
   log "go.mod has $(grep -c '^replace' go.mod) staging replaces"
   local pkgs=()
   for c in "${want[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
@@ -76,18 +78,8 @@ build_etcd() {  # VERSION
   work="$NETSLO_K8S_CACHE/work-etcd-$EVER"
   rm -rf "$work" "$out"; mkdir -p "$work" "$out/bin"
   cd "$work"
-  local gomod
-  gomod=$(go mod download -json "go.etcd.io/etcd/server/v3@$EVER" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
-  {
-    echo "module netslo.local/etcdbuild"
-    echo
-    echo "go 1.24"
-    echo
-    echo "require go.etcd.io/etcd/server/v3 $EVER"
-    echo
-    # server/v3 points its sibling modules at ../<dir>; use the same published version instead.
-    grep -E '^\s*go\.etcd\.io/etcd/[a-z0-9/]+ => \.\./' "$gomod" | awk -v v="$EVER" '{print "replace " $1 " => " $1 " " v}'
-  } > go.mod
+  # server/v3 points its sibling modules at ../<dir>; use the same published version instead.
+  throwaway_gomod go.etcd.io/etcd/server/v3 "$EVER" '^\s*go\.etcd\.io/etcd/[a-z0-9/]+ => \.\./' "$EVER"
   "${NICE[@]}" go get "go.etcd.io/etcd/server/v3@$EVER" >/dev/null 2>&1 || "${NICE[@]}" go get "go.etcd.io/etcd/server/v3@$EVER"
   grep -q "go.etcd.io/etcd/server/v3 $EVER" go.mod || { log "go.mod does not pin etcd server $EVER"; exit 1; }
   "${NICE[@]}" go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$out/bin/etcd" go.etcd.io/etcd/server/v3
