@@ -16,8 +16,16 @@ For every path direction an impairment affects, the realized behaviour is compar
 - reordering: the share of packets that skipped the delay (one-way delay below half the
   configured delay) inside the 99 % binomial interval of p/(p(gap-1)+1).
 
-Failure raises ``InfrastructureError('impairment not realized: configured X, measured Y; ...')``:
-the test errors, no SLO verdict is given.
+A calibration that misses is measured once more before anything is concluded: the impairment is
+"not realized" only when the second calibration misses too. The checks' intervals are per check, and a
+verification holds several (a session dozens), so a single miss is expected now and then from
+sampling alone, or from a host stall that drops a burst of replies (seen in CI: 31 of 800 lost
+against 2 % configured, interval 5..30, while twelve repeats on the same path gave 7..21). Two
+independent misses at the per-check 99.9 % interval have probability ~1e-6 per check; an impairment
+that is really wrong misses both.
+
+Failure raises ``InfrastructureError('impairment not realized: configured X, measured Y; ...')``
+naming both calibrations: the test errors, no SLO verdict is given.
 """
 
 from __future__ import annotations
@@ -85,6 +93,7 @@ class Verification:
     checks: list = field(default_factory=list)
     samples: SampleSet | None = None
     baseline: SampleSet | None = None
+    first: Verification | None = None   # the calibration that missed, when this one re-measured it
 
     @property
     def ok(self) -> bool:
@@ -94,13 +103,15 @@ class Verification:
     def failed(self) -> list:
         return [c for c in self.checks if not c.ok]
 
+    def misses(self) -> str:
+        return "; ".join(f"{c.name}: configured {c.configured}, measured {c.measured}"
+                         + (f" ({c.detail})" if c.detail else "") for c in self.failed)
+
     def message(self) -> str:
-        bad = self.failed
-        if not bad:
-            return "impairment realized: " + "; ".join(c.line() for c in self.checks)
-        return "impairment not realized: " + "; ".join(
-            f"{c.name}: configured {c.configured}, measured {c.measured}" + (f" ({c.detail})" if c.detail else "")
-            for c in bad)
+        again = f" (first calibration: {self.first.misses()}; measured again)" if self.first else ""
+        if self.ok:
+            return "impairment realized" + again + ": " + "; ".join(c.line() for c in self.checks)
+        return "impairment not realized: " + self.misses() + again
 
     def raise_if_not_realized(self) -> None:
         if not self.ok:
@@ -250,10 +261,13 @@ def measure(cluster, client, server, ports, count: int = CALIBRATION_COUNT,
 
 def verify(cluster, client, server, ports, impairments: list[tuple[object, Impairment]],
            baseline: SampleSet, count: int = CALIBRATION_COUNT, interval: float = CALIBRATION_INTERVAL_S,
-           size: int = CALIBRATION_BYTES, samples: SampleSet | None = None) -> Verification:
+           size: int = CALIBRATION_BYTES, samples: SampleSet | None = None,
+           confirm: bool = True) -> Verification:
     """Measure the path with the impairments in place and compare; does not raise (see ``raise_if_not_realized``).
 
-    ``impairments`` lists (pod it is attached to, Impairment); at most one per path direction."""
+    ``impairments`` lists (pod it is attached to, Impairment); at most one per path direction. When it
+    measures (no ``samples`` given) and the calibration misses, it measures once more (``confirm``) and
+    returns the second judgement, with the first in ``first``."""
     seen = {}
     for pod, imp in impairments:
         d = affected_direction(pod.name == client.name, imp.direction)
@@ -261,11 +275,21 @@ def verify(cluster, client, server, ports, impairments: list[tuple[object, Impai
             raise InfrastructureError(f"two impairments on the {d} direction ({seen[d].name}, {imp.name}): "
                                       "verification needs at most one per direction")
         seen[d] = imp
-    if samples is None:
-        worst = max((i.delay + 4 * i.jitter for i in seen.values()), default=0.0)
-        samples = measure(cluster, client, server, ports, count, interval, size, wait=1.0 + 2 * worst)
     wire = size + ETH_IP_UDP_OVERHEAD
-    v = Verification(samples=samples, baseline=baseline)
-    for d, imp in sorted(seen.items()):
-        v.checks += check_direction(imp, samples, baseline, d, wire, interval, timer_allowance(cluster))
+    allowance = timer_allowance(cluster)
+
+    def judge(realized: SampleSet) -> Verification:
+        v = Verification(samples=realized, baseline=baseline)
+        for d, imp in sorted(seen.items()):
+            v.checks += check_direction(imp, realized, baseline, d, wire, interval, allowance)
+        return v
+
+    if samples is not None:
+        return judge(samples)
+    worst = max((i.delay + 4 * i.jitter for i in seen.values()), default=0.0)
+    wait = 1.0 + 2 * worst
+    v = judge(measure(cluster, client, server, ports, count, interval, size, wait=wait))
+    if not v.ok and confirm:
+        first, v = v, judge(measure(cluster, client, server, ports, count, interval, size, wait=wait))
+        v.first = first
     return v
