@@ -24,8 +24,6 @@ from ..procs import PROJECT_ROOT, child_env
 NETNS_DIR = Path("/run/netns")
 
 
-
-
 def host_netns(cluster, pod) -> str:
     """The namespace name of ``pod`` as this process sees it; Unsupported when it cannot enter it."""
     netns_of = getattr(cluster, "netns_of", None)

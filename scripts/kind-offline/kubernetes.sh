@@ -18,7 +18,6 @@ log() { printf '[kubernetes build] %s\n' "$*" >&2; }
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 NICE=(nice -n 19)
 JOBS=${NETSLO_BUILD_JOBS:-2}
-COMPONENTS=("${K8S_COMPONENTS[@]}")
 
 # throwaway_gomod MODULE VERSION PATTERN TO: a go.mod in the current directory requiring MODULE@VERSION,
 # with each replace of MODULE's own go.mod that matches PATTERN (a local "=> ./dir", which works only
@@ -35,12 +34,12 @@ throwaway_gomod() {
 build_kubernetes() {
   local out="$K8S_DIR" work c want=()
   if [[ -f "$out/.done" ]]; then
-    for c in "${COMPONENTS[@]}"; do [[ -x $out/bin/$c ]] || want+=("$c"); done
+    for c in "${K8S_COMPONENTS[@]}"; do [[ -x $out/bin/$c ]] || want+=("$c"); done
     if ((${#want[@]} == 0)); then log "kubernetes $KVER cached in $out"; return; fi
     log "kubernetes $KVER cached in $out; building the missing ${want[*]}"
     rm -f "$out/.done"
   else
-    want=("${COMPONENTS[@]}")
+    want=("${K8S_COMPONENTS[@]}")
     log "building kubernetes $KVER (several minutes on 2 cores)"
     rm -rf "$out"
   fi
