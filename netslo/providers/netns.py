@@ -380,7 +380,8 @@ class NetnsCluster(Cluster):
         if client.node != server.node:
             if vx:
                 points.append(PathPoint(f"{client.node} flannel.1", cnode, "flannel.1"))
-            points += [PathPoint(f"underlay {client.node}", self.ns_name("sw"), f"n{self.nodes.index(client.node)}", vx),
+            port = f"n{self._node_index(client.node)}"   # the client node's port on the underlay switch
+            points += [PathPoint(f"underlay {client.node}", self.ns_name("sw"), port, vx),
                        PathPoint(f"{server.node} eth0", snode, "eth0", vx)]
         points += [PathPoint(f"{server.node} {shost}", snode, shost),
                    PathPoint("server pod eth0", self.netns_of(server), "eth0")]

@@ -135,7 +135,8 @@ def check(cluster, client, server, marks=DEFAULT_MARKS, per_mark: int = PACKETS_
             "marker": secrets.token_hex(6), "timeout": timeout}
     try:
         run = subprocess.run([sys.executable, "-m", "netslo.qos.dscp_check", json.dumps(plan)],
-                             capture_output=True, text=True, env=child_env(), cwd=str(PROJECT_ROOT), timeout=timeout + 60)
+                             capture_output=True, text=True, env=child_env(), cwd=str(PROJECT_ROOT),
+                             timeout=timeout + 60)
     except subprocess.TimeoutExpired:
         raise InfrastructureError("DSCP capture did not finish in time") from None
     if run.returncode:

@@ -335,7 +335,8 @@ def test_exposure_paths_with_kube_proxy_counters(cluster, server, client):
             after = svc.counters()
             if exposure in by_kube_proxy:
                 moved = after[exposure] > before[exposure]
-                assert moved == by_kube_proxy[exposure], (exposure, "kube-proxy", by_kube_proxy[exposure], before, after)
+                assert moved == by_kube_proxy[exposure], (exposure, "by kube-proxy", by_kube_proxy[exposure],
+                                                          before, after)
             if exposure == "nodeport-cluster":
                 assert after["masquerade"] > before["masquerade"], (exposure, before, after)
             else:

@@ -57,8 +57,8 @@ def killed_run():
 
 
 def _reap_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "netslo", "reap", "--kubeconfig", kube_target.kubeconfig(), *args],
-                          capture_output=True, text=True, timeout=300)
+    argv = [sys.executable, "-m", "netslo", "reap", "--kubeconfig", kube_target.kubeconfig(), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
 
 def test_reap_command_removes_the_namespace_and_daemonset_of_a_killed_run(killed_run):
