@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything netslo needs on a fresh Debian/Ubuntu machine (run as root). Idempotent.
 #   system: iproute2 (ip, tc), util-linux (nsenter), procps (sysctl), iptables, iputils-ping, iperf3,
-#           irtt (reference tools), gcc (C reference in benchmarks), mosquitto,
+#           irtt (reference tools), gcc (C reference in benchmarks; the UML ptrace shim), mosquitto,
 #           user-mode-linux (a 6.1 kernel with sch_netem, booted when the host kernel lacks netem),
 #           chromium + Java (Allure HTML report and its browser check)
 #   python: a virtual environment .venv/ made with the distribution's own python3 (PEP 668 forbids pip

@@ -40,6 +40,7 @@ from ..impair import capability
 from ..phase_times import timed_call
 from ..providers.base import Cluster, Pod
 from ..procs import LIVE_RUNS, owned_elsewhere_or_here
+from . import xstate_pad
 
 STATE_ROOT = Path("/run/netslo")
 DIR_RE = re.compile(r"^uml-([0-9a-f]{6})$")
@@ -207,6 +208,7 @@ class UmlCluster(Cluster):
         LIVE_RUNS.add(f"uml-{self.run_id}")
         self.reaped = reap(keep_run=self.run_id)
         self.boot_seconds = None
+        self.shim_missing = ""
         self.ready: dict = {}
         self.impairer = UmlImpairer(self)
         atexit.register(self.close)
@@ -232,11 +234,15 @@ class UmlCluster(Cluster):
         argv = [str(capability.UML_BINARY), f"mem={mem}", "rootfstype=hostfs", "rootflags=/", "ro",
                 f"init={init}", "con=null", "con0=null,fd:1", "ssl=null", f"umid=nsl-{self.run_id}",
                 f"uml_dir={d}", "quiet"]
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR": "/dev/shm"}
+        shim, self.shim_missing = xstate_pad.library()
+        if shim is not None:
+            env["LD_PRELOAD"] = str(shim)
         console = open(d / "console.log", "wb")
         t0 = time.monotonic()
         self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
                                       start_new_session=True, preexec_fn=_pdeathsig, cwd=str(d),
-                                      env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR": "/dev/shm"})
+                                      env=env)
         console.close()
         (d / "uml.pid").write_text(str(self._proc.pid))
         deadline = t0 + BOOT_TIMEOUT_S
@@ -258,7 +264,10 @@ class UmlCluster(Cluster):
                 continue
             if text:
                 parts.append(f"{name}: " + " | ".join(text.splitlines()[-6:]))
-        return "; ".join(parts) or "no output"
+        text = "; ".join(parts) or "no output"
+        if "ptrace set fp regs failed" in text and self.shim_missing:
+            text += f" (this host's XSAVE area is larger than this UML kernel's; {self.shim_missing})"
+        return text
 
     # -- the channel
     def call(self, op: str, _timeout: float = 120.0, **args):

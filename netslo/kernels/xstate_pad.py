@@ -1,0 +1,98 @@
+"""A ptrace shim that lets an older user-mode-linux kernel run on hosts with a large XSAVE area.
+
+User-mode-linux saves and restores its processes' FPU state with ``PTRACE_GETREGSET`` /
+``PTRACE_SETREGSET`` (``NT_X86_XSTATE``) in a buffer sized when it was built. Since Linux 5.14 the
+host accepts a set only of exactly its whole user XSAVE size (``xstateregs_set``: ``count !=
+fpu_user_cfg.max_size`` → EFAULT). On a CPU with AMX (Sapphire Rapids and later) that size is
+11 008 bytes, larger than Debian 12's and 13's UML kernels (6.1, 6.12) allocate (2 696), so every
+process start in the guest dies with "userspace - ptrace set fp regs failed, errno = 14" and the
+kernel panics on init. Debian's 7.2 UML kernel sizes the buffer from the host and boots.
+
+The shim, preloaded into the UML binary (``LD_PRELOAD``), passes every ptrace call through; only a
+``SETREGSET NT_X86_XSTATE`` the host refuses with EFAULT is repeated with the buffer padded to the
+host's size (learnt once, from a ``GETREGSET`` that reports it). The padding is zero and the
+header's XSTATE_BV stays UML's, so the components beyond UML's buffer (AMX tile state, which a
+guest process cannot enable: it needs ``arch_prctl(ARCH_REQ_XCOMP_PERM)`` from the host) are set
+to their initial state, as they were.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+CACHE = Path(os.environ.get("NETSLO_CACHE", "/var/cache/netslo")) / "uml"
+
+SOURCE = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+typedef long (*ptrace_fn)(int, pid_t, void *, void *);
+
+static unsigned char padded[1 << 16] __attribute__((aligned(64)));
+static size_t host_size;                     /* the host's whole XSAVE size, 0 until learnt */
+static volatile int busy;                    /* padded[] in use (UML sets from one thread) */
+
+long ptrace(enum __ptrace_request request, ...)
+{
+    static ptrace_fn real;
+    va_list ap;
+    va_start(ap, request);
+    pid_t pid = va_arg(ap, pid_t);
+    void *addr = va_arg(ap, void *);
+    void *data = va_arg(ap, void *);
+    va_end(ap);
+    if (!real)
+        real = (ptrace_fn)dlsym(RTLD_NEXT, "ptrace");
+    long r = real(request, pid, addr, data);
+    if (r != -1 || errno != EFAULT || request != PTRACE_SETREGSET || (long)addr != NT_X86_XSTATE || !data)
+        return r;
+    struct iovec *iov = data;
+    if (!host_size) {
+        struct iovec probe = { padded, sizeof padded };
+        if (real(PTRACE_GETREGSET, pid, addr, &probe) == -1)
+            return -1;
+        host_size = probe.iov_len;
+    }
+    if (iov->iov_len >= host_size || __sync_lock_test_and_set(&busy, 1)) {
+        errno = EFAULT;
+        return -1;
+    }
+    memcpy(padded, iov->iov_base, iov->iov_len);
+    memset(padded + iov->iov_len, 0, host_size - iov->iov_len);
+    struct iovec full = { padded, host_size };
+    r = real(PTRACE_SETREGSET, pid, addr, &full);
+    __sync_lock_release(&busy);
+    return r;
+}
+"""
+
+
+def library() -> tuple[Path | None, str]:
+    """(path of the compiled shim, "") or (None, why not). Built once per source into the cache."""
+    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
+    out = CACHE / f"xstate-pad-{digest}.so"
+    if out.exists():
+        return out, ""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None, "no C compiler (cc) to build the XSAVE-size ptrace shim"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    src, tmp = out.with_suffix(".c"), out.with_suffix(f".{os.getpid()}.tmp")
+    src.write_text(SOURCE)
+    done = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(src), "-ldl"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return None, f"building the XSAVE-size ptrace shim failed: {done.stderr.strip()[-300:]}"
+    os.replace(tmp, out)
+    return out, ""
