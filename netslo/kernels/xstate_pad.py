@@ -8,12 +8,12 @@ fpu_user_cfg.max_size`` → EFAULT). On a CPU with AMX (Sapphire Rapids and late
 process start in the guest dies with "userspace - ptrace set fp regs failed, errno = 14" and the
 kernel panics on init. Debian's 7.2 UML kernel sizes the buffer from the host and boots.
 
-The shim, preloaded into the UML binary (``LD_PRELOAD``), passes every ptrace call through; only a
-``SETREGSET NT_X86_XSTATE`` the host refuses with EFAULT is repeated with the buffer padded to the
-host's size (learnt once, from a ``GETREGSET`` that reports it). The padding is zero and the
-header's XSTATE_BV stays UML's, so the components beyond UML's buffer (AMX tile state, which a
-guest process cannot enable: it needs ``arch_prctl(ARCH_REQ_XCOMP_PERM)`` from the host) are set
-to their initial state, as they were.
+The shim, preloaded into the UML binary (``LD_PRELOAD``), passes every ptrace call through except a
+``SETREGSET NT_X86_XSTATE`` shorter than the host's size: the first one the host refuses with EFAULT
+teaches it that size (a ``GETREGSET`` reports it), and from then on such a set goes to the host
+padded with zeros to it. The header's XSTATE_BV stays UML's, so the components beyond UML's buffer
+(AMX tile state, which a guest process cannot enable: that needs ``arch_prctl(ARCH_REQ_XCOMP_PERM)``
+from the host) are set to their initial state, as they were. Where the sizes match it never acts.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-CACHE = Path(os.environ.get("NETSLO_CACHE", "/var/cache/netslo")) / "uml"
+CACHE = Path("/var/cache/netslo/uml")   # built once per source; a cold cache builds it (cc, < 1 s)
 
 SOURCE = r"""
 #define _GNU_SOURCE
@@ -41,7 +41,19 @@ typedef long (*ptrace_fn)(int, pid_t, void *, void *);
 
 static unsigned char padded[1 << 16] __attribute__((aligned(64)));
 static size_t host_size;                     /* the host's whole XSAVE size, 0 until learnt */
-static volatile int busy;                    /* padded[] in use (UML sets from one thread) */
+static volatile int busy;                    /* padded[] in use */
+
+static long set_padded(ptrace_fn real, pid_t pid, void *addr, const struct iovec *iov)
+{
+    while (__sync_lock_test_and_set(&busy, 1))
+        ;
+    memcpy(padded, iov->iov_base, iov->iov_len);
+    memset(padded + iov->iov_len, 0, host_size - iov->iov_len);
+    struct iovec full = { padded, host_size };
+    long r = real(PTRACE_SETREGSET, pid, addr, &full);
+    __sync_lock_release(&busy);
+    return r;
+}
 
 long ptrace(enum __ptrace_request request, ...)
 {
@@ -52,28 +64,26 @@ long ptrace(enum __ptrace_request request, ...)
     void *addr = va_arg(ap, void *);
     void *data = va_arg(ap, void *);
     va_end(ap);
-    if (!real)
-        real = (ptrace_fn)dlsym(RTLD_NEXT, "ptrace");
-    long r = real(request, pid, addr, data);
-    if (r != -1 || errno != EFAULT || request != PTRACE_SETREGSET || (long)addr != NT_X86_XSTATE || !data)
-        return r;
-    struct iovec *iov = data;
-    if (!host_size) {
-        struct iovec probe = { padded, sizeof padded };
-        if (real(PTRACE_GETREGSET, pid, addr, &probe) == -1)
-            return -1;
-        host_size = probe.iov_len;
+    if (!real && !(real = (ptrace_fn)dlsym(RTLD_NEXT, "ptrace"))) {
+        errno = ENOSYS;
+        return -1;
     }
-    if (iov->iov_len >= host_size || __sync_lock_test_and_set(&busy, 1)) {
+    int xstate_set = request == PTRACE_SETREGSET && (long)addr == NT_X86_XSTATE && data;
+    struct iovec *iov = data;
+    if (xstate_set && host_size && iov->iov_len < host_size)   /* known short: pad at once */
+        return set_padded(real, pid, addr, iov);
+    long r = real(request, pid, addr, data);
+    if (r != -1 || errno != EFAULT || !xstate_set || host_size)
+        return r;
+    struct iovec probe = { padded, sizeof padded };               /* learn the host's size once */
+    if (real(PTRACE_GETREGSET, pid, addr, &probe) == -1)
+        return -1;
+    if (probe.iov_len <= iov->iov_len || probe.iov_len >= sizeof padded) {
         errno = EFAULT;
         return -1;
     }
-    memcpy(padded, iov->iov_base, iov->iov_len);
-    memset(padded + iov->iov_len, 0, host_size - iov->iov_len);
-    struct iovec full = { padded, host_size };
-    r = real(PTRACE_SETREGSET, pid, addr, &full);
-    __sync_lock_release(&busy);
-    return r;
+    host_size = probe.iov_len;
+    return set_padded(real, pid, addr, iov);
 }
 """
 
