@@ -105,4 +105,7 @@ def library() -> tuple[Path | None, str]:
     if done.returncode != 0:
         return None, f"building the XSAVE-size ptrace shim failed: {done.stderr.strip()[-300:]}"
     os.replace(tmp, out)
+    for old in CACHE.glob("xstate-pad-*"):   # earlier sources' builds
+        if old.name.split(".")[0] != out.stem and old.suffix in (".so", ".c"):
+            old.unlink(missing_ok=True)
     return out, ""
