@@ -6,6 +6,7 @@
                           mqtt-qos0|mqtt-qos1|mqtt-qos2|icmp --target HOST:PORT
                           [--count N] [--interval 2ms] [--req-size 1k] [--resp-size 1k]
                           [--tos EF|46|0xb8...] [--no-nodelay] [--wait 1s] [--cpu N] [--progress] --out FILE|-
+                          [--sender python|native]   (udp: native = the compiled send loop)
     python -m netslo.agent bulk --target HOST:PORT [--duration 6s] [--omit 1s] [--cc bbr] [--sndbuf 512KiB]
     python -m netslo.agent reap [--dry-run]
     python -m netslo.agent netem capability|lookup|apply|read|remove [--pod-ip IP] [--direction egress|ingress]
@@ -61,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--no-nodelay", action="store_true")
     q.add_argument("--wait", default="1s")
     q.add_argument("--cpu", type=int)
+    q.add_argument("--sender", default="python", choices=("python", "native"),
+                   help="udp: 'native' sends from a compiled loop (high rates; built on first use with cc)")
     q.add_argument("--out", required=True)
     q.add_argument("--progress", action="store_true", help="a line per chunk of requests on stderr")
     r = sub.add_parser("reap", help="remove what killed netslo runs left behind")
@@ -78,6 +81,8 @@ def probe_spec(args):
     if args.no_nodelay and args.protocol.startswith(("http", "ws", "wss", "https")):
         raise SpecError("--no-nodelay", args.protocol, "a raw TCP protocol (tcp-rr, tcp-crr): aiohttp always "
                         "turns TCP_NODELAY on for its connections")
+    if args.sender == "native" and args.protocol != "udp":
+        raise SpecError("--sender", "native", f"protocol udp (the compiled sender), not {args.protocol}")
     interval = units.duration(args.interval, "--interval")
     if interval <= 0:
         raise SpecError("--interval", args.interval, "a duration > 0, e.g. '2ms'")
@@ -85,7 +90,7 @@ def probe_spec(args):
                      req_bytes=units.size(args.req_size, "--req-size"),
                      resp_bytes=units.size(args.resp_size, "--resp-size"),
                      tos=tos_byte(args.tos, "--tos"), nodelay=not args.no_nodelay,
-                     wait=units.duration(args.wait, "--wait"), cpu=args.cpu)
+                     wait=units.duration(args.wait, "--wait"), cpu=args.cpu, sender=args.sender)
 
 
 def _serve(args) -> int:

@@ -92,7 +92,8 @@ def probe_spec(scenario: Scenario, server: Pod, ports: dict, sampling: slo_mod.S
     req, resp = scenario.sizes
     return ProbeSpec(protocol=scenario.protocol, host=server.ip, port=ports[RESPONDER_OF[scenario.protocol]],
                      count=count, interval=scenario.interval or sampling.interval, req_bytes=req,
-                     resp_bytes=resp, tos=scenario.tos, wait=sampling.wait)
+                     resp_bytes=resp, tos=scenario.tos, wait=sampling.wait,
+                     sender=sampling.udp_sender if scenario.protocol == "udp" else "python")
 
 
 def check_pace(analysis: Analysis, interval: float) -> None:

@@ -9,6 +9,7 @@ File format (units are mandatory)::
       interval: 2ms           # open-loop send period
       confidence: 95%         # CI level for every statistic
       wait: 1s                # how long to wait for answers after the last request
+      udp_sender: python      # or native: udp requests from the compiled send loop (high rates)
     objectives:
       - name: udp-latency
         select: {protocol: [udp], placement: [same-node, cross-node], profile: [1k]}  # omitted = any
@@ -73,6 +74,9 @@ def json_schema() -> dict:
                     "interval": {"$ref": "#/$defs/duration"},
                     "confidence": {"$ref": "#/$defs/percent"},
                     "wait": {"$ref": "#/$defs/duration"},
+                    "udp_sender": {"enum": ["python", "native"],
+                                   "description": "who sends udp requests: the Python loop or the compiled "
+                                                  "one (high rates; built on first use with cc)"},
                 },
             },
             "objectives": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/objective"}},
@@ -168,6 +172,7 @@ class Sampling:
     interval: float = 0.002
     confidence: float = 0.95
     wait: float = 1.0
+    udp_sender: str = "python"   # python | native (netslo.probes.udp_native)
 
 
 @dataclass
@@ -199,7 +204,8 @@ def parse(doc, source: str = "<memory>") -> SloSpec:
             max_samples=d.get("max_samples", max(base.max_samples, d.get("samples", base.samples))),
             interval=units.duration(d["interval"], "defaults.interval") if "interval" in d else base.interval,
             confidence=units.percent(d["confidence"], "defaults.confidence") if "confidence" in d else base.confidence,
-            wait=units.duration(d["wait"], "defaults.wait") if "wait" in d else base.wait)
+            wait=units.duration(d["wait"], "defaults.wait") if "wait" in d else base.wait,
+            udp_sender=d.get("udp_sender", base.udp_sender))
         if sampling.max_samples < sampling.samples:
             raise SpecError("defaults.max_samples", sampling.max_samples, f"a number >= defaults.samples ({sampling.samples})")
         if not 0.5 <= sampling.confidence < 1.0:

@@ -18,11 +18,9 @@ from the host) are set to their initial state, as they were. Where the sizes mat
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
 from pathlib import Path
+
+from .. import native
 
 CACHE = Path("/var/cache/netslo/uml")   # built once per source; a cold cache builds it (cc, < 1 s)
 
@@ -90,22 +88,5 @@ long ptrace(enum __ptrace_request request, ...)
 
 def library() -> tuple[Path | None, str]:
     """(path of the compiled shim, "") or (None, why not). Built once per source into the cache."""
-    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    out = CACHE / f"xstate-pad-{digest}.so"
-    if out.exists():
-        return out, ""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        return None, "no C compiler (cc) to build the XSAVE-size ptrace shim"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    src, tmp = out.with_suffix(".c"), out.with_suffix(f".{os.getpid()}.tmp")
-    src.write_text(SOURCE)
-    done = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(src), "-ldl"],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        return None, f"building the XSAVE-size ptrace shim failed: {done.stderr.strip()[-300:]}"
-    os.replace(tmp, out)
-    for old in CACHE.glob("xstate-pad-*"):   # earlier sources' builds
-        if old.name.split(".")[0] != out.stem and old.suffix in (".so", ".c"):
-            old.unlink(missing_ok=True)
-    return out, ""
+    return native.build(CACHE, "xstate-pad", ".so", SOURCE, ["-shared", "-fPIC", "-O2"], ["-ldl"],
+                        "the XSAVE-size ptrace shim")

@@ -71,7 +71,7 @@ async def _run(spec: ProbeSpec, rows) -> None:
                 return
 
         loop = asyncio.get_running_loop()
-        interval_ns = int(spec.interval * 1e9)
+        interval_ns = spec.interval_ns
         start = now_ns() + 20_000_000
         pending: set = set()       # tasks still running (finished ones are dropped)
         for seq in range(spec.count):

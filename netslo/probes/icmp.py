@@ -115,7 +115,7 @@ def run(spec: ProbeSpec) -> samples.SampleSet:
     rows["req_bytes"] = max(spec.req_bytes, 8) + HDR.size
     rows["tos_sent"] = spec.tos
     packets = [echo_request(ident, s, spec.req_bytes) for s in range(n)]
-    interval_ns = int(spec.interval * 1e9)
+    interval_ns = spec.interval_ns
     start = now_ns() + 20_000_000
     seq, arrivals, answered, deadline = 0, 0, 0, None
     try:

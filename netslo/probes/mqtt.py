@@ -171,7 +171,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         pub.publish(topic, payload.mqtt_message(run_id, WARMUP_SEQ, now_ns(), spec.req_bytes), qos=qos)
         _wait(clients, lambda: ledger.warm, "warm-up delivery")
 
-        interval_ns = int(spec.interval * 1e9)
+        interval_ns = spec.interval_ns
         start = now_ns() + 20_000_000
         seq, deadline, last_misc = 0, None, now_ns()
         while True:

@@ -107,7 +107,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     if persistent:
         conns.append(persistent)
     arrivals = 0
-    interval_ns = int(spec.interval * 1e9)
+    interval_ns = spec.interval_ns
     start = now_ns() + 20_000_000
     seq = 0
     deadline = None

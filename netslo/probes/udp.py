@@ -62,6 +62,34 @@ def _drain(sock, flow, rows, state) -> None:
         state["received"] += 1
 
 
+def ask_fin(sock, flow: int, rows, state: dict) -> None:
+    """Ask the responder which seqs of ``flow`` arrived (FIN); its answer lands in ``state["fin"]``."""
+    fin = wire.pack_udp(wire.UDP_FIN, flow, len(rows))
+    for _ in range(FIN_TRIES):
+        if state["fin"] is not None:
+            break
+        try:
+            sock.send(fin)
+        except OSError:
+            pass
+        until = now_ns() + int(FIN_TIMEOUT_S * 1e9)
+        while state["fin"] is None and (t := now_ns()) < until:
+            ready, _, _ = select.select([sock], [], [], (until - t) / 1e9)
+            if ready:
+                _drain(sock, flow, rows, state)
+
+
+def set_seen(rows, state: dict) -> None:
+    """Fill ``srv_seen`` from the FIN answer (only while every row is still held: ``keep_all``)."""
+    n = len(rows)
+    if state["fin"] is not None and n <= wire.MAX_FIN_SEQS:
+        bits = np.frombuffer(wire.unpack_bitmap(state["fin"]), dtype=np.uint8)
+        seen = np.unpackbits(bits, bitorder="little")[:n] if len(bits) else np.zeros(0, np.uint8)
+        full = np.zeros(n, dtype=np.int8)
+        full[:len(seen)] = seen
+        rows.set_column("srv_seen", full)
+
+
 def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     """Run the probe; one row per scheduled request (see ``samples``), streamed to ``sink`` in
     chunks as they become final (``netslo.stream``) when the run is too long for the responder's
@@ -78,7 +106,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     rows = stream.RowStream(n, settle_ns=int(spec.wait * 1e9), sink=sink, keep_all=n <= wire.MAX_FIN_SEQS,
                             defaults={"req_bytes": max(spec.req_bytes, wire.UDP_HDR.size), "tos_sent": spec.tos})
     state = {"arrivals": 0, "received": 0, "fin": None}
-    interval_ns = int(spec.interval * 1e9)
+    interval_ns = spec.interval_ns
     size = max(spec.req_bytes, wire.UDP_HDR.size)
     template = bytearray(wire.pack_udp(wire.UDP_REQ, flow, 0, 0, 0, 0, spec.resp_bytes, size=size))
     seq_off, send_off = 4 + 4 + 8, 4 + 4 + 8 + 8
@@ -112,27 +140,9 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         if ready:
             _drain(sock, flow, rows, state)
 
-    fin = wire.pack_udp(wire.UDP_FIN, flow, n)
-    for _ in range(FIN_TRIES):
-        if state["fin"] is not None:
-            break
-        try:
-            sock.send(fin)
-        except OSError:
-            pass
-        until = now_ns() + int(FIN_TIMEOUT_S * 1e9)
-        while state["fin"] is None and (t := now_ns()) < until:
-            ready, _, _ = select.select([sock], [], [], (until - t) / 1e9)
-            if ready:
-                _drain(sock, flow, rows, state)
+    ask_fin(sock, flow, rows, state)
     sock.close()
-
-    if state["fin"] is not None and n <= wire.MAX_FIN_SEQS:
-        bits = np.frombuffer(wire.unpack_bitmap(state["fin"]), dtype=np.uint8)
-        seen = np.unpackbits(bits, bitorder="little")[:n] if len(bits) else np.zeros(0, np.uint8)
-        full = np.zeros(n, dtype=np.int8)
-        full[:len(seen)] = seen
-        rows.set_column("srv_seen", full)
+    set_seen(rows, state)
     meta = spec.meta()
     meta.update(flow=flow, fin_answered=state["fin"] is not None)
     return rows.finish(meta)

@@ -86,7 +86,7 @@ async def _run(spec: ProbeSpec, rows, meta: dict) -> None:
                     all_answered.set()
 
         recv_task = asyncio.get_running_loop().create_task(receiver())
-        interval_ns = int(spec.interval * 1e9)
+        interval_ns = spec.interval_ns
         start = now_ns() + 20_000_000
         try:
             for seq in range(n):

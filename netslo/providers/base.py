@@ -88,6 +88,8 @@ class Cluster(abc.ABC):
             args.append("--no-nodelay")
         if spec.cpu is not None:
             args += ["--cpu", str(spec.cpu)]
+        if spec.sender != "python":
+            args += ["--sender", spec.sender]
         budget = spec.count * spec.interval + spec.wait + 30.0
         data = self.exec_agent(pod, args, timeout=budget)
         try:

@@ -1,5 +1,6 @@
 """Loss accounting against real packet drops: iptables ``-m statistic`` in the responder pod drops a
-known random fraction of requests (upstream) or answers (downstream)."""
+known random fraction of requests (upstream) or answers (downstream); for both UDP senders (the
+Python loop and the compiled one, ``--sender native``)."""
 
 import shutil
 
@@ -29,15 +30,20 @@ def lossy():
         yield c, srv, cli, ports["udp"]
 
 
+SENDERS = ("python", "native")
+
+
+@pytest.mark.parametrize("sender", SENDERS)
 @pytest.mark.parametrize("chain,direction", [("INPUT", "up"), ("OUTPUT", "down")])
-def test_random_drops_are_counted_and_split_by_direction(lossy, chain, direction):
+def test_random_drops_are_counted_and_split_by_direction(lossy, chain, direction, sender):
     c, srv, cli, port = lossy
     flag = "--dport" if chain == "INPUT" else "--sport"
     rule = [chain, "-p", "udp", flag, str(port), "-m", "statistic", "--mode", "random",
             "--probability", str(P), "-j", "DROP"]
     c.exec_in(srv, ["iptables", "-A", *rule])
     try:
-        samples = c.probe(cli, ProbeSpec("udp", srv.ip, port, count=N, interval=0.0005, wait=0.5))
+        samples = c.probe(cli, ProbeSpec("udp", srv.ip, port, count=N, interval=0.0005, wait=0.5,
+                                                sender=sender))
         a = stats.analyze(samples)
     finally:
         c.exec_in(srv, ["iptables", "-D", *rule])
@@ -53,7 +59,9 @@ def test_random_drops_are_counted_and_split_by_direction(lossy, chain, direction
     assert wide.lo <= a.metrics["loss"].lo <= a.metrics["loss"].hi <= wide.hi
 
 
-def test_no_responder_means_total_loss_with_unknown_direction(lossy):
+@pytest.mark.parametrize("sender", SENDERS)
+def test_no_responder_means_total_loss_with_unknown_direction(lossy, sender):
     c, srv, cli, _port = lossy
-    a = stats.analyze(c.probe(cli, ProbeSpec("udp", srv.ip, 7999, count=50, interval=0.001, wait=0.2)))
+    a = stats.analyze(c.probe(cli, ProbeSpec("udp", srv.ip, 7999, count=50, interval=0.001, wait=0.2,
+                                             sender=sender)))
     assert a.counts["received"] == 0 and a.counts["lost_unknown_direction"] == 50

@@ -79,3 +79,17 @@ def test_selectors_match_globs_and_lists():
     o = slo.Objective("x", {"protocol": ("tcp-*",), "placement": ("same-node", "cross-node")}, ())
     assert o.matches({"protocol": "tcp-rr", "placement": "cross-node"})
     assert not o.matches({"protocol": "udp", "placement": "cross-node"})
+
+
+def test_udp_sender_default_reaches_udp_probes_only():
+    from netslo.providers.base import Pod
+    from netslo.runner import probe_spec
+    from netslo.scenario import Scenario
+    spec = slo.parse({"version": 1, "defaults": {"udp_sender": "native"},
+                      "objectives": [{"name": "a", "thresholds": {"rtt.p50": "1ms"}}]})
+    server = Pod("srv", "node0", "10.0.0.2")
+    ports = {"udp": 7000, "tcp": 7001}
+    assert probe_spec(Scenario("cross-node", "udp", "1k"), server, ports, spec.sampling, 10).sender == "native"
+    assert probe_spec(Scenario("cross-node", "tcp-rr", "1k"), server, ports, spec.sampling, 10).sender == "python"
+    assert slo.parse({"version": 1, "objectives": [{"name": "a", "thresholds": {"rtt.p50": "1ms"}}]}
+                     ).sampling.udp_sender == "python"
