@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import slo as slo_mod
-from .runner import Outcome, check_pace, host_stall, judge_all, require_measurable
+from .runner import Outcome, check_pace, judge_all, require_measurable
+from .stalls import why_remeasure
 from .samples import SampleSet
 from .stats import Estimate, analyze, bootstrap_quantile_diff
 
@@ -51,14 +52,14 @@ def judge(cluster, scenario, samples: SampleSet, spec: slo_mod.SloSpec, interval
           remeasure=None) -> Outcome:
     """The SLO verdict of fixed-size samples (what ``runner.run`` does, without extra sampling).
 
-    As in ``runner.run``, a failing verdict on samples taken while the measuring host stalled is
-    judged again once on fresh samples from ``remeasure()`` (if given), and the notes say so."""
+    As in ``runner.run``, a failing verdict on samples taken over a host stall or a path freeze
+    (``netslo.stalls``) is judged again once on fresh samples from ``remeasure()`` (if given), and the
+    notes say so."""
     out = _judge(cluster, scenario, samples, spec, interval)
-    stall = host_stall(out.analysis)
-    if out.failed and stall is not None and remeasure is not None:
+    why = why_remeasure(out.analysis, out.samples) if out.failed else None
+    if why is not None and remeasure is not None:
         out = _judge(cluster, scenario, remeasure(), spec, interval)
-        out.notes.append(f"re-measured: the previous run failed while the measuring host stalled "
-                         f"(sender timer error max {stall * 1e3:.1f} ms)")
+        out.notes.append(f"re-measured: the previous run failed while {why}")
     return out
 
 

@@ -15,6 +15,7 @@ from .providers.base import Cluster, Pod
 from .samples import SampleSet
 from .scenario import RESPONDER_OF, Scenario
 from .phase_times import timed_call
+from .stalls import HOST_STALL_S, why_remeasure  # noqa: F401  (HOST_STALL_S: part of the runner's policy)
 from .stats import Analysis, analyze
 from .units import format_duration
 
@@ -22,9 +23,7 @@ from .units import format_duration
 # 1 ms, whichever is larger): the schedule was not open-loop any more, so the run is not trusted.
 PACE_LIMIT_PERIODS = 1.0
 PACE_FLOOR_S = 0.001
-# Sender timer error above this means the measuring host itself was descheduled (a "host stall").
-HOST_STALL_S = 0.010
-REMEASURE_AFTER_STALL = 1
+REMEASURE_AFTER_STALL = 1   # a failing run over a host stall or a path freeze (netslo.stalls) is taken again once
 
 
 class SloBreach(AssertionError):
@@ -106,15 +105,6 @@ def check_pace(analysis: Analysis, interval: float) -> None:
             f"> {limit * 1e3:.3f} ms; the host is overloaded or the interval is too short")
 
 
-def host_stall(analysis: Analysis) -> float | None:
-    """Worst sender timer error (s) if the measuring host itself stalled during the run, else None.
-
-    A stalled sender is independent of the network under test (a slow network does not delay the
-    client's own timer), so it marks samples taken while the host was descheduled."""
-    worst = analysis.metrics["timer_error.max"].value
-    return worst if worst > HOST_STALL_S else None
-
-
 def require_measurable(thresholds: list, scenario: Scenario, cluster: Cluster) -> None:
     """Unsupported (category 'capability') when a threshold's metric cannot be measured for this
     protocol on this provider at all; known before anything is sent."""
@@ -142,17 +132,16 @@ def judge_all(analysis: Analysis, thresholds: list, confidence: float, final: bo
 
 def run(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scenario,
         spec: slo_mod.SloSpec) -> Outcome:
-    """Measure ``scenario`` and judge it; a failing run taken during a host stall is measured afresh
-    once (``REMEASURE_AFTER_STALL``) and the message says so."""
+    """Measure ``scenario`` and judge it; a failing run taken over a host stall or a path freeze
+    (``netslo.stalls``) is measured afresh once (``REMEASURE_AFTER_STALL``) and the message says so."""
     t0 = time.monotonic()
     notes = []
     for attempt in range(1 + REMEASURE_AFTER_STALL):
         out = _measure(cluster, client, server, ports, scenario, spec)
-        stall = host_stall(out.analysis)
-        if not out.failed or stall is None or attempt == REMEASURE_AFTER_STALL:
+        why = why_remeasure(out.analysis, out.samples) if out.failed else None
+        if why is None or attempt == REMEASURE_AFTER_STALL:
             break
-        notes.append(f"re-measured: the previous run failed while the measuring host stalled "
-                     f"(sender timer error max {format_duration(stall)})")
+        notes.append(f"re-measured: the previous run failed while {why}")
     out.notes = notes
     out.seconds = time.monotonic() - t0
     return out

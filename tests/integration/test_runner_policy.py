@@ -1,5 +1,6 @@
 """The verdict policy on a real embedded cluster: readable breach, bounded extra sampling,
-and one re-measurement when the measuring host stalled (induced with SIGSTOP on the probe)."""
+and one re-measurement when the measuring host stalled (induced with SIGSTOP on the probe) or the
+path froze (SIGSTOP on the responder)."""
 
 import os
 import signal
@@ -51,10 +52,19 @@ def test_inconclusive_verdict_samples_more_up_to_the_bound_then_is_not_enough_sa
         out.assert_met()
 
 
-def _udp_out_datagrams(pid):
-    """UDP datagrams sent so far in the network namespace of ``pid`` (count)."""
+def _udp_counter(pid, name="OutDatagrams"):
+    """A UDP counter (e.g. datagrams sent so far) of the network namespace of ``pid``."""
     lines = [ln.split() for ln in open(f"/proc/{pid}/net/snmp") if ln.startswith("Udp:")]
-    return int(lines[1][lines[0].index("OutDatagrams")])
+    return int(lines[1][lines[0].index(name)])
+
+
+def _pause(pids, seconds):
+    """SIGSTOP ``pids`` for ``seconds``, then SIGCONT."""
+    for p in pids:
+        os.kill(p, signal.SIGSTOP)
+    time.sleep(seconds)
+    for p in pids:
+        os.kill(p, signal.SIGCONT)
 
 
 def _stall_probe_once(c, cli, after_packets=25, pause=0.05):
@@ -69,13 +79,9 @@ def _stall_probe_once(c, cli, after_packets=25, pause=0.05):
                 if not pids:
                     pids = [p for p in pids_in_netns(c.netns_of(cli))
                             if b"probe" in open(f"/proc/{p}/cmdline", "rb").read()]
-                    start = _udp_out_datagrams(pids[0]) if pids else None
-                elif _udp_out_datagrams(pids[0]) - start >= after_packets:
-                    for p in pids:
-                        os.kill(p, signal.SIGSTOP)
-                    time.sleep(pause)
-                    for p in pids:
-                        os.kill(p, signal.SIGCONT)
+                    start = _udp_counter(pids[0]) if pids else None
+                elif _udp_counter(pids[0]) - start >= after_packets:
+                    _pause(pids, pause)
                     return
             except (FileNotFoundError, ProcessLookupError):
                 pids = []
@@ -101,6 +107,36 @@ def test_a_passing_run_is_not_repeated_because_of_a_stall(env):
     t.join()
     assert out.verdict == "pass" and out.notes == []
     assert out.analysis.metrics["timer_error.max"].value > runner.HOST_STALL_S  # the stall was real
+
+
+def _freeze_responder_once(c, srv, after_packets=50, pause=0.08):
+    """SIGSTOP the responder in the server pod for ``pause`` s, once, after it received
+    ``after_packets`` datagrams (keyed on traffic, as ``_stall_probe_once``)."""
+    pids = pids_in_netns(c.netns_of(srv))
+    start = _udp_counter(pids[0], "InDatagrams")
+
+    def work():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if _udp_counter(pids[0], "InDatagrams") - start >= after_packets:
+                _pause(pids, pause)
+                return
+            time.sleep(0.002)
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    return t
+
+
+def test_failure_over_a_path_freeze_is_measured_again_and_says_so(env):
+    """An 80 ms freeze of the responder holds 40 of 400 requests (P99 ~ 70 ms): the first run fails
+    the 10 ms P99, is recognised as a path freeze (not the sender's stall) and measured again."""
+    c, srv, cli, ports = env
+    t = _freeze_responder_once(c, srv)
+    out = runner.run(c, cli, srv, ports, SC, _spec({"rtt.p99": "10ms"}, samples=400, max_samples=400))
+    t.join()
+    notes = [n for n in out.notes if "re-measured" in n]
+    assert notes and "the path froze" in notes[0] and "requests sent from" in notes[0], out.notes
+    assert out.verdict == "pass", out.message()   # the second measurement, without a freeze
 
 
 def test_a_scenario_no_objective_selects_is_an_error_not_a_silent_pass(env):
