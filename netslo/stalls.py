@@ -35,7 +35,7 @@ FREEZE_COMPRESSION = 0.25
 class Freeze:
     """The longest freeze seen: how long the first held request waited (s), when it was sent (s after
     the run's first send), how many requests were held (from the first, those that waited more than
-    twice the run's median), and the span of their answers (s)."""
+    twice the median wait around it), and the span of their answers (s)."""
 
     wait: float
     at: float
@@ -50,29 +50,35 @@ def host_stall(analysis: Analysis) -> float | None:
 
 
 def path_freeze(samples: SampleSet) -> Freeze | None:
-    """The longest path freeze in ``samples`` (see the module doc), else None."""
-    r = samples.rows
-    r = r[r["recv_ns"] >= 0]
+    """The longest path freeze in ``samples`` (see the module doc), else None. Holds two columns
+    (16 B per request), never the whole rows: a soak's failing run may hold millions of requests."""
+    send, wait = samples.column("send_ns"), samples.column("recv_ns")
+    if np.any(send[1:] < send[:-1]):                              # parts of an interleaved run
+        order = np.argsort(send, kind="stable")
+        send, wait = send[order], wait[order]
+    lost = wait < 0
+    wait -= send                                                  # in place: recv_ns - send_ns
+    wait[lost] = -1
+    del lost
     k = FREEZE_MIN_REQUESTS
-    if len(r) < k:
+    first = np.flatnonzero(wait[:max(len(wait) - k + 1, 0)] >= HOST_STALL_S * 1e9)
+    if not len(first):
         return None
-    r = r[np.argsort(r["send_ns"], kind="stable")]
-    send, recv = r["send_ns"].astype(np.int64), r["recv_ns"].astype(np.int64)
-    win_send = send[k - 1:] - send[:1 - k]                        # send span of each window of k requests
-    win_recv = (np.lib.stride_tricks.sliding_window_view(recv, k).max(axis=1)
-                - np.lib.stride_tricks.sliding_window_view(recv, k).min(axis=1))
-    first_wait = (recv - send)[:1 - k]
-    hit = np.flatnonzero((first_wait >= HOST_STALL_S * 1e9) & (win_recv <= FREEZE_COMPRESSION * win_send))
+    idx = first[:, None] + np.arange(k)                           # k consecutive requests from each
+    recv = send[idx] + wait[idx]
+    held = ((wait[idx] >= 0).all(axis=1)
+            & ((recv.max(axis=1) - recv.min(axis=1)) <= FREEZE_COMPRESSION * (send[first + k - 1] - send[first])))
+    hit = first[held]
     if not len(hit):
         return None
-    i = int(hit[np.argmax(first_wait[hit])])
-    wait = recv - send
-    usual = 2 * np.median(wait)
+    i = int(hit[np.argmax(wait[hit])])
+    around = wait[max(i - 1000, 0):i + 1000]
+    usual = 2 * np.median(around[around >= 0])                    # twice the usual wait around it
     j = i + 1
-    while j < len(r) and wait[j] > usual:                         # held: waited more than twice the usual
+    while j < len(send) and wait[j] > usual:                      # held: waited more than that
         j += 1
-    return Freeze(float(first_wait[i]) / 1e9, float(send[i] - send[0]) / 1e9, j - i,
-                  float(recv[i:j].max() - recv[i:j].min()) / 1e9)
+    recv = send[i:j] + wait[i:j]
+    return Freeze(float(wait[i]) / 1e9, float(send[i] - send[0]) / 1e9, j - i, float(recv.max() - recv.min()) / 1e9)
 
 
 def why_remeasure(analysis: Analysis, samples: SampleSet) -> str | None:

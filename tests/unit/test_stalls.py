@@ -57,3 +57,15 @@ def test_unanswered_requests_do_not_make_a_freeze():
 def _analysis(s):
     from netslo.stats import analyze
     return analyze(s)
+
+
+def test_a_compact_set_is_read_by_columns_and_parts_out_of_time_order_are_sorted():
+    start, end = 300 * MS, 358 * MS
+    s = _run(lambda t: np.where((t >= start) & (t < end), end + (t - start) // 20, t + MS // 2))
+    compact = samples.SampleSet(meta={}, chunks=s.chunks())
+    assert stalls.path_freeze(compact) is not None
+    assert compact._rows is None                     # the structured rows were never built
+    later = samples.SampleSet(s.rows[300:].copy(), {})
+    earlier = samples.SampleSet(s.rows[:300].copy(), {})
+    f = stalls.path_freeze(samples.SampleSet.concat([later, earlier]))   # an interleaved run's parts
+    assert f is not None and 0.057 <= f.wait <= 0.059
