@@ -24,6 +24,7 @@ import signal
 import sys
 
 from . import units
+from .endpoint import parse_target
 from .errors import SpecError
 from .probes import PROTOCOL_PROBES
 from .responders.kinds import KINDS
@@ -31,13 +32,6 @@ from .responders.kinds import KINDS
 EXIT_USAGE = 2
 PROBE_PROTOCOLS = ("udp", "tcp-rr", "tcp-crr", "http", "http-new") + PROTOCOL_PROBES
 SERVE_PROTOCOLS = ("udp", "tcp", "http") + KINDS
-
-
-def parse_target(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SpecError("--target", text, "HOST:PORT with a port 1..65535")
-    return host, int(port)
 
 
 def _parser() -> argparse.ArgumentParser:

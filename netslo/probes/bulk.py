@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     p.add_argument("--sndbuf", default=None)
     p.add_argument("--sample", default="100ms")
     args = p.parse_args(argv)
-    from ..agent import parse_target
+    from ..endpoint import parse_target
     from ..errors import SpecError
     try:
         host, port = parse_target(args.target)

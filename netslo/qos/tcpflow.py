@@ -227,7 +227,7 @@ def summary(result: dict, omit: float = 0.5) -> dict:
 
 
 def main(argv=None) -> int:
-    from ..agent import parse_target
+    from ..endpoint import parse_target
     from ..dscp import tos_byte
     p = argparse.ArgumentParser(prog="python -m netslo.qos.tcpflow", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="mode", required=True)

@@ -21,11 +21,11 @@ def serve(args, ready=None, stop=None) -> None:
         from . import mqtt
         mqtt.serve(args.port, args.bind, nodelay=not args.no_nodelay, ready=ready, stop=stop)
     elif args.protocol == "proxy":
-        from ..agent import parse_target
+        from ..endpoint import parse_target
         from ..errors import SpecError
         from . import proxy
         if not args.upstream:
             raise SpecError("--upstream", None, "HOST:PORT of the HTTP responder (serve proxy needs it)")
-        proxy.serve(args.port, parse_target(args.upstream), args.bind, ready=ready, stop=stop)
+        proxy.serve(args.port, parse_target(args.upstream, "--upstream"), args.bind, ready=ready, stop=stop)
     else:
         raise ValueError(f"kind: value {args.protocol!r} — expected one of {', '.join(KINDS)}")

@@ -301,3 +301,10 @@ def test_a_baseline_test_that_stopped_measuring_fails_unless_left_out_on_purpose
     rep.excused = {TEST_B: "deselected"}
     assert rep.missing == [] and not rep.failed
     assert rep.to_json()["excused"] == {TEST_B: "deselected"}
+
+
+def test_offline_cli_help_works():
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-m", "netslo.report.regression", "--help"], capture_output=True, text=True)
+    assert run.returncode == 0 and "--min-effect" in run.stdout and "100%" in run.stdout, run.stderr

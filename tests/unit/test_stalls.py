@@ -32,7 +32,7 @@ def test_a_slow_path_is_not_a_freeze():
 def test_a_queue_that_builds_and_drains_at_its_service_rate_is_not_a_freeze():
     # arrivals every 3 ms; a server taking 4 ms per request for 100 requests (queue grows to ~100 ms),
     # then 1 ms per request (drains): answers leave >= 1 ms apart, a third of the send spacing
-    done, t_free, out = [], 0, []
+    t_free, out = 0, []
     for i, t in enumerate(np.arange(600, dtype=np.int64) * 3 * MS):
         service = 4 * MS if 100 <= i < 200 else MS
         t_free = max(t_free, t) + service
