@@ -26,7 +26,7 @@ import sys
 from . import units
 from .endpoint import parse_target
 from .errors import SpecError
-from .probes import PROTOCOL_PROBES
+from .probes import PROTOCOL_PROBES, SENDERS
 from .responders.kinds import KINDS
 
 EXIT_USAGE = 2
@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--no-nodelay", action="store_true")
     q.add_argument("--wait", default="1s")
     q.add_argument("--cpu", type=int)
-    q.add_argument("--sender", default="python", choices=("python", "native"),
+    q.add_argument("--sender", default="python", choices=SENDERS,
                    help="udp: 'native' sends from a compiled loop (high rates; built on first use with cc)")
     q.add_argument("--out", required=True)
     q.add_argument("--progress", action="store_true", help="a line per chunk of requests on stderr")

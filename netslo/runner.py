@@ -15,7 +15,7 @@ from .providers.base import Cluster, Pod
 from .samples import SampleSet
 from .scenario import RESPONDER_OF, Scenario
 from .phase_times import timed_call
-from .stalls import HOST_STALL_S, why_remeasure  # noqa: F401  (HOST_STALL_S: part of the runner's policy)
+from .stalls import why_remeasure
 from .stats import Analysis, analyze
 from .units import format_duration
 

@@ -38,6 +38,7 @@ import jsonschema
 
 from . import skips, units, yamlfile
 from .errors import SpecError
+from .probes import SENDERS
 from .stats import Estimate
 
 DELAY_SERIES = ("rtt", "owd_up", "owd_down", "ipdv", "ipdv_up", "ipdv_down", "pdv", "server_time",
@@ -74,7 +75,7 @@ def json_schema() -> dict:
                     "interval": {"$ref": "#/$defs/duration"},
                     "confidence": {"$ref": "#/$defs/percent"},
                     "wait": {"$ref": "#/$defs/duration"},
-                    "udp_sender": {"enum": ["python", "native"],
+                    "udp_sender": {"enum": list(SENDERS),
                                    "description": "who sends udp requests: the Python loop or the compiled "
                                                   "one (high rates; built on first use with cc)"},
                 },

@@ -185,6 +185,18 @@ class UmlImpairer:
         self.cluster.call("impair_clear")
 
 
+def kernel_command(init: Path, umid: str, uml_dir: Path, mem: str, preload: Path | None,
+                   quiet: bool = True) -> tuple[list[str], dict]:
+    """(argv, environment) that boot the UML kernel on the host's root (hostfs, read-only) with
+    ``init``, its console on stdout; ``preload`` (the XSAVE-size shim) goes into LD_PRELOAD."""
+    argv = [str(capability.UML_BINARY), f"mem={mem}", "rootfstype=hostfs", "rootflags=/", "ro",
+            f"init={init}", "con=null", "con0=null,fd:1", "ssl=null", f"umid={umid}", f"uml_dir={uml_dir}"]
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR": "/dev/shm"}
+    if preload is not None:
+        env["LD_PRELOAD"] = str(preload)
+    return argv + (["quiet"] if quiet else []), env
+
+
 class UmlCluster(Cluster):
     """A NetnsCluster running inside a user-mode-linux guest kernel (real sch_netem)."""
 
@@ -231,13 +243,8 @@ class UmlCluster(Cluster):
         init = d / "init.sh"
         init.write_text(INIT_SH.format(run_dir=d, project=PROJECT_ROOT, python=sys.executable))
         init.chmod(0o755)
-        argv = [str(capability.UML_BINARY), f"mem={mem}", "rootfstype=hostfs", "rootflags=/", "ro",
-                f"init={init}", "con=null", "con0=null,fd:1", "ssl=null", f"umid=nsl-{self.run_id}",
-                f"uml_dir={d}", "quiet"]
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR": "/dev/shm"}
         shim, self.shim_missing = xstate_pad.library()
-        if shim is not None:
-            env["LD_PRELOAD"] = str(shim)
+        argv, env = kernel_command(init, f"nsl-{self.run_id}", d, mem, shim)
         console = open(d / "console.log", "wb")
         t0 = time.monotonic()
         self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,

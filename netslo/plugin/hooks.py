@@ -53,11 +53,6 @@ class NetsloOptions:
     allowed_skips: frozenset = frozenset()  # skip categories declared expected (option + SLO file)
 
 
-def help_text(text: str) -> str:
-    """Option help for argparse, which %-formats help strings: a literal % must be written %%."""
-    return text.replace("%", "%%")
-
-
 def pytest_addoption(parser):
     g = parser.getgroup(*GROUP)
     g.addoption("--netslo-provider", default="netns", help=f"where pods run: {', '.join(PROVIDERS)} (default netns)")

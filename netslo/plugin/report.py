@@ -29,7 +29,8 @@ from netslo.report import summary as summary_mod
 from netslo.report.series import DELAY_SERIES, series
 from netslo.units import format_duration, format_percent
 from netslo.plugin.gate import excused_missing
-from netslo.plugin.hooks import GROUP, OPTIONS, OUTCOME, RESULTS, active, help_text
+from netslo.helptext import help_text
+from netslo.plugin.hooks import GROUP, OPTIONS, OUTCOME, RESULTS, active
 
 STATE = pytest.StashKey["ReportState"]()
 

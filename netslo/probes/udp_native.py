@@ -52,11 +52,11 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         raise Unsupported(f"sender native: {why}", "tool")
     n = spec.count
     size = max(spec.req_bytes, wire.UDP_HDR.size)
-    rows = stream.RowStream(n, settle_ns=int(spec.wait * 1e9), sink=sink, keep_all=n <= wire.MAX_FIN_SEQS)
+    host, wait_ns = socket.gethostbyname(spec.host), int(spec.wait * 1e9)
+    rows = stream.RowStream(n, settle_ns=wait_ns, sink=sink, keep_all=n <= wire.MAX_FIN_SEQS)
     flow = int.from_bytes(os.urandom(8), "big")
-    argv = [str(exe), socket.gethostbyname(spec.host), str(spec.port), str(n), str(spec.interval_ns), str(size),
-            str(spec.resp_bytes), str(spec.tos), str(flow), str(now_ns() + START_AFTER_NS),
-            str(int(spec.wait * 1e9)), str(-1 if spec.cpu is None else spec.cpu)]
+    argv = [str(exe), host, str(spec.port), str(n), str(spec.interval_ns), str(size), str(spec.resp_bytes),
+            str(spec.tos), str(flow), str(now_ns() + START_AFTER_NS), str(wait_ns), str(-1 if spec.cpu is None else spec.cpu)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     width, pending, first = samples.SAMPLE_DTYPE.itemsize, b"", 0
     try:
@@ -82,7 +82,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     tail = dict(kv.split("=") for kv in err.splitlines()[-1].split()[1:])
     state = {"arrivals": 0, "received": 0, "fin": None}
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.connect((spec.host, spec.port))
+    sock.connect((host, spec.port))
     try:
         ask_fin(sock, flow, rows, state)
     finally:

@@ -85,19 +85,14 @@ def test_owner_death_leaves_nothing(sig):
     assert not (uml.STATE_ROOT / marker).exists(), said
 
 
-def _boot_plain(tmp_path, preload: str | None) -> str:
+def _boot_plain(tmp_path, preload: Path | None) -> str:
     """Boot the UML binary with an init that only prints; its console (init's line or the panic)."""
     init = tmp_path / "init.sh"
     init.write_text("#!/bin/sh\necho netslo-init-ran\necho o > /proc/sysrq-trigger\n")
     init.chmod(0o755)
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR": "/dev/shm"}
-    if preload:
-        env["LD_PRELOAD"] = preload
-    umid = f"nsl-xs{os.getpid()}{'p' if preload else 'n'}"
-    done = subprocess.run([str(capability.UML_BINARY), "mem=128M", "rootfstype=hostfs", "rootflags=/", "ro",
-                           f"init={init}", "con=null", "con0=null,fd:1", "ssl=null", f"umid={umid}",
-                           f"uml_dir={tmp_path}"], env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                          timeout=60)
+    argv, env = uml.kernel_command(init, f"nsl-xs{os.getpid()}{'p' if preload else 'n'}", tmp_path, "128M",
+                                   preload, quiet=False)
+    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
     return done.stdout.decode(errors="replace")
 
 
@@ -111,4 +106,4 @@ def test_xstate_shim_lets_the_kernel_start_init_where_the_host_xsave_area_is_lar
     if "netslo-init-ran" in plain:
         pytest.skip("this host's XSAVE area fits this UML kernel: the shim has nothing to mend here")
     assert "ptrace set fp regs failed, errno = 14" in plain, plain[-2000:]
-    assert "netslo-init-ran" in _boot_plain(tmp_path, str(shim))
+    assert "netslo-init-ran" in _boot_plain(tmp_path, shim)

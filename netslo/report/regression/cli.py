@@ -7,14 +7,10 @@ import sys
 from pathlib import Path
 
 from ... import units
+from ...helptext import help_text
 from .policy import DEFAULT_METRICS, Policy, policy_from_text
 from .report import compare
 from .runs import load, results_files
-
-
-def _help(text: str) -> str:
-    """Option help for argparse, which %-formats help strings: a literal % must be written %%."""
-    return text.replace("%", "%%")
 
 
 def main(argv=None) -> int:
@@ -24,13 +20,13 @@ def main(argv=None) -> int:
     ap.add_argument("--current", required=True, help="results.json or results dir of the run to judge")
     ap.add_argument("--out", default=None, help="where to write regression.md/json (default: the current dir)")
     ap.add_argument("--metrics", default=None, help=f"default {','.join(DEFAULT_METRICS)}")
-    ap.add_argument("--min-effect", default=None, help=_help(f"relative, default {Policy.min_effect_rel:.0%} "
+    ap.add_argument("--min-effect", default=None, help=help_text(f"relative, default {Policy.min_effect_rel:.0%} "
                     f"({Policy.spread_min_effect_rel:.0%} with a baseline of {Policy.spread_min_runs}+ runs)"))
     ap.add_argument("--min-abs", default=None, help=f"delay floor, default {units.format_duration(Policy.min_effect_abs)} "
                     f"({units.format_duration(Policy.spread_min_effect_abs)} with {Policy.spread_min_runs}+ runs)")
-    ap.add_argument("--min-loss", default=None, help=_help(f"loss floor, default {units.format_percent(Policy.min_loss_abs)} "
+    ap.add_argument("--min-loss", default=None, help=help_text(f"loss floor, default {units.format_percent(Policy.min_loss_abs)} "
                     f"({units.format_percent(Policy.spread_min_loss_abs)} with {Policy.spread_min_runs}+ runs)"))
-    ap.add_argument("--alpha", default=None, help=_help(f"family-wise, default {Policy.alpha:.0%}"))
+    ap.add_argument("--alpha", default=None, help=help_text(f"family-wise, default {Policy.alpha:.0%}"))
     ap.add_argument("--block", default=None, help=f"bootstrap block length, default {units.format_duration(Policy.block_s)}")
     ap.add_argument("--resamples", default=None, help=f"bootstrap resamples, default {Policy.n_boot}")
     ap.add_argument("--quiet", action="store_true", help="print only the verdict line")
