@@ -68,15 +68,14 @@ def _parser() -> argparse.ArgumentParser:
 def probe_spec(args):
     """argparse namespace -> ProbeSpec, every unit checked."""
     from .dscp import tos_byte
-    from .probes import ProbeSpec
+    from .probes import ProbeSpec, check_sender
     host, port = parse_target(args.target)
     if args.count < 1:
         raise SpecError("--count", args.count, "a whole number >= 1")
     if args.no_nodelay and args.protocol.startswith(("http", "ws", "wss", "https")):
         raise SpecError("--no-nodelay", args.protocol, "a raw TCP protocol (tcp-rr, tcp-crr): aiohttp always "
                         "turns TCP_NODELAY on for its connections")
-    if args.sender == "native" and args.protocol != "udp":
-        raise SpecError("--sender", "native", f"protocol udp (the compiled sender), not {args.protocol}")
+    check_sender(args.protocol, args.sender, "--sender")
     interval = units.duration(args.interval, "--interval")
     if interval <= 0:
         raise SpecError("--interval", args.interval, "a duration > 0, e.g. '2ms'")

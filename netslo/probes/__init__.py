@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import asdict, dataclass
 
 
@@ -41,21 +42,15 @@ def run(spec: ProbeSpec, sink=None):
     end (its 16-bit sequence caps a run at 65 535 requests). With a sink the returned set holds
     what the sink keeps in memory (all chunks for ``stream.ChunkList``, none for a file writer:
     then the metadata only)."""
-    from . import http, icmp, mqtt, tcp, udp, udp_native, websocket
-    if spec.sender not in SENDERS:
-        raise ValueError(f"sender: value {spec.sender!r} — expected one of {list(SENDERS)}")
+    check_sender(spec.protocol, spec.sender)
     if spec.sender == "native":
-        if spec.protocol != "udp":
-            raise ValueError(f"sender: value 'native' is for protocol udp only, not {spec.protocol!r}")
-        return udp_native.run(spec, sink)
-    streaming = {"udp": udp.run, "tcp-rr": tcp.run, "tcp-crr": tcp.run, "http": http.run, "http-new": http.run,
-                 "https": http.run, "https-new": http.run, "ws": websocket.run, "wss": websocket.run,
-                 "mqtt-qos0": mqtt.run, "mqtt-qos1": mqtt.run, "mqtt-qos2": mqtt.run}
-    if spec.protocol in streaming:
-        return streaming[spec.protocol](spec, sink)
+        return _module("udp_native").run(spec, sink)
+    if spec.protocol not in MODULES:
+        raise ValueError(f"protocol: value {spec.protocol!r} — expected one of {sorted(MODULES)}")
+    probe = _module(MODULES[spec.protocol])
     if spec.protocol != "icmp":
-        raise ValueError(f"protocol: value {spec.protocol!r} — expected one of {sorted([*streaming, 'icmp'])}")
-    result = icmp.run(spec)
+        return probe.run(spec, sink)
+    result = probe.run(spec)
     if sink is None:
         return result
     for chunk in result.chunks():
@@ -64,6 +59,26 @@ def run(spec: ProbeSpec, sink=None):
 
 
 SENDERS = ("python", "native")
+
+# protocol -> the module (netslo.probes.<name>) that probes it; only that one is imported, because a
+# probe's start-up is paid on every measurement (aiohttp alone takes ~0.17 s to import: a UDP probe of
+# 0.24 s start-up spent most of it importing the HTTP and WebSocket probes it did not use)
+MODULES = {"udp": "udp", "tcp-rr": "tcp", "tcp-crr": "tcp", "http": "http", "http-new": "http", "https": "http",
+           "https-new": "http", "ws": "websocket", "wss": "websocket", "mqtt-qos0": "mqtt", "mqtt-qos1": "mqtt",
+           "mqtt-qos2": "mqtt", "icmp": "icmp"}
+
+
+def _module(name: str):
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def check_sender(protocol: str, sender: str, field: str = "sender") -> None:
+    """SpecError (a ValueError) unless ``sender`` is one of SENDERS and fits ``protocol`` (native: udp only)."""
+    from ..errors import SpecError
+    if sender not in SENDERS:
+        raise SpecError(field, sender, f"one of {list(SENDERS)}")
+    if sender == "native" and protocol != "udp":
+        raise SpecError(field, sender, f"'python' (the compiled sender is for protocol udp only, not {protocol})")
 
 # Protocol breadth (issue 7): WebSocket, HTTPS, MQTT, ICMP. Names are also the agent's choices.
 PROTOCOL_PROBES = ("ws", "wss", "https", "https-new", "mqtt-qos0", "mqtt-qos1", "mqtt-qos2", "icmp")

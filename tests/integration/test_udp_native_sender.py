@@ -103,6 +103,6 @@ def test_native_sender_for_another_protocol_is_one_line():
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "--sender" in lines[0] and "udp" in lines[0], p.stderr
-    with pytest.raises(ValueError, match="sender: value 'native' is for protocol udp only"):
+    with pytest.raises(ValueError, match=r"sender: value 'native' — expected 'python' \(the compiled sender is for protocol udp only, not tcp-rr\)"):
         from netslo.probes import run
         run(ProbeSpec("tcp-rr", "127.0.0.1", 9, sender="native"))
