@@ -29,12 +29,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from pyroute2 import NetNS, netns
 
-from .. import evidence
+from .. import evidence, forkserver
 from ..errors import InfrastructureError, SpecError, Unsupported
 from ..phase_times import timed_call
 from ..procs import LIVE_RUNS, PROJECT_ROOT, alive, child_env, owned_elsewhere_or_here
@@ -46,6 +47,7 @@ NAME_RE = re.compile(r"^nsl-([0-9a-f]{6})-")
 DATAPATHS = ("bridge", "routed", "vxlan")
 UNDERLAY = "172.18.0.{}"
 VXLAN_MTU = 1450
+FORKSERVER_START_S = 30.0
 # the last stderr line of an agent run that could not reach its peer (then the error carries evidence)
 CONNECT_FAILURE = re.compile(r"timed out|timeout|refused|unreachable|no route to host|connection reset|"
                              r"ETIMEDOUT|ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ECONNRESET", re.I)
@@ -190,6 +192,8 @@ class NetnsCluster(Cluster):
         self.state = STATE_ROOT / self.run_id
         self._namespaces: list[str] = []
         self._procs: list[subprocess.Popen] = []
+        self._forkserver: subprocess.Popen | None = None
+        self._forkserver_lock = threading.Lock()
         self._pods: dict[str, Pod] = {}
         self._pod_ns: dict[str, str] = {}
         self._next_host = {}
@@ -388,8 +392,8 @@ class NetnsCluster(Cluster):
         return points
 
     # -- agents
-    def _agent_argv(self, ns: str, args: list[str]) -> list[str]:
-        return ["nsenter", f"--net={NETNS_DIR / ns}", sys.executable, "-m", "netslo.agent", *args]
+    def _agent_argv(self, ns: str, args: list[str], module: str = "netslo.agent") -> list[str]:
+        return ["nsenter", f"--net={NETNS_DIR / ns}", sys.executable, "-m", module, *args]
 
     @timed_call("responders")
     def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http")) -> dict[str, int]:
@@ -422,6 +426,34 @@ class NetnsCluster(Cluster):
     def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
         return self.exec_in(pod, ["__agent__", *args], timeout)
 
+    def _agent_run(self, ns: str, args: list[str], module: str = "netslo.agent") -> forkserver.Run:
+        """``python -m MODULE ARGS`` in namespace ``ns``, forked from the cluster's warm agent
+        (``netslo.forkserver``, started on first use in node0's namespace, so close() and a later
+        run's reap find it there)."""
+        sock = self.state / "agent.sock"
+        with self._forkserver_lock:
+            if self._forkserver is None or self._forkserver.poll() is not None:
+                self._start_forkserver(sock)
+        return forkserver.Run(str(sock), str(NETNS_DIR / ns), module, args, child_env(), str(PROJECT_ROOT))
+
+    def _start_forkserver(self, sock: Path) -> None:
+        ready = self.state / "agent.ready"
+        for f in (sock, ready):
+            f.unlink(missing_ok=True)
+        log = open(self.state / "forkserver.log", "wb")
+        self._forkserver = subprocess.Popen(
+            self._agent_argv(self.ns_name("node0"), [str(sock), str(ready)], module="netslo.forkserver"),
+            stdout=log, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True, cwd=str(PROJECT_ROOT))
+        log.close()
+        self._procs.append(self._forkserver)
+        deadline = time.monotonic() + FORKSERVER_START_S
+        while not ready.exists():
+            if self._forkserver.poll() is not None or time.monotonic() > deadline:
+                tail = (self.state / "forkserver.log").read_text(errors="replace").strip().splitlines()[-3:]
+                raise InfrastructureError(f"the warm agent (netslo.forkserver) did not start within "
+                                          f"{FORKSERVER_START_S:g} s: {' | '.join(tail) or 'no output'}")
+            time.sleep(0.01)
+
     @timed_call("bulk flows and pod commands")
     def exec_in(self, pod: Pod, argv: list[str], timeout: float = 60.0) -> bytes:
         """Run a command in the pod's network namespace ('__agent__' = the netslo agent).
@@ -430,10 +462,13 @@ class NetnsCluster(Cluster):
         killed) or an agent run fails to connect, the error carries the path's evidence
         (``netslo.evidence``)."""
         ns = self.netns_of(pod)
-        full = self._agent_argv(ns, argv[1:]) if argv[:1] == ["__agent__"] else \
-            ["nsenter", f"--net={NETNS_DIR / ns}", *argv]
-        proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
-                                cwd=str(PROJECT_ROOT))
+        if argv[:1] == ["__agent__"]:
+            proc = self._agent_run(ns, argv[1:])
+        elif argv[:2] == [sys.executable, "-m"] and len(argv) > 2 and argv[2].startswith(forkserver.MODULE_PREFIX):
+            proc = self._agent_run(ns, argv[3:], module=argv[2])       # a netslo helper, e.g. qos.tcpflow
+        else:
+            proc = subprocess.Popen(["nsenter", f"--net={NETNS_DIR / ns}", *argv], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=child_env(), cwd=str(PROJECT_ROOT))
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired as e:

@@ -11,6 +11,7 @@ import pytest
 
 from netslo import runner, slo, stalls
 from netslo.errors import NotEnoughSamples, SpecError
+from netslo.forkserver import CHILD_NAME
 from netslo.providers.netns import NetnsCluster, pids_in_netns
 from netslo.scenario import Scenario
 
@@ -78,7 +79,7 @@ def _stall_probe_once(c, cli, after_packets=25, pause=0.05):
             try:
                 if not pids:
                     pids = [p for p in pids_in_netns(c.netns_of(cli))
-                            if b"probe" in open(f"/proc/{p}/cmdline", "rb").read()]
+                            if open(f"/proc/{p}/comm", "rb").read().strip() == CHILD_NAME]
                     start = _udp_counter(pids[0]) if pids else None
                 elif _udp_counter(pids[0]) - start >= after_packets:
                     _pause(pids, pause)

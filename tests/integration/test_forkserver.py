@@ -1,0 +1,114 @@
+"""The warm agent (netslo.forkserver) on a real embedded cluster: a forked run behaves as a fresh
+``python -m netslo.agent`` process in the pod's namespace, and the server's life is bounded by the
+cluster's."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from netslo import forkserver
+from netslo.errors import InfrastructureError
+from netslo.probes import ProbeSpec
+from netslo.providers.netns import NETNS_DIR, NetnsCluster, pids_in_netns
+from netslo.procs import PROJECT_ROOT, child_env
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with NetnsCluster(nodes=2) as c:
+        srv = c.add_pod("server", "node0")
+        cli = c.add_pod("client", "node1")
+        yield c, srv, cli, c.start_responders(srv, ("udp",))
+
+
+def _nsenter_agent(c, pod, args):
+    """The same run as a fresh interpreter (what exec_agent did before the fork server)."""
+    return subprocess.run(["nsenter", f"--net={NETNS_DIR / c.netns_of(pod)}", sys.executable, "-m", "netslo.agent",
+                           *args], capture_output=True, env=child_env(), cwd=str(PROJECT_ROOT))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["probe", "udp", "--target", "10.244.0.2:not-a-port", "--out", "-"],
+                                  ["bulk", "--target", "10.244.0.2:5201", "--duration", "1s", "--omit", "2s"]],
+                         ids=["help", "bad-target", "bulk-bad-omit"])
+def test_output_and_exit_code_match_a_fresh_interpreter(cluster, args):
+    c, _, cli, _ = cluster
+    fresh = _nsenter_agent(c, cli, args)
+    run = c._agent_run(c.netns_of(cli), args)
+    out, err = run.communicate(timeout=30)
+    assert (run.returncode, out, err) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert run.returncode in (0, 2)
+
+
+def test_a_netslo_helper_runs_there_too_and_nothing_else(cluster):
+    c, _, cli, _ = cluster
+    argv = [sys.executable, "-m", "netslo.qos.tcpflow", "send", "--help"]
+    fresh = subprocess.run(["nsenter", f"--net={NETNS_DIR / c.netns_of(cli)}", *argv], capture_output=True,
+                           env=child_env(), cwd=str(PROJECT_ROOT))
+    assert fresh.returncode == 0 and c.exec_in(cli, argv, 30) == fresh.stdout
+    with pytest.raises(OSError, match="'json.tool' is not a netslo program"):
+        forkserver.Run(str(c.state / "agent.sock"), str(NETNS_DIR / c.netns_of(cli)), "json.tool", [],
+                       child_env(), str(PROJECT_ROOT))
+
+
+def test_a_run_is_in_the_pods_namespace(cluster):
+    """(The caller's environment reaching a run: test_proto_tls_ws's CA switch, set in os.environ.)"""
+    c, srv, cli, ports = cluster
+    s = c.probe(cli, ProbeSpec("udp", srv.ip, ports["udp"], count=50, interval=0.001))
+    assert (s.rows["recv_ns"] >= 0).sum() == 50                   # 10.244.0.0/16 exists only in the pods
+    assert s.meta["client_pod"] == "client"
+
+
+def test_a_hanging_run_times_out_and_is_killed(cluster):
+    c, srv, cli, ports = cluster
+    run = c._agent_run(c.netns_of(cli), ["probe", "udp", "--target", f"{srv.ip}:{ports['udp']}", "--count", "100000",
+                                         "--interval", "10ms", "--out", "-"])
+    with pytest.raises(subprocess.TimeoutExpired):
+        run.communicate(timeout=0.5)
+    assert open(f"/proc/{run.pid}/comm", "rb").read().strip() == forkserver.CHILD_NAME
+    assert run.pid in pids_in_netns(c.netns_of(cli))
+    run.kill()
+    run.communicate(timeout=10)
+    assert run.returncode == -signal.SIGKILL
+    assert run.pid not in pids_in_netns(c.netns_of(cli))
+
+
+def test_the_timeout_of_exec_agent_is_an_infrastructure_error(cluster):
+    c, srv, cli, ports = cluster
+    with pytest.raises(InfrastructureError, match="timed out after 1 s"):
+        c.exec_agent(cli, ["probe", "udp", "--target", f"{srv.ip}:{ports['udp']}", "--count", "100000",
+                           "--interval", "10ms", "--out", "-"], timeout=1.0)
+    assert not [p for p in pids_in_netns(c.netns_of(cli))]
+
+
+def test_a_dead_server_is_started_again(cluster):
+    c, srv, cli, ports = cluster
+    c.probe(cli, ProbeSpec("udp", srv.ip, ports["udp"], count=5, interval=0.001))
+    first = c._forkserver.pid
+    os.kill(first, signal.SIGKILL)
+    c._forkserver.wait()
+    s = c.probe(cli, ProbeSpec("udp", srv.ip, ports["udp"], count=5, interval=0.001))
+    assert (s.rows["recv_ns"] >= 0).sum() == 5 and c._forkserver.pid != first
+
+
+def test_closing_the_cluster_stops_the_server_and_its_runs():
+    c = NetnsCluster(nodes=1)
+    pod = c.add_pod("p", "node0")
+    run = c._agent_run(c.netns_of(pod), ["probe", "udp", "--target", "10.244.0.250:9", "--count", "100000",
+                                         "--interval", "10ms", "--out", "-"])
+    server = c._forkserver.pid
+    c.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") and _not_zombie(p) for p in (server, run.pid)):
+        time.sleep(0.05)
+    assert not _not_zombie(server) and not _not_zombie(run.pid)
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
