@@ -10,11 +10,12 @@ stdout/stderr pipes (passed over the UNIX socket with SCM_RIGHTS) and runs the m
 ``python -m`` would (``netslo.agent``, or a helper such as ``netslo.qos.tcpflow``); what it measures
 is the same code in a fresh process of its own.
 
-Protocol, one connection per run: the client sends ``{"netns": path, "module": name, "argv": [...],
-"env": {...}, "cwd": dir}`` (the environment of that run, as ``subprocess`` would pass it) with its
-two pipe ends; the server answers ``{"pid": n}`` once forked and ``{"status": code}`` when the child
-exits (code as ``subprocess.Popen.returncode``: negative = killed by that signal). The server is
-single-threaded (a fork from a threaded process may copy a held lock) and serves runs concurrently.
+Protocol, one SOCK_SEQPACKET connection per run (message boundaries kept): the client sends
+``{"netns": path, "module": name, "argv": [...], "env": {...}, "cwd": dir}`` (the environment of
+that run, as ``subprocess`` would pass it) with its two pipe ends; the server answers ``{"pid": n}``
+once forked and ``{"status": code}`` when the child exits (code as ``subprocess.Popen.returncode``:
+negative = killed by that signal). The server is single-threaded (a fork from a threaded process
+may copy a held lock) and serves runs concurrently.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import traceback
 CLONE_NEWNET = 0x40000000
 PR_SET_NAME = 15
 CHILD_NAME = b"netslo-agent"    # /proc/PID/comm of a forked run (its cmdline stays the server's)
-MAX_REQUEST = 1 << 16
+MAX_REQUEST = 1 << 20     # bytes of one request (its environment included), one SOCK_SEQPACKET message
 WARM = ("numpy", "netslo.agent", "netslo.sample_file", "netslo.probes.udp", "netslo.probes.tcp",
         "netslo.probes.bulk", "netslo.probes.http", "netslo.probes.websocket", "netslo.probes.mqtt",
         "netslo.probes.icmp", "netslo.qos.tcpflow")
@@ -105,7 +106,7 @@ def serve(path: str, ready: str) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(64)
     sel.register(listener, selectors.EVENT_READ, "accept")
@@ -180,7 +181,7 @@ class Run:
     def __init__(self, path: str, netns: str, module: str, argv: list[str], env: dict[str, str], cwd: str):
         self.args = argv
         self.returncode: int | None = None
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:

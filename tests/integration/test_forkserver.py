@@ -62,6 +62,13 @@ def test_a_run_is_in_the_pods_namespace(cluster):
     assert s.meta["client_pod"] == "client"
 
 
+def test_a_large_environment_arrives_whole(cluster, monkeypatch):
+    """One request is one SOCK_SEQPACKET message: a CI runner's environment of 100 kB is not cut."""
+    c, _, cli, _ = cluster
+    monkeypatch.setenv("NETSLO_FORKSERVER_BIG", "x" * 100_000)
+    assert b"usage" in c.exec_agent(cli, ["--help"], 30)
+
+
 def test_a_hanging_run_times_out_and_is_killed(cluster):
     c, srv, cli, ports = cluster
     run = c._agent_run(c.netns_of(cli), ["probe", "udp", "--target", f"{srv.ip}:{ports['udp']}", "--count", "100000",
