@@ -21,6 +21,7 @@ may copy a held lock) and serves runs concurrently.
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import runpy
@@ -99,6 +100,9 @@ def serve(path: str, ready: str) -> None:
     import importlib
     for name in WARM:
         importlib.import_module(name)
+    gc.collect()
+    gc.freeze()     # the imported objects leave the collector's view: a child's collections do not
+                    # write to every inherited object (each write copies a shared page: a stall)
     sel = selectors.DefaultSelector()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)

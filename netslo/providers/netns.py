@@ -48,6 +48,9 @@ DATAPATHS = ("bridge", "routed", "vxlan")
 UNDERLAY = "172.18.0.{}"
 VXLAN_MTU = 1450
 FORKSERVER_START_S = 30.0
+# how each probe process starts: a report key, so a regression report against baselines measured
+# with fresh interpreters (before 2026-11-25) says that the measuring instrument changed
+AGENT_START = "fork of a warm agent (netslo.forkserver)"
 # the last stderr line of an agent run that could not reach its peer (then the error carries evidence)
 CONNECT_FAILURE = re.compile(r"timed out|timeout|refused|unreachable|no route to host|connection reset|"
                              r"ETIMEDOUT|ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ECONNRESET", re.I)
@@ -538,6 +541,7 @@ class NetnsCluster(Cluster):
             "congestion_control": read(node0, "net.ipv4.tcp_congestion_control"),
             "tcp_slow_start_after_idle": read(node0, "net.ipv4.tcp_slow_start_after_idle"),
             "cpu_pinning": "none",
+            "agent_start": AGENT_START,
             "cpus": str(os.cpu_count()),
             "python": platform.python_version(),
             "run_id": self.run_id,
