@@ -135,6 +135,7 @@ def serve(path: str, ready: str) -> None:
 
 
 def _start(conn: socket.socket, listener: socket.socket, waiting: dict) -> None:
+    fds: list[int] = []
     try:
         msg, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 2)
         request = json.loads(msg)
@@ -143,13 +144,18 @@ def _start(conn: socket.socket, listener: socket.socket, waiting: dict) -> None:
         if not str(request.get("module", "")).startswith(MODULE_PREFIX):
             raise ValueError(f"module {request.get('module')!r} is not a netslo program")
     except (OSError, ValueError) as e:
-        conn.sendall(json.dumps({"error": f"bad request: {e}"}).encode() + b"\n")
+        for fd in fds:
+            os.close(fd)
+        try:
+            conn.sendall(json.dumps({"error": f"bad request: {e}"}).encode() + b"\n")
+        except OSError:
+            pass
         conn.close()
         return
     pid = os.fork()
     if pid == 0:
-        listener.close()
-        conn.close()
+        for sock in (listener, conn, *waiting.values()):    # other runs' connections stay the server's
+            sock.close()
         _child(request, fds)
     for fd in fds:
         os.close(fd)

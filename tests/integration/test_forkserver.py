@@ -49,9 +49,11 @@ def test_a_netslo_helper_runs_there_too_and_nothing_else(cluster):
     fresh = subprocess.run(["nsenter", f"--net={NETNS_DIR / c.netns_of(cli)}", *argv], capture_output=True,
                            env=child_env(), cwd=str(PROJECT_ROOT))
     assert fresh.returncode == 0 and c.exec_in(cli, argv, 30) == fresh.stdout
+    open_fds = len(os.listdir(f"/proc/{c._forkserver.pid}/fd"))
     with pytest.raises(OSError, match="'json.tool' is not a netslo program"):
         forkserver.Run(str(c.state / "agent.sock"), str(NETNS_DIR / c.netns_of(cli)), "json.tool", [],
                        child_env(), str(PROJECT_ROOT))
+    assert len(os.listdir(f"/proc/{c._forkserver.pid}/fd")) == open_fds     # the refused run's pipes closed
 
 
 def test_a_run_is_in_the_pods_namespace(cluster):
