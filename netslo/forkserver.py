@@ -196,7 +196,8 @@ class Run:
         err_r, err_w = os.pipe()
         try:
             self._sock.connect(path)
-            socket.send_fds(self._sock, [json.dumps({"netns": netns, "module": module, "argv": argv, "env": env, "cwd": cwd}).encode()], [out_w, err_w])
+            request = {"netns": netns, "module": module, "argv": argv, "env": env, "cwd": cwd}
+            socket.send_fds(self._sock, [json.dumps(request).encode()], [out_w, err_w])
         except BaseException:
             for fd in (out_r, err_r):
                 os.close(fd)
@@ -207,10 +208,13 @@ class Run:
             os.close(err_w)
         self._out, self._err = out_r, err_r
         self._reply = b""
-        first = self._read_reply(10.0)
-        if "pid" not in first:
+        try:
+            first = self._read_reply(10.0)
+            if "pid" not in first:
+                raise OSError(f"fork server: {first.get('error', first)}")
+        except BaseException:
             self._close()
-            raise OSError(f"fork server: {first.get('error', first)}")
+            raise
         self.pid = first["pid"]
 
     def _read_reply(self, timeout: float) -> dict:
