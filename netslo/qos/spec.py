@@ -91,7 +91,7 @@ SCHEMA = {
                    "algorithms": (_list(_cc), CCS), "duration": (DUR, "2s"), "bbr_vs_cubic_loss": (_loss, "3%"),
                    "tolerance": (_tolerance, "15%")},
     "netem": {"delay": (DUR, "25ms"), "loss": (_loss, "1%"), "rate": (RATE, "50mbit"),
-              "duration": (DUR, "5s"), "omit": (DUR, "1s")},
+              "duration": (DUR, "6s"), "omit": (DUR, "1s")},
     "iperf3": {"bottleneck": (RATE, "50mbit"), "duration": (DUR, "3s"), "tolerance": (_tolerance, "10%")},
     "slow_start_after_idle": {"size": (SIZE, "100kB"), "interval": (DUR, "1s"), "count": (_int(3, 100), 5),
                               "delay": (DUR, "10ms"), "min_ratio": (_factor, 2.0)},
