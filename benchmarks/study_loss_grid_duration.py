@@ -62,7 +62,8 @@ def test_loss_grid_duration(netslo_impaired_cluster, reps):
                         bulk(env.cluster, client, env.server, env.ports, duration=FULL_S, omit=OMIT_S, cc=cc))
         finally:
             env.clear()
-    print(f"\nloss grid, {reps} repetitions of {FULL_S:g} s flows, throughput over [{OMIT_S:g} s, T], kernel {env.kernel}")
+    print(f"\nloss grid, {reps} repetitions of {FULL_S:g} s flows, throughput over [{OMIT_S:g} s, T], "
+          f"kernel {env.kernel}")
     print(f"{'loss':>6} {'T':>4} {'cubic Mbit/s':>22} {'bbr Mbit/s':>22} {'min bbr/cubic':>14} "
           f"{'min bbr/cubic(full)':>20} {'max cubic/3Mathis':>18} {'bbr/bbr(full)':>14} {'CV cubic':>9} {'CV bbr':>7}")
     for loss in LOSS_GRID:

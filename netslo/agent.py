@@ -26,11 +26,11 @@ import sys
 from . import units
 from .endpoint import parse_target
 from .errors import SpecError
-from .probes import PROTOCOL_PROBES, SENDERS
+from .probes import MODULES, SENDERS
 from .responders.kinds import KINDS
 
 EXIT_USAGE = 2
-PROBE_PROTOCOLS = ("udp", "tcp-rr", "tcp-crr", "http", "http-new") + PROTOCOL_PROBES
+PROBE_PROTOCOLS = tuple(MODULES)
 SERVE_PROTOCOLS = ("udp", "tcp", "http") + KINDS
 
 

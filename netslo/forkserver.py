@@ -207,6 +207,10 @@ class Run:
             os.close(out_w)
             os.close(err_w)
         self._out, self._err = out_r, err_r
+        self._bufs = {out_r: bytearray(), err_r: bytearray()}
+        self._sel = selectors.DefaultSelector()
+        for fd in self._bufs:
+            self._sel.register(fd, selectors.EVENT_READ)
         self._reply = b""
         try:
             first = self._read_reply(10.0)
@@ -235,11 +239,6 @@ class Run:
         """stdout and stderr until the child exits; ``subprocess.TimeoutExpired`` after ``timeout``
         s (call again after ``kill`` to collect)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        if not hasattr(self, "_bufs"):
-            self._bufs = {self._out: bytearray(), self._err: bytearray()}
-            self._sel = selectors.DefaultSelector()
-            for fd in self._bufs:
-                self._sel.register(fd, selectors.EVENT_READ)
         while self._sel.get_map():
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -268,8 +267,7 @@ class Run:
                 pass
 
     def _close(self) -> None:
-        if hasattr(self, "_sel"):
-            self._sel.close()
+        self._sel.close()
         for fd in (self._out, self._err):
             try:
                 os.close(fd)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 class ProbeSpec:
     """What one probe run does. Times in seconds, sizes in bytes (application payload)."""
 
-    protocol: str                 # udp | tcp-rr | tcp-crr | http | http-new (+ PROTOCOL_PROBES below)
+    protocol: str                 # one of MODULES below: udp | tcp-rr | tcp-crr | http | ... | icmp
     host: str
     port: int
     count: int = 1000
@@ -60,13 +60,14 @@ def run(spec: ProbeSpec, sink=None):
 
 SENDERS = ("python", "native")
 
-# protocol -> the module (netslo.probes.<name>) that probes it; only that one is imported, because a
-# probe's start-up is paid on every measurement (aiohttp alone takes ~0.17 s to import: a UDP probe of
-# 0.24 s start-up spent most of it importing the HTTP and WebSocket probes it did not use)
-MODULES = {"udp": "udp", "tcp-rr": "tcp", "tcp-crr": "tcp", "http": "http", "http-new": "http", "https": "http",
-           "https-new": "http", "ws": "websocket", "wss": "websocket", "mqtt-qos0": "mqtt", "mqtt-qos1": "mqtt",
-           "mqtt-qos2": "mqtt", "icmp": "icmp"}
-
+# protocol -> the module (netslo.probes.<name>) that probes it: every protocol a probe speaks (the
+# agent's choices, in this order; ws .. icmp are the protocol breadth of issue 7). Only the probed
+# protocol's module is imported, because a probe's start-up is paid on every measurement (aiohttp
+# alone takes ~0.17 s to import: a UDP probe of 0.24 s start-up spent most of it importing the HTTP
+# and WebSocket probes it did not use)
+MODULES = {"udp": "udp", "tcp-rr": "tcp", "tcp-crr": "tcp", "http": "http", "http-new": "http",
+           "ws": "websocket", "wss": "websocket", "https": "http", "https-new": "http", "mqtt-qos0": "mqtt",
+           "mqtt-qos1": "mqtt", "mqtt-qos2": "mqtt", "icmp": "icmp"}
 
 def _module(name: str):
     return importlib.import_module(f"{__name__}.{name}")
@@ -79,6 +80,3 @@ def check_sender(protocol: str, sender: str, field: str = "sender") -> None:
         raise SpecError(field, sender, f"one of {list(SENDERS)}")
     if sender == "native" and protocol != "udp":
         raise SpecError(field, sender, f"'python' (the compiled sender is for protocol udp only, not {protocol})")
-
-# Protocol breadth (issue 7): WebSocket, HTTPS, MQTT, ICMP. Names are also the agent's choices.
-PROTOCOL_PROBES = ("ws", "wss", "https", "https-new", "mqtt-qos0", "mqtt-qos1", "mqtt-qos2", "icmp")

@@ -56,7 +56,8 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     rows = stream.RowStream(n, settle_ns=wait_ns, sink=sink, keep_all=n <= wire.MAX_FIN_SEQS)
     flow = int.from_bytes(os.urandom(8), "big")
     argv = [str(exe), host, str(spec.port), str(n), str(spec.interval_ns), str(size), str(spec.resp_bytes),
-            str(spec.tos), str(flow), str(now_ns() + START_AFTER_NS), str(wait_ns), str(-1 if spec.cpu is None else spec.cpu)]
+            str(spec.tos), str(flow), str(now_ns() + START_AFTER_NS), str(wait_ns),
+            str(-1 if spec.cpu is None else spec.cpu)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     width, pending, first = samples.SAMPLE_DTYPE.itemsize, b"", 0
     try:

@@ -27,8 +27,8 @@ def cluster():
 
 def _nsenter_agent(c, pod, args):
     """The same run as a fresh interpreter (what exec_agent did before the fork server)."""
-    return subprocess.run(["nsenter", f"--net={NETNS_DIR / c.netns_of(pod)}", sys.executable, "-m", "netslo.agent",
-                           *args], capture_output=True, env=child_env(), cwd=str(PROJECT_ROOT))
+    return subprocess.run(c._agent_argv(c.netns_of(pod), args), capture_output=True, env=child_env(),
+                          cwd=str(PROJECT_ROOT))
 
 
 @pytest.mark.parametrize("args", [["--help"], ["probe", "udp", "--target", "10.244.0.2:not-a-port", "--out", "-"],
@@ -45,9 +45,9 @@ def test_output_and_exit_code_match_a_fresh_interpreter(cluster, args):
 
 def test_a_netslo_helper_runs_there_too_and_nothing_else(cluster):
     c, _, cli, _ = cluster
-    argv = [sys.executable, "-m", "netslo.qos.tcpflow", "send", "--help"]
-    fresh = subprocess.run(["nsenter", f"--net={NETNS_DIR / c.netns_of(cli)}", *argv], capture_output=True,
-                           env=child_env(), cwd=str(PROJECT_ROOT))
+    fresh = subprocess.run(c._agent_argv(c.netns_of(cli), ["send", "--help"], module="netslo.qos.tcpflow"),
+                           capture_output=True, env=child_env(), cwd=str(PROJECT_ROOT))
+    argv = [sys.executable, "-m", "netslo.qos.tcpflow", "send", "--help"]     # as qos.background.run passes it
     assert fresh.returncode == 0 and c.exec_in(cli, argv, 30) == fresh.stdout
     open_fds = len(os.listdir(f"/proc/{c._forkserver.pid}/fd"))
     with pytest.raises(OSError, match="'json.tool' is not a netslo program"):
