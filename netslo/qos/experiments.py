@@ -188,20 +188,24 @@ def set_sysctl(cluster, pod, key: str, value: str) -> None:
     cluster.exec_in(pod, ["sysctl", "-q", "-w", f"{key}={value}"], 30)
 
 
-def ssai_pair(cluster, client, dst_ip: str, port: int, sec: dict, cc: str = "cubic") -> dict:
-    """{'1': messages result, '0': messages result} for tcp_slow_start_after_idle 1 and 0 (client ns)."""
-    out = {}
+def ssai_pair(cluster, client, dst_ip: str, port: int, sec: dict, cc: str = "cubic",
+              extra_arms: tuple[str, ...] = ()) -> dict:
+    """{'1': messages result, '0': messages result} for tcp_slow_start_after_idle 1 and 0 in the
+    client's namespace, plus one result per ``extra_arms`` entry ('bbr:1', ...) under that key.
+
+    The arms run interleaved in one helper (``tcpflow messages --arm``): one connection each, half
+    (a third, ...) of the interval apart, never two messages at once, so the pair takes the time of
+    one arm. The sysctl is restored to 1 afterwards, also when the helper failed."""
+    arms = [f"{cc}:1", f"{cc}:0", *extra_arms]
     key = "net.ipv4.tcp_slow_start_after_idle"
     try:
-        for value in ("1", "0"):
-            set_sysctl(cluster, client, key, value)
-            out[value] = background.run(cluster, client, [
-                "-m", "netslo.qos.tcpflow", "messages", "--target", f"{dst_ip}:{port}", "--size", str(sec["size"]),
-                "--count", str(sec["count"]), "--interval", f"{sec['interval']}s", "--cc", cc],
-                timeout=sec["count"] * sec["interval"] + 60)
+        run = background.run(cluster, client, [
+            "-m", "netslo.qos.tcpflow", "messages", "--target", f"{dst_ip}:{port}", "--size", str(sec["size"]),
+            "--count", str(sec["count"]), "--interval", f"{sec['interval']}s", *(f"--arm={a}" for a in arms)],
+            timeout=sec["count"] * sec["interval"] + 60)
     finally:
         set_sysctl(cluster, client, key, "1")
-    return out
+    return dict(zip(["1", "0", *extra_arms], run["arms"]))
 
 
 def slow_start_rounds(size: int, mss: int = 1448, iw: int = 10) -> int:

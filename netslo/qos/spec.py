@@ -91,7 +91,7 @@ SCHEMA = {
                    "algorithms": (_list(_cc), CCS), "duration": (DUR, "2s"), "bbr_vs_cubic_loss": (_loss, "3%"),
                    "tolerance": (_tolerance, "15%")},
     "netem": {"delay": (DUR, "25ms"), "loss": (_loss, "1%"), "rate": (RATE, "50mbit"),
-              "duration": (DUR, "6s"), "omit": (DUR, "1s")},
+              "duration": (DUR, "6s"), "bbr_duration": (DUR, "3s"), "omit": (DUR, "1s")},
     "iperf3": {"bottleneck": (RATE, "50mbit"), "duration": (DUR, "3s"), "tolerance": (_tolerance, "10%")},
     "slow_start_after_idle": {"size": (SIZE, "100kB"), "interval": (DUR, "1s"), "count": (_int(3, 100), 5),
                               "delay": (DUR, "10ms"), "min_ratio": (_factor, 2.0)},
@@ -160,6 +160,11 @@ def parse(doc, source: str = "<memory>") -> QosSpec:
         if b["steady_from"] >= b["duration"] or b["bin"] * 5 > b["duration"] - b["steady_from"]:
             raise SpecError("qos.bandwidth.steady_from", (q.get("bandwidth") or {}).get("steady_from", "2s"),
                             "a duration below qos.bandwidth.duration leaving at least 5 bins of steady state")
+        n = sections["netem"]
+        for key in ("duration", "bbr_duration"):
+            if n[key] <= n["omit"]:
+                raise SpecError(f"qos.netem.{key}", (q.get("netem") or {}).get(key, SCHEMA["netem"][key][1]),
+                                "a duration above qos.netem.omit")
     except SpecError as e:
         raise e.located(source) from None
     return QosSpec(spec, sections, policy)

@@ -4,6 +4,7 @@
                                       [--tos EF] [--sample 100ms] [--sndbuf 4MiB]
     python -m netslo.qos.tcpflow messages --target HOST:PORT [--size 100kB] [--resp-size 1k]
                                           [--count 6] [--interval 1s] [--cc cubic]
+                                          [--arm CC[:SSAI] --arm CC[:SSAI] ...]
 
 Both talk to netslo's TCP responder (framed requests, see ``netslo.wire``): ``send`` streams 1 MiB
 frames whose 32-byte answers it reads and ignores; ``messages`` sends one request every
@@ -22,12 +23,23 @@ frames whose 32-byte answers it reads and ignores; ``messages`` sends one reques
 (the window right after the request was queued under TCP_CORK: after the kernel's restart-after-idle
 check, before any segment left), ssthresh, rtt_us, total_retrans.
 
+``--arm`` (repeatable) interleaves arms in time instead of running them one after the other: one
+connection per arm, each sending every ``--interval``, arm k of K offset by k/K of the interval,
+and never two messages at once (an arm waits until the previous message's response is in). An arm
+``CC:SSAI`` writes ``SSAI`` to net.ipv4.tcp_slow_start_after_idle of this process's network
+namespace just before each of its messages: Linux reads that sysctl when a connection queues data
+after idle (``tcp_slow_start_after_idle_check`` from ``tcp_skb_entail``, net/ipv4/tcp.c), per
+connection, so the arms of one namespace see different values. The value found at start is
+written back at exit. The output is then
+``{"mode": "messages", "arms": [<one messages result per arm, with "ssai">, ...]}``.
+
 SIGTERM stops early and still prints the JSON (one object on stdout). Bad options: one line, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import select
@@ -35,6 +47,7 @@ import signal
 import socket
 import sys
 import time
+from dataclasses import dataclass
 
 from .. import units, wire
 from ..errors import SpecError
@@ -44,6 +57,23 @@ SEND_FIELDS = ("t_s", "written", "acked", "rtt_us", "rttvar_us", "min_rtt_us", "
                "retrans", "total_retrans", "delivery_bps", "data_segs_out")
 MESSAGE_FIELDS = ("t_s", "fct_s", "cwnd_start", "ssthresh", "rtt_us", "total_retrans")
 INFINITE_SSTHRESH = 0x7FFFFFFF
+SSAI_PATH = "/proc/sys/net/ipv4/tcp_slow_start_after_idle"   # per network namespace (the caller's)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One connection of a message run: its congestion control (None: the namespace default) and
+    the tcp_slow_start_after_idle value written just before each of its messages (None: untouched)."""
+    cc: str | None = None
+    ssai: str | None = None
+
+
+def parse_arm(text: str) -> Arm:
+    """'cubic:1' -> Arm('cubic', '1'); 'bbr' -> Arm('bbr'); SpecError naming --arm otherwise."""
+    cc, _, ssai = text.partition(":")
+    if not cc or (ssai and ssai not in ("0", "1")) or (_ and not ssai):
+        raise SpecError("--arm", text, "CC or CC:SSAI with SSAI 0 or 1, e.g. cubic:1")
+    return Arm(cc, ssai or None)
 
 
 def tcp_info(sock) -> dict:
@@ -145,40 +175,81 @@ def send(host: str, port: int, duration: float, cc: str | None = None, tos: int 
 def messages(host: str, port: int, size: int, resp_size: int, count: int, interval: float,
              cc: str | None = None, tos: int = 0) -> dict:
     """One ``size``-byte request every ``interval`` s on one connection; per-message FCT and cwnd."""
+    return interleaved_messages(host, port, size, resp_size, count, interval, [Arm(cc)], tos)[0]
+
+
+def interleaved_messages(host: str, port: int, size: int, resp_size: int, count: int, interval: float,
+                         arms: list[Arm], tos: int = 0) -> list[dict]:
+    """``count`` messages per arm, every ``interval`` s on the arm's own connection, arm k offset by
+    k/len(arms) of the interval, one message at a time; one ``messages`` result per arm."""
     stop = _Stop()
-    sock = _connect(host, port, cc, tos, None)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    used = _cc_of(sock)
-    body = bytes(max(0, size - wire.TCP_REQ.size))
-    t0 = time.monotonic()
-    rows = []
-    for i in range(count):
-        while (left := t0 + i * interval - time.monotonic()) > 0 and not stop.now:
-            time.sleep(min(left, 0.05))
-        if stop.now:
-            break
-        start = time.monotonic()
-        # corked: the header is queued, not sent, so TCP_INFO shows the window right after the
-        # kernel's restart-after-idle check and before any ACK; the message leaves as one write would
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
-        sock.sendall(wire.TCP_REQ.pack(wire.TCP_REQ_MAGIC, i, max(size, wire.TCP_REQ.size), resp_size, tos & 0xFF))
-        info = tcp_info(sock)
-        sock.sendall(body)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
-        need = resp_size
-        while need > 0:
-            got = sock.recv(min(need, 65536))
-            if not got:
-                raise ConnectionError("responder closed the connection")
-            need -= len(got)
-        end = time.monotonic()
-        after = tcp_info(sock)
-        ss = info.get("snd_ssthresh", 0)
-        rows.append([round(start - t0, 4), end - start, info.get("snd_cwnd", 0),
-                     -1 if ss >= INFINITE_SSTHRESH else ss, after.get("rtt", 0), after.get("total_retrans", 0)])
-    sock.close()
-    return {"mode": "messages", "cc": used, "size": size, "resp_size": resp_size, "interval_s": interval,
-            "fields": list(MESSAGE_FIELDS), "rows": rows}
+    socks = []
+    with contextlib.ExitStack() as cleanup:
+        if any(a.ssai is not None for a in arms):
+            before = _read_ssai()
+            cleanup.callback(_write_ssai, before)
+        for a in arms:
+            socks.append(_connect(host, port, a.cc, tos, None))
+            cleanup.callback(socks[-1].close)
+            socks[-1].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        body = bytes(max(0, size - wire.TCP_REQ.size))
+        out = [{"mode": "messages", "cc": _cc_of(sk), "ssai": a.ssai, "size": size, "resp_size": resp_size,
+                "interval_s": interval, "offset_s": k * interval / len(arms), "fields": list(MESSAGE_FIELDS),
+                "rows": []} for k, (a, sk) in enumerate(zip(arms, socks))]
+        t0 = time.monotonic()
+        for i in range(count):
+            for k, (a, sk) in enumerate(zip(arms, socks)):
+                while (left := t0 + i * interval + out[k]["offset_s"] - time.monotonic()) > 0 and not stop.now:
+                    time.sleep(min(left, 0.05))
+                if stop.now:
+                    return out
+                if a.ssai is not None:
+                    _write_ssai(a.ssai)
+                out[k]["rows"].append(_message(sk, i, size, resp_size, tos, body, t0))
+    return out
+
+
+def _message(sock, seq: int, size: int, resp_size: int, tos: int, body: bytes, t0: float) -> list:
+    """Send one request, wait for its whole response: one MESSAGE_FIELDS row."""
+    start = time.monotonic()
+    # corked: the header is queued, not sent, so TCP_INFO shows the window right after the
+    # kernel's restart-after-idle check and before any ACK; the message leaves as one write would
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+    sock.sendall(wire.TCP_REQ.pack(wire.TCP_REQ_MAGIC, seq, max(size, wire.TCP_REQ.size), resp_size, tos & 0xFF))
+    info = tcp_info(sock)
+    sock.sendall(body)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+    need = resp_size
+    while need > 0:
+        got = sock.recv(min(need, 65536))
+        if not got:
+            raise ConnectionError("responder closed the connection")
+        need -= len(got)
+    end = time.monotonic()
+    after = tcp_info(sock)
+    ss = info.get("snd_ssthresh", 0)
+    return [round(start - t0, 4), end - start, info.get("snd_cwnd", 0),
+            -1 if ss >= INFINITE_SSTHRESH else ss, after.get("rtt", 0), after.get("total_retrans", 0)]
+
+
+class SysctlError(Exception):
+    """tcp_slow_start_after_idle could not be read or written in this namespace."""
+
+
+def _read_ssai() -> str:
+    try:
+        with open(SSAI_PATH) as f:
+            return f.read().strip()
+    except OSError as e:
+        raise SysctlError(f"cannot read {SSAI_PATH}: {e.strerror}") from None
+
+
+def _write_ssai(value: str) -> None:
+    try:
+        with open(SSAI_PATH, "w") as f:
+            f.write(value)
+    except OSError as e:
+        raise SysctlError(f"cannot write {value} to {SSAI_PATH}: {e.strerror}") from None
 
 
 # ---- analysis helpers (run where the JSON is read) ------------------------------------------------
@@ -240,6 +311,8 @@ def main(argv=None) -> int:
     m.add_argument("--resp-size", default="1k")
     m.add_argument("--count", type=int, default=6)
     m.add_argument("--interval", default="1s")
+    m.add_argument("--arm", action="append", default=[], metavar="CC[:SSAI]",
+                   help="interleave one connection per --arm (see above); replaces --cc")
     for q in (s, m):
         q.add_argument("--target", required=True)
         q.add_argument("--cc", default=None)
@@ -263,11 +336,21 @@ def main(argv=None) -> int:
             if not wire.TCP_REQ.size <= size <= wire.MAX_TCP_MESSAGE or not wire.TCP_RESP.size <= resp <= wire.MAX_TCP_MESSAGE:
                 raise SpecError("--size/--resp-size", f"{args.size}/{args.resp_size}",
                                 f"sizes from {wire.TCP_RESP.size} B to {wire.MAX_TCP_MESSAGE} B")
-            out = messages(host, port, size, resp, args.count, units.duration(args.interval, "--interval"),
-                           args.cc, tos)
+            interval = units.duration(args.interval, "--interval")
+            if args.arm:
+                if args.cc:
+                    raise SpecError("--cc", args.cc, "no --cc with --arm (each arm names its own)")
+                arms = [parse_arm(a) for a in args.arm]
+                out = {"mode": "messages",
+                       "arms": interleaved_messages(host, port, size, resp, args.count, interval, arms, tos)}
+            else:
+                out = messages(host, port, size, resp, args.count, interval, args.cc, tos)
     except SpecError as e:
         print(f"netslo.qos.tcpflow: {e}", file=sys.stderr)
         return 2
+    except SysctlError as e:
+        print(f"netslo.qos.tcpflow: {e}", file=sys.stderr)
+        return 1
     print(json.dumps(out))
     return 0
 

@@ -17,7 +17,7 @@ from netslo.plugin.qos import (netslo_bandwidth_pods, netslo_cluster_dscp, netsl
 from netslo.errors import InfrastructureError
 from netslo.impair.spec import parse as parse_impairment
 from netslo.providers.netns import DATAPATHS
-from netslo.qos import background, bandwidth, conformance, dscp_check, experiments, limits, priority, tcpflow
+from netslo.qos import bandwidth, conformance, dscp_check, experiments, limits, priority, tcpflow
 from netslo.stats import mann_whitney
 from netslo.plugin.gate import skip
 from netslo.plugin.hooks import OUTCOME
@@ -278,17 +278,15 @@ def test_slow_start_after_idle_resets_cwnd(netslo_qos_pods, netslo_qos_spec, net
     """100 kB every 1 s: with tcp_slow_start_after_idle=1 Cubic restarts from the initial window after
     each idle second; with 0 it keeps its window; BBR never restarts (it has its own cong_control)."""
     c, sec = netslo_qos_pods.cluster, netslo_qos_spec["slow_start_after_idle"]
-    runs = experiments.ssai_pair(c, netslo_qos_pods.lat, netslo_qos_pods.server.ip, netslo_qos_pods.ports["tcp"], sec)
-    bbr = background.run(c, netslo_qos_pods.lat, [
-        "-m", "netslo.qos.tcpflow", "messages", "--target", f"{netslo_qos_pods.server.ip}:{netslo_qos_pods.ports['tcp']}",
-        "--size", str(sec["size"]), "--count", "3", "--interval", f"{sec['interval']}s", "--cc", "bbr"], timeout=60)
+    runs = experiments.ssai_pair(c, netslo_qos_pods.lat, netslo_qos_pods.server.ip, netslo_qos_pods.ports["tcp"], sec,
+                                 extra_arms=("bbr:1",))
+    assert [r["cc"] for r in runs.values()] == ["cubic", "cubic", "bbr"], runs
     cw = {k: tcpflow.column(v, "cwnd_start") for k, v in runs.items()}
-    cw["bbr-1"] = tcpflow.column(bbr, "cwnd_start")
     netslo_qos_report[request.node.name] = cw
     iw = cw["1"][0]
     assert all(x == iw for x in cw["1"][1:]), f"ssai=1: window not restarted to {iw} after idle: {cw['1']}"
     assert all(x > iw for x in cw["0"][1:]), f"ssai=0: window restarted anyway: {cw['0']}"
-    assert all(x > iw for x in cw["bbr-1"][1:]), f"bbr restarted its window: {cw['bbr-1']}"
+    assert all(x > iw for x in cw["bbr:1"][1:]), f"bbr restarted its window: {cw['bbr:1']}"
 
 
 # ---- bufferbloat ---------------------------------------------------------------------------------
@@ -348,8 +346,8 @@ def test_bbr_not_below_cubic_under_loss_at_50ms(netslo_uml_qos, netslo_qos_spec,
     sec = netslo_qos_spec["netem"]
     _netem_path(c, client, sec["delay"], sec["loss"], sec["rate"])
     try:
-        flows = {cc: experiments.run_flow(c, client, server.ip, ports["tcp"], sec["duration"], cc)
-                 for cc in ("cubic", "bbr")}
+        flows = {cc: experiments.run_flow(c, client, server.ip, ports["tcp"], sec[key], cc)
+                 for cc, key in (("cubic", "duration"), ("bbr", "bbr_duration"))}
     finally:
         c.impairer.clear()
     rtt = 2 * sec["delay"]

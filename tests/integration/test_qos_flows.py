@@ -52,6 +52,34 @@ def test_messages_report_cwnd_and_fct(env):
     assert tcpflow.column(r, "cwnd_start")[0] == 10  # the initial window of a fresh connection
 
 
+def test_interleaved_arms_each_see_their_own_slow_start_after_idle(env):
+    """Three connections, one helper: the sysctl written before each message governs that message
+    only (cubic with 1 restarts to the initial window, cubic with 0 and bbr keep theirs), arms are
+    offset by a third of the interval and never overlap, and the namespace's value comes back."""
+    c, server, ports, client = env
+    key = "net.ipv4.tcp_slow_start_after_idle"
+    experiments.set_sysctl(c, client, key, "0")
+    try:
+        r = background.run(c, client, ["-m", "netslo.qos.tcpflow", "messages", "--target", f"{server.ip}:{ports['tcp']}",
+                                       "--size", "100kB", "--count", "3", "--interval", "1200ms",
+                                       "--arm", "cubic:1", "--arm", "cubic:0", "--arm", "bbr:1"], 60)
+        after = c.exec_in(client, ["sysctl", "-n", key]).decode().strip()
+    finally:
+        experiments.set_sysctl(c, client, key, "1")
+    assert after == "0"  # what the helper found, not a default
+    arms = r["arms"]
+    assert [(a["cc"], a["ssai"]) for a in arms] == [("cubic", "1"), ("cubic", "0"), ("bbr", "1")]
+    cw = [tcpflow.column(a, "cwnd_start") for a in arms]
+    # Linux halves the window once per RTO of idle (>= 200 ms) down to the initial 10: 1.2 s is enough
+    assert cw[0] == [10] * 3, cw
+    assert all(x > 10 for x in cw[1][1:] + cw[2][1:]), cw
+    spans = sorted((t, t + f) for a in arms for t, f in zip(tcpflow.column(a, "t_s"), tcpflow.column(a, "fct_s")))
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:])), spans
+    for k, a in enumerate(arms):
+        for i, t in enumerate(tcpflow.column(a, "t_s")):
+            assert i * 1.2 + k * 0.4 <= t < i * 1.2 + k * 0.4 + 0.1, (k, i, t)
+
+
 def test_ten_megabit_egress_annotation_conforms(env):
     """A 10 Mbit/s limit (study: 1-10 Mbit/s): 64 KiB GSO quanta make 100 ms bins noisy, the
     steady-state CI still lies within ±10 %; overshoot and settle time printed."""

@@ -45,6 +45,7 @@ def _bad(path, value):
     (("qos", "priority", "link"), "fast", "qos.priority.link"),
     (("qos", "nonsense"), {}, "qos.nonsense"),
     (("qos", "netem", "colour"), 1, "qos.netem.colour"),
+    (("qos", "netem", "bbr_duration"), "1s", "qos.netem.bbr_duration"),
     (("objectives",), [{"name": "x", "thresholds": {"rtt.p99": "5"}}], "objectives[0].thresholds.rtt.p99"),
 ])
 def test_errors_name_field_value_expected(path, value, field):

@@ -41,6 +41,10 @@ def test_slow_start_rounds():
     (["send", "--target", "127.0.0.1:7001", "--tos", "XX"], "--tos"),
     (["messages", "--target", "127.0.0.1:7001", "--count", "0"], "--count"),
     (["messages", "--target", "127.0.0.1:7001", "--size", "1"], "--size"),
+    (["messages", "--target", "127.0.0.1:7001", "--arm", "cubic:2"], "--arm"),
+    (["messages", "--target", "127.0.0.1:7001", "--arm", "cubic:"], "--arm"),
+    (["messages", "--target", "127.0.0.1:7001", "--arm", ":1"], "--arm"),
+    (["messages", "--target", "127.0.0.1:7001", "--arm", "bbr", "--cc", "cubic"], "--cc"),
 ])
 def test_cli_errors_are_one_line(args, field):
     run = subprocess.run([sys.executable, "-m", "netslo.qos.tcpflow", *args], capture_output=True, text=True,
@@ -48,3 +52,8 @@ def test_cli_errors_are_one_line(args, field):
     assert run.returncode == 2
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0] and "expected" in lines[0]
+
+
+def test_parse_arm():
+    assert tcpflow.parse_arm("cubic:1") == tcpflow.Arm("cubic", "1")
+    assert tcpflow.parse_arm("bbr") == tcpflow.Arm("bbr", None)
