@@ -7,7 +7,6 @@
                           [--count N] [--interval 2ms] [--req-size 1k] [--resp-size 1k]
                           [--tos EF|46|0xb8...] [--no-nodelay] [--wait 1s] [--cpu N] [--progress] --out FILE|-
                           [--sender python|native]   (udp: native = the compiled send loop)
-                          [--phase 0ms]   (first send at a CLOCK_MONOTONIC multiple of --interval + this)
     python -m netslo.agent bulk --target HOST:PORT [--duration 6s] [--omit 1s] [--cc bbr] [--sndbuf 512KiB]
     python -m netslo.agent reap [--dry-run]
     python -m netslo.agent netem capability|lookup|apply|read|remove [--pod-ip IP] [--direction egress|ingress]
@@ -59,8 +58,6 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--cpu", type=int)
     q.add_argument("--sender", default="python", choices=SENDERS,
                    help="udp: 'native' sends from a compiled loop (high rates; built on first use with cc)")
-    q.add_argument("--phase", help="start the schedule at the next CLOCK_MONOTONIC multiple of --interval "
-                   "plus this (0 <= phase < interval): probes of one host with different phases alternate in time")
     q.add_argument("--out", required=True)
     q.add_argument("--progress", action="store_true", help="a line per chunk of requests on stderr")
     r = sub.add_parser("reap", help="remove what killed netslo runs left behind")
@@ -82,14 +79,11 @@ def probe_spec(args):
     interval = units.duration(args.interval, "--interval")
     if interval <= 0:
         raise SpecError("--interval", args.interval, "a duration > 0, e.g. '2ms'")
-    phase = None if args.phase is None else units.duration(args.phase, "--phase")
-    if phase is not None and not 0 <= phase < interval:
-        raise SpecError("--phase", args.phase, f"a duration from 0 to below --interval ({args.interval})")
     return ProbeSpec(protocol=args.protocol, host=host, port=port, count=args.count, interval=interval,
                      req_bytes=units.size(args.req_size, "--req-size"),
                      resp_bytes=units.size(args.resp_size, "--resp-size"),
                      tos=tos_byte(args.tos, "--tos"), nodelay=not args.no_nodelay,
-                     wait=units.duration(args.wait, "--wait"), cpu=args.cpu, sender=args.sender, phase=phase)
+                     wait=units.duration(args.wait, "--wait"), cpu=args.cpu, sender=args.sender)
 
 
 def _serve(args) -> int:

@@ -6,18 +6,13 @@ between (on a shared 2-core runner the P50 of one path moved by 30 % between con
 next alternative, so none is always first), and concatenates each one's rounds: slow drifts and
 position effects hit all alternatives alike. ``p50_shift`` is then the P50 difference with a
 bootstrap CI, and ``judge`` applies the SLO file to such fixed-size samples (no extra sampling).
-``staggered`` measures alternatives with one send interval in the same window instead, their
-schedules shifted against each other so their requests alternate in time.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
-from . import phase_times, progress
+from . import progress
 from . import slo as slo_mod
 from .runner import Outcome, check_pace, judge_all, require_measurable
 from .stalls import why_remeasure
@@ -40,34 +35,6 @@ def interleaved(cluster, client, specs: dict, rounds: int = 3, between=None) -> 
             if between:
                 between(name, s)
     return {name: SampleSet.concat(p) if len(p) > 1 else p[0] for name, p in parts.items()}
-
-
-def staggered(cluster, client, specs: dict) -> dict[str, SampleSet]:
-    """{name: ProbeSpec} sharing one interval -> {name: SampleSet}, measured in the same time window
-    without ever sending together: alternative k of K runs at once with the others, on its own
-    schedule and connection, with phase k/K of the interval (``ProbeSpec.phase``), so the requests
-    of the alternatives alternate, interval/K apart. Each keeps its own send period (its idle time
-    between requests is unchanged); the pair costs the time of one. A round trip longer than
-    interval/K can overlap the next alternative's request: ``meta['staggered']`` of each set holds
-    the gap (s) and how many of its answers took longer than it."""
-    intervals = {spec.interval for spec in specs.values()}
-    if len(intervals) != 1:
-        raise ValueError(f"interval: values {sorted(intervals)} — expected one interval shared by every alternative")
-    interval = intervals.pop()
-    gap = interval / len(specs)
-    phased = {name: dataclasses.replace(spec, phase=k * gap) for k, (name, spec) in enumerate(specs.items())}
-
-    def one(spec):
-        with phase_times.nested():
-            return cluster.probe(client, spec)
-
-    with phase_times.timed("probing"), ThreadPoolExecutor(len(phased)) as pool:
-        futures = {name: pool.submit(one, spec) for name, spec in phased.items()}
-        out = {name: f.result() for name, f in futures.items()}
-    for s in out.values():
-        s.meta["staggered"] = {"gap_s": gap, "alternatives": len(specs),
-                               "answers_longer_than_gap": int(np.sum(rtt(s) > gap))}
-    return out
 
 
 def rtt(samples: SampleSet) -> np.ndarray:

@@ -45,18 +45,6 @@ def timed(kind: str):
                 _calls[kind] = _calls.get(kind, 0) + 1
 
 
-@contextmanager
-def nested():
-    """In this thread, timed blocks count as inner ones: for a worker thread whose work the thread
-    that started it times (e.g. the probes of ``interleave.staggered``), so no second clock runs."""
-    depth = getattr(_depth, "n", 0)
-    _depth.n = depth + 1
-    try:
-        yield
-    finally:
-        _depth.n = depth
-
-
 def timed_call(kind: str):
     """Decorator form of ``timed``."""
     def wrap(fn):

@@ -22,11 +22,6 @@ class ProbeSpec:
     wait: float = 1.0             # how long to wait for answers after the last send, s
     cpu: int | None = None        # pin the probe to this CPU (None = not pinned)
     sender: str = "python"        # udp only: "native" sends from a compiled loop (probes.udp_native)
-    phase: float | None = None    # first send at a CLOCK_MONOTONIC multiple of interval + phase, s (None: asap)
-
-    @property
-    def phase_ns(self) -> int | None:
-        return None if self.phase is None else round(self.phase * 1e9)
 
     @property
     def interval_ns(self) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import native, samples, stream, wire
 from ..errors import InfrastructureError, Unsupported
-from ..timing import now_ns, schedule_start
+from ..timing import now_ns
 from . import ProbeSpec
 from .udp import ask_fin, set_seen
 
@@ -56,7 +56,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     rows = stream.RowStream(n, settle_ns=wait_ns, sink=sink, keep_all=n <= wire.MAX_FIN_SEQS)
     flow = int.from_bytes(os.urandom(8), "big")
     argv = [str(exe), host, str(spec.port), str(n), str(spec.interval_ns), str(size), str(spec.resp_bytes),
-            str(spec.tos), str(flow), str(schedule_start(spec.interval_ns, spec.phase_ns, START_AFTER_NS)), str(wait_ns),
+            str(spec.tos), str(flow), str(now_ns() + START_AFTER_NS), str(wait_ns),
             str(-1 if spec.cpu is None else spec.cpu)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     width, pending, first = samples.SAMPLE_DTYPE.itemsize, b"", 0

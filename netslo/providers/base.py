@@ -90,8 +90,6 @@ class Cluster(abc.ABC):
             args += ["--cpu", str(spec.cpu)]
         if spec.sender != "python":
             args += ["--sender", spec.sender]
-        if spec.phase is not None:
-            args += ["--phase", f"{spec.phase * 1e6:.3f}us"]
         budget = spec.count * spec.interval + spec.wait + 30.0
         data = self.exec_agent(pod, args, timeout=budget)
         try:

@@ -14,14 +14,13 @@ import threading
 import numpy as np
 import pytest
 
-from netslo import progress, tcpinfo, threelayer
-from netslo.interleave import interleaved, judge, p50_shift, staggered
+from netslo import tcpinfo, threelayer
+from netslo.interleave import interleaved, judge, p50_shift
 from netslo.interleave import rtt as rtt_of
 from netslo.errors import Unsupported
 from netslo.exposure import DESCRIPTION, EXPOSURES, ExposedScenario
 from netslo.probes import ProbeSpec
 from netslo.providers.netns import pids_in_netns
-from netslo.runner import probe_spec
 from netslo.scenario import Scenario
 from netslo.workloads import SEND_INTERVALS, count_for, label, sweep
 from netslo import slo as slo_mod
@@ -222,31 +221,9 @@ def test_exposure_hop_overheads(exposure_runs):
         assert over[e].hi < over["ingress"].lo, (e, over[e], over["ingress"])
 
 
-@pytest.fixture(scope="module")
-def sweep_runs(netslo_cluster, netslo_responder, netslo_client_for, netslo_proto_ports, netslo_slo):
-    """interval -> {profile: SampleSet}: the sweep's size profiles at one send interval measured
-    staggered (``interleave.staggered``: in the same window, half an interval apart, each on its own
-    connection and with its own period, so each keeps the idle time its point is about)."""
-    server, client, done = netslo_responder[0], netslo_client_for(PLACEMENT), {}
-
-    def get(interval: float) -> dict:
-        if interval not in done:
-            specs = {sc.profile: probe_spec(sc, server, netslo_proto_ports, netslo_slo.sampling, count_for(interval))
-                     for sc in SWEEP if sc.interval == interval}
-            progress.note(f"{PLACEMENT}-ws @{interval * 1e3:g}ms: {', '.join(specs)} staggered, "
-                          f"{count_for(interval)} requests each")
-            done[interval] = staggered(netslo_cluster, client, specs)
-        return done[interval]
-
-    return get
-
-
 @pytest.mark.parametrize("scenario", SWEEP, ids=label)
-def test_send_interval_sweep(request, netslo_cluster, netslo_responder, netslo_client_for, netslo_proto_ports,
-                             netslo_slo, sweep_runs, scenario):
-    spec = probe_spec(scenario, netslo_responder[0], netslo_proto_ports, netslo_slo.sampling, count_for(scenario.interval))
-    netslo_outcome = judge(netslo_cluster, scenario, sweep_runs(scenario.interval)[scenario.profile], netslo_slo,
-                           scenario.interval, remeasure=lambda: netslo_cluster.probe(netslo_client_for(PLACEMENT), spec))
+def test_send_interval_sweep(request, netslo_measure, scenario):  # noqa: F811
+    netslo_outcome = netslo_measure(scenario, count_for(scenario.interval))
     REPORT.setdefault("sweep", {})[label(scenario)] = {
         "p50_s": netslo_outcome.analysis.metrics["rtt.p50"].value, "n": len(netslo_outcome.samples),
         "p99_s": netslo_outcome.analysis.metrics["rtt.p99"].value}

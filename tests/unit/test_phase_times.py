@@ -83,17 +83,3 @@ def test_time_left_leaves_out_the_once_per_session_cluster_set_up(monkeypatch):
     assert h.left() == "24 s"                           # (86 - 80) / 2 per test x 8 tests left
     monkeypatch.setattr(phase_times, "totals", lambda: {})
     assert h.left() == "5.7 min"
-
-
-def test_nested_marks_a_worker_thread_as_inside_its_starter():
-    def worker():
-        with phase_times.nested():
-            with phase_times.timed("probing"):
-                time.sleep(0.01)
-    with phase_times.timed("probing"):
-        threads = [threading.Thread(target=worker) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert phase_times.totals()["probing"]["calls"] == 1
