@@ -64,7 +64,8 @@ def test_ssai_interleaved_vs_sequential(netslo_impairment, netslo_impaired_clust
                 cwnd[(way, v)].append(tcpflow.column(res, "cwnd_start"))
     print(f"\nslow start after idle, 100 kB every {SEC['interval']:g} s, RTT 20 ms, {reps} repetitions of "
           f"{SEC['count']} messages per setting, kernel {env.kernel}")
-    print(f"{'setting':>8} {'way':>12} {'P50 FCT per repetition (ms)':>34} {'pooled P50':>11} {'MW p vs other way':>18}")
+    print(f"{'setting':>8} {'way':>12} {'P50 FCT per repetition (ms)':>34} {'pooled P50':>11} "
+          f"{'MW p vs other way':>18}")
     for v in ("1", "0"):
         seq, inter = np.concatenate(fct[("sequential", v)]), np.concatenate(fct[("interleaved", v)])
         p = mann_whitney(seq, inter)

@@ -60,9 +60,10 @@ def test_interleaved_arms_each_see_their_own_slow_start_after_idle(env):
     key = "net.ipv4.tcp_slow_start_after_idle"
     experiments.set_sysctl(c, client, key, "0")
     try:
-        r = background.run(c, client, ["-m", "netslo.qos.tcpflow", "messages", "--target", f"{server.ip}:{ports['tcp']}",
-                                       "--size", "100kB", "--count", "3", "--interval", "1200ms",
-                                       "--arm", "cubic:1", "--arm", "cubic:0", "--arm", "bbr:1"], 60)
+        r = background.run(c, client, ["-m", "netslo.qos.tcpflow", "messages",
+                                       "--target", f"{server.ip}:{ports['tcp']}", "--size", "100kB", "--count", "3",
+                                       "--interval", "1200ms", "--arm", "cubic:1", "--arm", "cubic:0", "--arm", "bbr:1"],
+                           60)
         after = c.exec_in(client, ["sysctl", "-n", key]).decode().strip()
     finally:
         experiments.set_sysctl(c, client, key, "1")
