@@ -22,12 +22,11 @@ import os
 import numpy as np
 import pytest
 
-from netslo.qos import background, experiments, tcpflow
+from netslo.qos import experiments, tcpflow
 from netslo.stats import mann_whitney
 
 SEC = {"size": 100_000, "count": 12, "interval": 1.0}
 BOTH = ("egress", "ingress")
-KEY = "net.ipv4.tcp_slow_start_after_idle"
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +35,9 @@ def reps() -> int:
 
 
 def _sequential(env, client) -> dict:
-    out = {}
-    try:
-        for value in ("1", "0"):
-            run = background.run(env.cluster, client, [
-                "-m", "netslo.qos.tcpflow", "messages", "--target", f"{env.server.ip}:{env.ports['tcp']}",
-                "--size", str(SEC["size"]), "--count", str(SEC["count"]), "--interval", f"{SEC['interval']}s",
-                f"--arm=cubic:{value}"], timeout=SEC["count"] * SEC["interval"] + 60)
-            out[value] = run["arms"][0]
-    finally:
-        experiments.set_sysctl(env.cluster, client, KEY, "1")
-    return out
+    """Each setting in a helper run of its own, one after the other."""
+    return {v: experiments.message_arms(env.cluster, client, env.server.ip, env.ports["tcp"], SEC, [f"cubic:{v}"])[0]
+            for v in ("1", "0")}
 
 
 def test_ssai_interleaved_vs_sequential(netslo_impairment, netslo_impaired_cluster, reps):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import runner
+from .. import runner, sysctls
 from ..errors import InfrastructureError
 from ..probes import ProbeSpec
 from ..samples import SampleSet
@@ -184,8 +184,20 @@ def iperf3_pair(pods, sec: dict, cc: str = "cubic") -> dict:
 
 # ---- slow start after idle -----------------------------------------------------------------------------------
 
-def set_sysctl(cluster, pod, key: str, value: str) -> None:
-    cluster.exec_in(pod, ["sysctl", "-q", "-w", f"{key}={value}"], 30)
+SSAI_KEY = "net.ipv4.tcp_slow_start_after_idle"
+
+
+def message_arms(cluster, client, dst_ip: str, port: int, sec: dict, arms: list[str]) -> list[dict]:
+    """One ``tcpflow messages`` run in ``client`` with these arms ('cubic:1', 'bbr', ...: one
+    connection each, interleaved, never two messages at once): one messages result per arm. The
+    namespace's tcp_slow_start_after_idle is back at its value afterwards, read back, also when the
+    helper failed (``sysctls.kept``)."""
+    with sysctls.kept(cluster, client, [SSAI_KEY]):
+        run = background.run(cluster, client, [
+            "-m", "netslo.qos.tcpflow", "messages", "--target", f"{dst_ip}:{port}", "--size", str(sec["size"]),
+            "--count", str(sec["count"]), "--interval", f"{sec['interval']}s", *(f"--arm={a}" for a in arms)],
+            timeout=sec["count"] * sec["interval"] + 60)
+    return run["arms"]
 
 
 def ssai_pair(cluster, client, dst_ip: str, port: int, sec: dict, cc: str = "cubic",
@@ -193,19 +205,10 @@ def ssai_pair(cluster, client, dst_ip: str, port: int, sec: dict, cc: str = "cub
     """{'1': messages result, '0': messages result} for tcp_slow_start_after_idle 1 and 0 in the
     client's namespace, plus one result per ``extra_arms`` entry ('bbr:1', ...) under that key.
 
-    The arms run interleaved in one helper (``tcpflow messages --arm``): one connection each, half
-    (a third, ...) of the interval apart, never two messages at once, so the pair takes the time of
-    one arm. The sysctl is restored to 1 afterwards, also when the helper failed."""
-    arms = [f"{cc}:1", f"{cc}:0", *extra_arms]
-    key = "net.ipv4.tcp_slow_start_after_idle"
-    try:
-        run = background.run(cluster, client, [
-            "-m", "netslo.qos.tcpflow", "messages", "--target", f"{dst_ip}:{port}", "--size", str(sec["size"]),
-            "--count", str(sec["count"]), "--interval", f"{sec['interval']}s", *(f"--arm={a}" for a in arms)],
-            timeout=sec["count"] * sec["interval"] + 60)
-    finally:
-        set_sysctl(cluster, client, key, "1")
-    return dict(zip(["1", "0", *extra_arms], run["arms"]))
+    The arms run interleaved in one helper (``message_arms``): one connection each, half (a third,
+    ...) of the interval apart, never two messages at once, so the pair takes the time of one arm."""
+    names = ["1", "0", *extra_arms]
+    return dict(zip(names, message_arms(cluster, client, dst_ip, port, sec, [f"{cc}:1", f"{cc}:0", *extra_arms])))
 
 
 def slow_start_rounds(size: int, mss: int = 1448, iw: int = 10) -> int:

@@ -70,8 +70,8 @@ class Arm:
 
 def parse_arm(text: str) -> Arm:
     """'cubic:1' -> Arm('cubic', '1'); 'bbr' -> Arm('bbr'); SpecError naming --arm otherwise."""
-    cc, _, ssai = text.partition(":")
-    if not cc or (ssai and ssai not in ("0", "1")) or (_ and not ssai):
+    cc, sep, ssai = text.partition(":")
+    if not cc or (sep and ssai not in ("0", "1")):
         raise SpecError("--arm", text, "CC or CC:SSAI with SSAI 0 or 1, e.g. cubic:1")
     return Arm(cc, ssai or None)
 

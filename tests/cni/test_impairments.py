@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from netslo import runner, sysctls
+from netslo import runner
 from netslo.errors import InfrastructureError
 from netslo.impair.spec import PRESETS, parse
 from netslo.probes.bulk import bulk
@@ -91,10 +91,8 @@ def test_slow_start_after_idle(netslo_impairment, netslo_impaired_cluster):
     two messages at once; the sysctl is written before each message): 12 requests each in 12 s."""
     env = netslo_impaired_cluster
     client, _ = netslo_impairment({"delay": "10ms"}, directions=BOTH, count=1000)
-    ssai_key = "net.ipv4.tcp_slow_start_after_idle"
-    with sysctls.kept(env.cluster, client, (ssai_key,)):  # restored and read back, also on failure
-        runs = experiments.ssai_pair(env.cluster, client, env.server.ip, env.ports["tcp"],
-                                     {"size": 100_000, "count": 12, "interval": 1.0})
+    runs = experiments.ssai_pair(env.cluster, client, env.server.ip, env.ports["tcp"],  # sysctl restored, read back
+                                 {"size": 100_000, "count": 12, "interval": 1.0})
     # first request: cold start in both
     fct = {k: np.array(tcpflow.column(r, "fct_s")[1:]) for k, r in runs.items()}
     p50 = {k: float(np.median(v)) for k, v in fct.items()}

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from netslo import sysctls
 from netslo.providers.netns import NetnsCluster
 from netslo.qos import background, bandwidth, conformance, experiments, shaping, tcpflow
 
@@ -57,16 +58,14 @@ def test_interleaved_arms_each_see_their_own_slow_start_after_idle(env):
     only (cubic with 1 restarts to the initial window, cubic with 0 and bbr keep theirs), arms are
     offset by a third of the interval and never overlap, and the namespace's value comes back."""
     c, server, ports, client = env
-    key = "net.ipv4.tcp_slow_start_after_idle"
-    experiments.set_sysctl(c, client, key, "0")
-    try:
+    key = experiments.SSAI_KEY
+    with sysctls.kept(c, client, [key]):
+        sysctls.write(c, client, {key: "0"})
         r = background.run(c, client, ["-m", "netslo.qos.tcpflow", "messages",
                                        "--target", f"{server.ip}:{ports['tcp']}", "--size", "100kB", "--count", "3",
                                        "--interval", "1200ms", "--arm", "cubic:1", "--arm", "cubic:0", "--arm", "bbr:1"],
                            60)
-        after = c.exec_in(client, ["sysctl", "-n", key]).decode().strip()
-    finally:
-        experiments.set_sysctl(c, client, key, "1")
+        after = sysctls.read(c, client, key)
     assert after == "0"  # what the helper found, not a default
     arms = r["arms"]
     assert [(a["cc"], a["ssai"]) for a in arms] == [("cubic", "1"), ("cubic", "0"), ("bbr", "1")]
