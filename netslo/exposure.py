@@ -24,11 +24,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
+from . import scratch
 from .errors import InfrastructureError, SpecError, Unsupported
 from .providers.base import RESPONDER_PORTS, Pod
 from .scenario import Scenario
@@ -95,7 +94,7 @@ class NetnsServices:
         self.ingress_node = ingress_node or backend.node
         self.ingress: Pod | None = None
         self._proxy: subprocess.Popen | None = None
-        self._tmp = Path(tempfile.mkdtemp(prefix="netslo-exposure-"))
+        self._tmp = scratch.mkdtemp("exposure")
         self._installed: list[str] = []
         self._closed = False
         try:

@@ -14,7 +14,7 @@ Datapaths (pod CIDR 10.244.<i>.0/24 on node i):
            static FDB/neighbour entries; pod MTU 1450
 
 Every namespace carries the run id; ``/run/netslo/RID/owner.pid`` names the owning process. A later
-run (or ``python -m netslo.agent reap``) removes namespaces, processes and state of dead owners.
+run (or ``python -m netslo.agent reap``) removes namespaces, processes, state and temp files of dead owners.
 It is an emulation: reports say ``emulated`` and never claim to be a real CNI.
 """
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pyroute2 import NetNS, netns
 
-from .. import evidence, forkserver
+from .. import evidence, forkserver, scratch
 from ..errors import InfrastructureError, SpecError, Unsupported
 from ..phase_times import timed_call
 from ..procs import LIVE_RUNS, PROJECT_ROOT, alive, child_env, owned_elsewhere_or_here
@@ -145,6 +145,7 @@ def reap(dry_run: bool = False, keep_run: str | None = None) -> list[str]:
     if not os.environ.get("NETSLO_UML_GUEST"):  # inside a guest the host's owner PIDs look dead
         from ..kernels import uml  # user-mode-linux guests of dead runs (netem where the host lacks it)
         said += uml.reap(dry_run=dry_run)
+        said += scratch.reap(dry_run=dry_run)   # temp files and directories of dead runs
     return said
 
 

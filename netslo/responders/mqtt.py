@@ -14,9 +14,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
+from pathlib import Path
 
+from .. import scratch
 from ..errors import InfrastructureError, Unsupported
 
 PR_SET_PDEATHSIG = 1
@@ -62,7 +63,7 @@ def serve(port: int, bind: str = "0.0.0.0", nodelay: bool = True, ready=None, st
     exe = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None)
     if exe is None:
         raise Unsupported("the MQTT responder needs mosquitto (Debian package 'mosquitto')")
-    fd, path = tempfile.mkstemp(prefix="netslo-mosquitto-", suffix=".conf")
+    fd, path = scratch.mkstemp("mosquitto", ".conf")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(config(port, bind, nodelay))
@@ -83,4 +84,4 @@ def serve(port: int, bind: str = "0.0.0.0", nodelay: bool = True, ready=None, st
                     proc.kill()
                     proc.wait()
     finally:
-        os.unlink(path)
+        Path(path).unlink(missing_ok=True)

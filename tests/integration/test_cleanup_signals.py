@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,4 +73,29 @@ def test_sigkill_mid_run_is_reaped_by_the_next_run(tmp_path):
                           "-k", "same-node-udp-64b", f"--netslo-results={tmp_path}/2"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert nxt.returncode == 0, nxt.stdout[-2000:]
+    assert _ours(run_id) == [] and _agents(run_id) == []
+
+
+def test_sigkill_leaves_temp_files_that_reap_removes(tmp_path):
+    """The exposure paths' scratch directory (ingress proxy log, readiness file) of a killed run."""
+    run_id = "a11ce4"
+    env = dict(os.environ, NETSLO_RUN_ID=run_id)
+    gate = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-m", "cni", "-q", "-p", "no:cacheprovider", "-k", "exposure",
+         f"--netslo-results={tmp_path}", str(ROOT / "tests" / "cni" / "test_protocols.py")],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scratch_dirs = []
+    deadline = time.monotonic() + 120
+    while not scratch_dirs and time.monotonic() < deadline and gate.poll() is None:
+        time.sleep(0.1)
+        scratch_dirs = list(Path(tempfile.gettempdir()).glob(f"netslo-exposure-{gate.pid}-*"))
+    gate.kill()
+    gate.wait()
+    assert scratch_dirs, "the exposure fixture never made its scratch directory"
+    assert all(d.is_dir() for d in scratch_dirs), "a killed run leaves its temp files (that is what reaping is for)"
+    out = subprocess.run([sys.executable, "-m", "netslo", "reap"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert not any(d.exists() for d in scratch_dirs)
+    assert f"scratch directory {scratch_dirs[0]}" in out.stdout
     assert _ours(run_id) == [] and _agents(run_id) == []
