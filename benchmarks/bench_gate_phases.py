@@ -5,7 +5,9 @@
 Every gate session writes ``phases.json`` into its results directory (``netslo.plugin.timing``):
 the wall time, seconds per kind of engine work (provider up, user-mode-linux boot, pods,
 responders, impairment apply/verify/clear, probing, bulk flows and pod commands, analysis, reports,
-teardown; the rest is test code and pytest) and per test module pytest's setup / call / teardown.
+teardown; the rest is test code and pytest) and per test module pytest's setup / call / teardown,
+each with its measurement schedule (requests x send period, flow lengths, settle times: the least
+the measurements take one after another).
 With ``NETSLO_GATE_PHASES`` naming the file of a full ``pytest -m cni`` run (as ``.ci/run`` does
 right after its gate) the benchmark prints that run; without it, it runs the full gate itself
 (about 9 minutes on a 2-core machine) into a temporary results directory.
@@ -41,5 +43,5 @@ def test_gate_wall_time_per_phase(benchmark, tmp_path):
     print(f"\nthe gate's wall time per phase ({source}):")
     for line in timing.table(out):
         print(line)
-    benchmark.extra_info.update(wall_s=out["wall_s"], other_s=out["other_s"],
+    benchmark.extra_info.update(wall_s=out["wall_s"], other_s=out["other_s"], scheduled_s=out.get("scheduled_s"),
                                 **{k: v["seconds"] for k, v in out["kinds"].items()})

@@ -6,8 +6,14 @@ impairment time, an agent exec inside a probe is probing time, so the kinds neve
 sum never exceeds the wall time. Work on threads other than the one that started the run is
 counted when that thread is the outermost timer of its own (e.g. a background bulk flow's start).
 
-``totals()`` is a copy of seconds and calls per kind; ``reset()`` starts over (the pytest plugin
-resets at session start and writes ``phases.json`` at the end, see ``netslo.plugin.timing``).
+``scheduled(seconds, kind)`` records how long a measurement takes by its own definition (requests x
+send period, a flow's length, a settle time), whatever the machine does around it; it counts for the
+kind of the thread's outermost timed block, or ``kind`` when none runs. The sum over a run is the
+least time its measurements can take one after another: the rest of the wall time is overhead.
+
+``totals()`` is a copy of seconds, calls and scheduled seconds per kind; ``reset()`` starts over (the
+pytest plugin resets at session start and writes ``phases.json`` at the end, see
+``netslo.plugin.timing``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ KINDS = ("provider up", "user-mode-linux boot", "pods", "responders", "impairmen
 _lock = threading.Lock()
 _seconds: dict[str, float] = {}
 _calls: dict[str, int] = {}
+_scheduled: dict[str, float] = {}
 _depth = threading.local()
 
 
@@ -33,6 +40,8 @@ def timed(kind: str):
         raise ValueError(f"phase kind: value {kind!r} — expected one of {', '.join(KINDS)}")
     depth = getattr(_depth, "n", 0)
     _depth.n = depth + 1
+    if depth == 0:
+        _depth.kind = kind
     t0 = time.monotonic()
     try:
         yield
@@ -56,13 +65,31 @@ def timed_call(kind: str):
     return wrap
 
 
-def totals() -> dict[str, dict]:
-    """kind -> {"seconds": s, "calls": n}, in ``KINDS`` order, kinds never timed left out."""
+def scheduled(seconds: float, kind: str) -> None:
+    """Add ``seconds`` of measurement schedule to the thread's outermost timed kind (else ``kind``)."""
+    if kind not in KINDS:
+        raise ValueError(f"phase kind: value {kind!r} — expected one of {', '.join(KINDS)}")
+    if getattr(_depth, "n", 0):
+        kind = _depth.kind
     with _lock:
-        return {k: {"seconds": _seconds[k], "calls": _calls[k]} for k in KINDS if k in _seconds}
+        _scheduled[kind] = _scheduled.get(kind, 0.0) + seconds
+
+
+def scheduled_total() -> float:
+    """Seconds of measurement schedule recorded since the last ``reset()``, all kinds."""
+    with _lock:
+        return sum(_scheduled.values())
+
+
+def totals() -> dict[str, dict]:
+    """kind -> {"seconds": s, "calls": n, "scheduled": s}, in ``KINDS`` order, kinds never timed left out."""
+    with _lock:
+        return {k: {"seconds": _seconds.get(k, 0.0), "calls": _calls.get(k, 0), "scheduled": _scheduled.get(k, 0.0)}
+                for k in KINDS if k in _seconds or k in _scheduled}
 
 
 def reset() -> None:
     with _lock:
         _seconds.clear()
         _calls.clear()
+        _scheduled.clear()

@@ -19,7 +19,7 @@ import struct
 import sys
 import time
 
-from .. import units, wire
+from .. import phase_times, units, wire
 
 FRAME_BYTES = 4 * 1024 * 1024
 TCP_INFO_LEN = 232
@@ -139,6 +139,7 @@ def bulk(cluster, client, server, ports, duration: float = 6.0, omit: float = 1.
         args += ["--cc", cc]
     if sndbuf:
         args += ["--sndbuf", sndbuf]
+    phase_times.scheduled(duration, "bulk flows and pod commands")
     out = cluster.exec_agent(client, args, timeout=duration + 60.0)
     return json.loads(out.decode().strip().splitlines()[-1])
 

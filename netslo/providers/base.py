@@ -11,7 +11,7 @@ import abc
 from dataclasses import dataclass, field
 
 from ..errors import InfrastructureError
-from ..phase_times import timed_call
+from ..phase_times import scheduled, timed_call
 from ..probes import ProbeSpec
 from ..samples import SampleSet
 
@@ -91,6 +91,7 @@ class Cluster(abc.ABC):
         if spec.sender != "python":
             args += ["--sender", spec.sender]
         budget = spec.count * spec.interval + spec.wait + 30.0
+        scheduled(spec.count * spec.interval, "probing")
         data = self.exec_agent(pod, args, timeout=budget)
         try:
             result = SampleSet.from_bytes(data)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import runner, sysctls
+from .. import phase_times, runner, sysctls
 from ..errors import InfrastructureError
 from ..probes import ProbeSpec
 from ..samples import SampleSet
@@ -31,6 +31,7 @@ from ..stats import analyze
 from . import background, conformance, priority, shaping, tcpflow
 
 IPERF3_PORT = 5201
+BULK = "bulk flows and pod commands"   # the phase_times kind of the flows and helpers here
 
 
 def flow_argv(dst_ip: str, port: int, duration: float, cc: str, sample: float = 0.1, tos: int = 0) -> list:
@@ -39,7 +40,15 @@ def flow_argv(dst_ip: str, port: int, duration: float, cc: str, sample: float = 
 
 
 def run_flow(cluster, pod, dst_ip: str, port: int, duration: float, cc: str, sample: float = 0.1) -> dict:
+    phase_times.scheduled(duration, BULK)
     return background.run(cluster, pod, flow_argv(dst_ip, port, duration, cc, sample), timeout=duration + 60)
+
+
+def settle(seconds: float) -> None:
+    """Let a background flow ramp up for ``seconds`` before the measurement beside it."""
+    with phase_times.timed(BULK):
+        phase_times.scheduled(seconds, BULK)
+        time.sleep(seconds)
 
 
 # ---- bandwidth conformance -------------------------------------------------------------------------
@@ -98,7 +107,7 @@ def priority_outcome(pods, policy: priority.QosPolicy, protocol: str, slo, sec: 
     with priority.installed(pods.uplink_ns, "eth0", policy, pods.layer):
         with background.Background(c, pods.bulk, flow_argv(pods.server.ip, pods.ports["tcp"], 120, sec["bulk_cc"]),
                                    limit_s=150) as bulk:
-            time.sleep(sec["settle"])
+            settle(sec["settle"])
             if bulk.proc.poll() is not None:
                 bulk.stop()
                 raise InfrastructureError(f"bulk flow ended before the measurement: {bulk.json()}")
@@ -159,6 +168,7 @@ def iperf3_pair(pods, sec: dict, cc: str = "cubic") -> dict:
         mine = run_flow(c, pods.bulk, pods.server.ip, pods.ports["tcp"], sec["duration"] + omit, cc)
         with background.Background(c, pods.server, ["iperf3", "-s", "-1", "-p", str(IPERF3_PORT)],
                                    limit_s=sec["duration"] + 60) as server:
+            phase_times.scheduled(sec["duration"] + omit, BULK)
             raw = None
             for _ in range(50):  # until the server listens
                 try:
@@ -192,6 +202,7 @@ def message_arms(cluster, client, dst_ip: str, port: int, sec: dict, arms: list[
     connection each, interleaved, never two messages at once): one messages result per arm. The
     namespace's tcp_slow_start_after_idle is back at its value afterwards, read back, also when the
     helper failed (``sysctls.kept``)."""
+    phase_times.scheduled(sec["count"] * sec["interval"], BULK)
     with sysctls.kept(cluster, client, [SSAI_KEY]):
         run = background.run(cluster, client, [
             "-m", "netslo.qos.tcpflow", "messages", "--target", f"{dst_ip}:{port}", "--size", str(sec["size"]),
@@ -257,7 +268,7 @@ def bufferbloat_run(pods, sec: dict, slo) -> BloatRun:
         for cc in sec["algorithms"]:
             with background.Background(c, pods.bulk, flow_argv(pods.server.ip, pods.ports["tcp"], 60, cc),
                                        limit_s=90) as bg:
-                time.sleep(sec["settle"])
+                settle(sec["settle"])
                 loaded[cc] = c.probe(pods.lat, ProbeSpec("udp", pods.server.ip, pods.ports["udp"], count=sec["count"],
                                                          interval=sec["interval"], req_bytes=1000, resp_bytes=1000,
                                                          wait=slo.sampling.wait))

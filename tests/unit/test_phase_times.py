@@ -2,6 +2,7 @@
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -64,15 +65,55 @@ def test_decorator_keeps_name_and_result():
 
 def test_summary_other_is_the_wall_time_no_kind_accounts_for_and_the_table_lists_modules():
     state = {"modules": {}}
-    for nodeid, when, s in (("tests/cni/a.py::t1", "setup", 1.0), ("tests/cni/a.py::t1", "call", 2.0),
-                            ("tests/cni/a.py::t1", "teardown", 0.5), ("tests/cni/b.py::t2", "setup", 4.0)):
-        timing.record(state, nodeid, when, s)
+    # running schedule sums as the plugin passes them: 0.5 s in a.py's set-up, 1.5 s in its call, 3 s in b.py
+    for nodeid, when, s, sched in (("tests/cni/a.py::t1", "setup", 1.0, 0.5), ("tests/cni/a.py::t1", "call", 2.0, 2.0),
+                                   ("tests/cni/a.py::t1", "teardown", 0.5, 2.0),
+                                   ("tests/cni/b.py::t2", "setup", 4.0, 5.0)):
+        timing.record(state, nodeid, when, s, sched)
     out = timing.summary(state, 10.0, {"probing": {"seconds": 6.0, "calls": 2}})
     assert out["other_s"] == 4.0
-    assert out["modules"]["tests/cni/a.py"] == {"tests": 1, "setup": 1.0, "call": 2.0, "teardown": 0.5}
+    assert out["modules"]["tests/cni/a.py"] == {"tests": 1, "setup": 1.0, "call": 2.0, "teardown": 0.5,
+                                                "scheduled": 2.0}
+    assert out["modules"]["tests/cni/b.py"]["scheduled"] == 3.0
+    assert out["scheduled_s"] == 0.0
     lines = timing.table(out)
     assert lines[0] == "wall 10.0 s" and "probing" in lines[1] and "60%" in lines[1]
-    assert lines[-1].startswith("  tests/cni/b.py: 4.0 s for 1 tests")
+    assert lines[-2] == "  tests/cni/b.py: 4.0 s for 1 tests (setup 4.0, call 0.0, teardown 0.0; 3.0 s scheduled)"
+    assert lines[-1].startswith("  measurement schedule 0.0 s (0%;")
+
+
+def test_schedule_counts_for_the_outermost_kind_or_the_given_one():
+    with phase_times.timed("impairment apply/verify/clear"):
+        with phase_times.timed("probing"):
+            phase_times.scheduled(2.0, "probing")          # a calibration probe: impairment time
+    with phase_times.timed("probing"):
+        phase_times.scheduled(4.0, "probing")
+    phase_times.scheduled(6.0, "bulk flows and pod commands")   # no timed block runs: the kind given
+    t = phase_times.totals()
+    assert t["impairment apply/verify/clear"]["scheduled"] == 2.0
+    assert t["probing"]["scheduled"] == 4.0
+    assert t["bulk flows and pod commands"] == {"seconds": 0.0, "calls": 0, "scheduled": 6.0}
+    out = timing.summary({"modules": {}}, 20.0, t)
+    assert out["scheduled_s"] == 12.0
+    assert timing.table(out)[-1].startswith("  measurement schedule 12.0 s (60%;")
+    with pytest.raises(ValueError, match="phase kind: value 'bulk'"):
+        phase_times.scheduled(1.0, "bulk")
+
+
+def test_a_probe_schedules_its_requests_times_the_period():
+    from netslo.probes import ProbeSpec
+    from netslo.providers.base import Cluster
+
+    class Canned(Cluster):   # a cluster whose agent answers with no samples: only the bookkeeping is tested
+        provider = "canned"
+
+        def exec_agent(self, pod, args, timeout):
+            from netslo.samples import SampleSet, empty
+            return SampleSet(empty(0), {}).to_bytes()
+    Canned.__abstractmethods__ = frozenset()
+    pod = SimpleNamespace(name="client", node="node0")
+    Canned().probe(pod, ProbeSpec("udp", "10.0.0.1", 9, count=500, interval=0.004))
+    assert phase_times.totals()["probing"]["scheduled"] == pytest.approx(2.0)
 
 
 def test_time_left_leaves_out_the_once_per_session_cluster_set_up(monkeypatch):
