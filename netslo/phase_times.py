@@ -82,7 +82,7 @@ def scheduled_total() -> float:
 
 
 def totals() -> dict[str, dict]:
-    """kind -> {"seconds": s, "calls": n, "scheduled": s}, in ``KINDS`` order, kinds never timed left out."""
+    """kind -> {"seconds": s, "calls": n, "scheduled": s}, in ``KINDS`` order; kinds with neither left out."""
     with _lock:
         return {k: {"seconds": _seconds.get(k, 0.0), "calls": _calls.get(k, 0), "scheduled": _scheduled.get(k, 0.0)}
                 for k in KINDS if k in _seconds or k in _scheduled}
