@@ -33,7 +33,8 @@ import sys
 import time
 import traceback
 
-CLONE_NEWNET = 0x40000000
+from . import netns_access
+
 PR_SET_NAME = 15
 CHILD_NAME = b"netslo-agent"    # /proc/PID/comm of a forked run (its cmdline stays the server's)
 MAX_REQUEST = 1 << 20     # bytes of one request (its environment included), one SOCK_SEQPACKET message
@@ -44,17 +45,6 @@ MODULE_PREFIX = "netslo."     # what a client may run here (python -m <module>)
 
 
 # ---- server -----------------------------------------------------------------------------------------
-
-def _setns(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns {path}: {os.strerror(err)}")
-    finally:
-        os.close(fd)
-
 
 def _child(request: dict, fds: list[int]) -> None:
     """In the forked child: never returns."""
@@ -73,7 +63,7 @@ def _child(request: dict, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
-        _setns(request["netns"])
+        netns_access.setns(request["netns"])
         libc = ctypes.CDLL(None)
         libc.prctl(PR_SET_NAME, ctypes.c_char_p(CHILD_NAME), 0, 0, 0)
         sys.argv = ["", *request["argv"]]      # argv[0] becomes the module's file, as under ``python -m``

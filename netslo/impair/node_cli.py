@@ -91,10 +91,9 @@ def impairment(text: str, direction: str):
 
 def inventory(netns: str, ifname: str) -> dict:
     """What netslo could have changed in the namespace: the interface's qdiscs and the ifb's presence."""
-    from pyroute2 import NetNS
-
+    from ..netns_access import rtnl
     from .netem import IFB_NAME
-    with NetNS(netns, flags=0) as ipr:
+    with rtnl(netns) as ipr:
         found = ipr.link_lookup(ifname=ifname)
         qdiscs = sorted(f"{m.get_attr('TCA_KIND')} parent {m['parent']:#x}"
                         for m in (ipr.get_qdiscs(index=found[0]) if found else []))

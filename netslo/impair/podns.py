@@ -19,6 +19,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from ..errors import InfrastructureError, SpecError
+from ..netns_access import rtnl
 
 NETNS_RUN_DIR = "/var/run/netns"
 
@@ -44,7 +45,7 @@ def check_ip(text: str, field: str = "--pod-ip") -> str:
 
 def _holder(path: str, ip: str) -> PodNetns | None:
     """The interface of namespace ``path`` that holds ``ip`` (None if none does)."""
-    with IPRoute(netns=path, flags=0) as ipr:
+    with rtnl(path) as ipr:
         for a in ipr.get_addr():
             if ip not in (a.get_attr("IFA_ADDRESS"), a.get_attr("IFA_LOCAL")):
                 continue

@@ -14,22 +14,20 @@ from __future__ import annotations
 
 import errno
 
-from pyroute2 import NetNS
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl import TC_H_ROOT
 
 from ..errors import InfrastructureError
+from ..netns_access import rtnl
 
 INGRESS_PARENT = 0xFFFFFFF1
 ABSENT_ERRNOS = (errno.ENOENT, errno.EINVAL, errno.ENODEV)
 
 
 def open_netns(netns: str):
-    """pyroute2 NetNS of an existing namespace (name or path), or None when it is gone.
-
-    Never creates one (pyroute2's default O_CREAT would make an empty namespace of a vanished one)."""
+    """pyroute2 IPRoute in an existing namespace (name or path), or None when it is gone; never creates one."""
     try:
-        return NetNS(netns, flags=0)
+        return rtnl(netns)
     except FileNotFoundError:
         return None
     except OSError as e:

@@ -56,8 +56,8 @@ def netns_by_inode(inode: int) -> str:
 
 
 def _links(netns: str):
-    from pyroute2 import NetNS
-    with NetNS(netns, flags=0) as ipr:   # flags=0: enter an existing namespace, never create one
+    from ..netns_access import rtnl
+    with rtnl(netns) as ipr:   # an existing namespace, never a new one
         return list(ipr.get_links())
 
 

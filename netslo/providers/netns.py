@@ -33,9 +33,9 @@ import threading
 import time
 from pathlib import Path
 
-from pyroute2 import NetNS, netns
+from pyroute2 import netns
 
-from .. import evidence, forkserver, scratch
+from .. import evidence, forkserver, netns_access, scratch
 from ..errors import InfrastructureError, SpecError, Unsupported
 from ..phase_times import timed_call
 from ..procs import LIVE_RUNS, PROJECT_ROOT, alive, child_env, owned_elsewhere_or_here
@@ -236,14 +236,13 @@ class NetnsCluster(Cluster):
 
     def sysctl(self, ns: str, settings: dict[str, str]) -> None:
         """Write sysctls inside namespace ``ns`` (net.* are per namespace)."""
-        argv = ["nsenter", f"--net={NETNS_DIR / ns}", "sysctl", "-q", "-w"]
-        argv += [f"{k}={v}" for k, v in settings.items()]
-        run = subprocess.run(argv, capture_output=True, text=True)
-        if run.returncode:
-            raise InfrastructureError(f"sysctl in {ns} failed: {run.stderr.strip()}")
+        try:
+            netns_access.write_sysctls(ns, settings)
+        except OSError as e:
+            raise InfrastructureError(f"sysctl in {ns} failed: {e.strerror or e}") from None
 
     @staticmethod
-    def _up(ipr: NetNS, ifname: str, **extra) -> int:
+    def _up(ipr, ifname: str, **extra) -> int:
         idx = ipr.link_lookup(ifname=ifname)[0]
         ipr.link("set", index=idx, state="up", **extra)
         return idx
@@ -251,7 +250,7 @@ class NetnsCluster(Cluster):
     # -- topology
     def _build(self) -> None:
         sw_ns = self._create_ns("sw")
-        with NetNS(sw_ns) as sw:
+        with netns_access.rtnl(sw_ns) as sw:
             sw.link("add", ifname="br0", kind="bridge")
             self._up(sw, "br0")
             self._up(sw, "lo")
@@ -269,7 +268,7 @@ class NetnsCluster(Cluster):
         self.sysctl(ns, {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "0",
                          "net.ipv4.conf.default.rp_filter": "0"})
         self._next_host[i] = 2
-        with NetNS(ns) as ipr:
+        with netns_access.rtnl(ns) as ipr:
             self._up(ipr, "lo")
             eth = self._up(ipr, "eth0")
             ipr.addr("add", index=eth, address=UNDERLAY.format(10 + i), prefixlen=24)
@@ -332,7 +331,7 @@ class NetnsCluster(Cluster):
         ip = f"10.244.{i}.{k}"
         pod_ns = self._create_ns(name)
         host_if = f"cali{k}" if self.datapath == "routed" else f"veth{k}"
-        with NetNS(node_ns) as ipr:
+        with netns_access.rtnl(node_ns) as ipr:
             ipr.link("add", ifname=host_if, kind="veth", mtu=self.mtu,
                      peer={"ifname": "eth0", "net_ns_fd": pod_ns, "mtu": self.mtu})
             hidx = ipr.link_lookup(ifname=host_if)[0]
@@ -344,9 +343,9 @@ class NetnsCluster(Cluster):
             self.sysctl(node_ns, {f"net.ipv4.conf.{host_if}.proxy_arp": "1",
                                   f"net.ipv4.neigh.{host_if}.proxy_delay": "0",
                                   f"net.ipv4.conf.{host_if}.rp_filter": "0"})
-            with NetNS(node_ns) as ipr:
+            with netns_access.rtnl(node_ns) as ipr:
                 ipr.route("add", dst=f"{ip}/32", oif=ipr.link_lookup(ifname=host_if)[0], scope=253)
-        with NetNS(pod_ns) as ipr:
+        with netns_access.rtnl(pod_ns) as ipr:
             self._up(ipr, "lo")
             eth = self._up(ipr, "eth0")
             if self.datapath == "routed":
@@ -526,9 +525,10 @@ class NetnsCluster(Cluster):
 
     def environment(self) -> dict[str, str]:
         def read(ns, key):
-            out = subprocess.run(["nsenter", f"--net={NETNS_DIR / ns}", "sysctl", "-n", key],
-                                 capture_output=True, text=True)
-            return out.stdout.strip() or "?"
+            try:
+                return netns_access.sysctl(ns, key) or "?"
+            except OSError:
+                return "?"
         node0 = self.ns_name("node0")
         return {
             "provider": "netns (emulated pod network)",

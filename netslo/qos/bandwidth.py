@@ -26,10 +26,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pyroute2 import NetNS
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl import TC_H_ROOT
 
+from .. import netns_access
 from ..errors import InfrastructureError, SpecError
 
 INGRESS_KEY = "kubernetes.io/ingress-bandwidth"
@@ -140,7 +140,7 @@ def install(netns: str, host_if: str, ingress_bits: float | None, egress_bits: f
     """Install the plugin's qdiscs for one pod and read the rates back; InfrastructureError on failure."""
     ifb = ifb_name(host_if) if egress_bits else None
     try:
-        with NetNS(netns, flags=0) as ipr:
+        with netns_access.rtnl(netns) as ipr:
             found = ipr.link_lookup(ifname=host_if)
             if not found:
                 raise InfrastructureError(f"bandwidth: no interface {host_if} in {netns}")
@@ -209,7 +209,7 @@ def _egress_ifb(ipr, host_if: str) -> int | None:
 def read(netns: str, host_if: str) -> dict:
     """Rates (bits/s) the kernel holds for a pod: {'ingress': x | None, 'egress': y | None}.
     ``netns``: a name under /run/netns or a namespace path (a kind node's /proc/<pid>/ns/net)."""
-    with NetNS(netns, flags=0) as ipr:
+    with netns_access.rtnl(netns) as ipr:
         dev = ipr.link_lookup(ifname=host_if)
         ing = _tbf_rate_of(ipr, dev[0]) if dev else None
         ifb = _egress_ifb(ipr, host_if)
@@ -219,7 +219,7 @@ def read(netns: str, host_if: str) -> dict:
 
 def root_qdisc(netns: str, ifname: str) -> str | None:
     """Kind of the root qdisc of ``ifname`` (e.g. 'fq', 'mq', 'noqueue'), None without one."""
-    with NetNS(netns, flags=0) as ipr:
+    with netns_access.rtnl(netns) as ipr:
         dev = ipr.link_lookup(ifname=ifname)
         for msg in ipr.get_qdiscs(index=dev[0]) if dev else ():
             if msg["parent"] == TC_H_ROOT:
@@ -229,7 +229,7 @@ def root_qdisc(netns: str, ifname: str) -> str | None:
 
 def link_mtu(netns: str, host_if: str) -> int:
     """MTU (bytes) of the pod's host-side veth: the frame size the shaper's byte counts are made of."""
-    with NetNS(netns, flags=0) as ipr:
+    with netns_access.rtnl(netns) as ipr:
         dev = ipr.link_lookup(ifname=host_if)
         if not dev:
             raise InfrastructureError(f"bandwidth: no interface {host_if} in {netns}")
@@ -240,7 +240,7 @@ def remove(s: Shaping) -> None:
     """Remove the qdiscs and the ifb of one pod (also a CNI plugin's, found by its redirect).
     Idempotent; a vanished namespace is fine."""
     try:
-        with NetNS(s.netns, flags=0) as ipr:
+        with netns_access.rtnl(s.netns) as ipr:
             ifb = _egress_ifb(ipr, s.host_if)
             dev = ipr.link_lookup(ifname=s.host_if)
             for call in (lambda: ipr.tc("del", "ingress", dev[0]),

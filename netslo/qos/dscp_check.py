@@ -42,13 +42,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import netns_access
 from ..dscp import DSCP_NAMES, dscp_of, tos_byte
 from ..errors import InfrastructureError, Unsupported
 from ..procs import PROJECT_ROOT, child_env
 from ..providers.base import PathPoint
 
 NETNS_DIR = Path("/run/netns")
-CLONE_NEWNET = 0x40000000
 ETH_P_ALL = 0x0003
 CHECK_PORT = 7999
 PACKETS_PER_MARK = 3
@@ -195,16 +195,6 @@ def end_to_end(cluster, client, server, ports, marks=DEFAULT_MARKS, count: int =
 
 # ---- the capture child -----------------------------------------------------------------------------
 
-def _setns(path: str) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {path}")
-    finally:
-        os.close(fd)
-
-
 def _decode(frame: bytes, marker: bytes):
     """(dscp_sent, k, outer_tos | None, inner_tos) of one of our frames, else None."""
     from scapy.layers.inet import IP, UDP
@@ -239,16 +229,16 @@ def _capture(plan: dict) -> dict:
     socks = []
     try:
         for ns, ifname in plan["hops"]:
-            _setns(str(NETNS_DIR / ns))
+            netns_access.setns(str(NETNS_DIR / ns))
             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
             s.bind((ifname, 0))
             s.setblocking(False)
             socks.append(s)
-        _setns(str(NETNS_DIR / plan["sender"]))
+        netns_access.setns(str(NETNS_DIR / plan["sender"]))
         tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     finally:
-        libc.setns(home, CLONE_NEWNET)
+        libc.setns(home, netns_access.CLONE_NEWNET)
         os.close(home)
     seen = [dict() for _ in socks]
 
@@ -288,9 +278,8 @@ VARIANTS = ("plain", "rewrite", "tos-inherit")
 
 
 def _set_vxlan_tos(cluster, value: int) -> None:
-    from pyroute2 import NetNS
     for node in cluster.nodes:
-        with NetNS(cluster.node_netns(node)) as ipr:
+        with netns_access.rtnl(cluster.node_netns(node)) as ipr:
             ipr.link("set", index=ipr.link_lookup(ifname="flannel.1")[0], kind="vxlan", vxlan_tos=value)
 
 

@@ -30,11 +30,10 @@ import re
 import subprocess
 from dataclasses import dataclass, field, replace
 
-from pyroute2 import NetNS
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
 
-from .. import units
+from .. import netns_access, units
 from ..dscp import DSCP_NAMES, tos_byte
 from ..errors import InfrastructureError, SpecError
 from ..impair import teardown
@@ -244,7 +243,7 @@ def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=
         raise SpecError("layer", layer, f"one of {', '.join(LAYERS)}")
     inst = Installed(netns, ifname, policy, layer)
     try:
-        with NetNS(netns) as ipr:
+        with netns_access.rtnl(netns) as ipr:
             found = ipr.link_lookup(ifname=ifname)
             if not found:
                 raise InfrastructureError(f"no interface {ifname} in {netns}")
@@ -302,7 +301,7 @@ def installed(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip"):
 def class_counters(netns: str, ifname: str) -> dict:
     """{flowid: bytes sent} per htb class (to show which class carried what)."""
     out = {}
-    with NetNS(netns) as ipr:
+    with netns_access.rtnl(netns) as ipr:
         found = ipr.link_lookup(ifname=ifname)
         if not found:
             return out
