@@ -107,3 +107,55 @@ def test_xstate_shim_lets_the_kernel_start_init_where_the_host_xsave_area_is_lar
         pytest.skip("this host's XSAVE area fits this UML kernel: the shim has nothing to mend here")
     assert "ptrace set fp regs failed, errno = 14" in plain, plain[-2000:]
     assert "netslo-init-ran" in _boot_plain(tmp_path, shim)
+
+
+GUEST_TESTS = '''
+import os
+import pytest
+from netslo.plugin.qos import netslo_uml_qos  # noqa: F401
+
+pytestmark = pytest.mark.cni
+
+
+def _alive():
+    return sorted(p for p in os.listdir("/proc") if p.isdigit() and "umid=nsl-" in _cmd(p))
+
+
+def _cmd(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.needs_netem
+def test_netem_first(netslo_uml_qos):
+    c, server, ports, client = netslo_uml_qos
+    print("RUN first", c.run_id, server.name, *sorted(ports), client.node)
+
+
+def test_host_between():
+    print("RUN host", len(_alive()))
+
+
+@pytest.mark.needs_netem
+def test_netem_second(netslo_uml_qos):
+    print("RUN second", netslo_uml_qos[0].run_id, len(_alive()))
+'''
+
+
+def test_gate_tests_that_need_netem_share_one_guest_and_it_is_gone_before_the_others(tmp_path):
+    """In a gate session the needs_netem tests run one after the other where the first stands, on one
+    user-mode-linux guest booted once, shut down before the next test that does not need it."""
+    (tmp_path / "test_guest.py").write_text(GUEST_TESTS)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-m", "cni",
+                        "--netslo-slo", str(ROOT / "slo.yaml"), "--netslo-results", str(tmp_path / "res"),
+                        str(tmp_path / "test_guest.py")], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    runs = [ln.split()[1:] for ln in p.stdout.splitlines() if ln.startswith("RUN ")]
+    assert [r[0] for r in runs] == ["first", "second", "host"], runs
+    first, second, host = runs
+    assert first[2:] == ["netem-server", "http", "tcp", "udp", "node1"], runs
+    assert second[1] == first[1] and int(second[2]) >= 1, runs     # the same guest, still up
+    assert host[1] == "0", runs                                     # shut down before the host test
+    assert not _uml_processes(f"uml-{first[1]}")
