@@ -122,6 +122,18 @@ def test_delay_tables_match_their_definition(name, mean, sd):
     assert t.mean() == pytest.approx(mean, abs=0.01) and t.std() == pytest.approx(sd, abs=0.01)
 
 
+@pytest.mark.parametrize("name", ["normal", "paretonormal"])
+def test_delay_tables_equal_the_scipy_quantiles_entry_for_entry(name):
+    """The normal quantiles come from the standard library; scipy's norm.ppf gives the same table."""
+    from scipy.stats import norm
+    u = (np.arange(netem.TABLE_SIZE) + 0.5) / netem.TABLE_SIZE
+    x = norm.ppf(u)
+    if name == "paretonormal":
+        x = 0.25 * x + 0.75 * np.minimum(((1.0 - u) ** (-1.0 / 3.0) - 1.5) / 0.75, 32767 / netem.NETEM_DIST_SCALE)
+    ref = np.clip(np.rint(x * netem.NETEM_DIST_SCALE), -32768, 32767).astype(np.int16)
+    assert np.array_equal(netem.dist_table(name), ref)
+
+
 def test_delay_tables_agree_with_iproute2_when_installed():
     import pathlib
     d = pathlib.Path("/usr/lib/x86_64-linux-gnu/tc")
