@@ -85,7 +85,7 @@ SCHEMA = {
     "priority": {"link": (None, None), "queue": (None, None), "burst": (None, None), "classes": (None, None),
                  "bulk_cc": (_cc, "cubic"), "settle": (DUR, "1s")},
     "bandwidth": {"egress": (QUANTITY, "50M"), "ingress": (QUANTITY, "50M"), "wrong_factor": (_factor, 2),
-                  "duration": (DUR, "4s"), "steady_from": (DUR, "2s"), "bin": (DUR, "100ms"),
+                  "duration": (DUR, "3s"), "steady_from": (DUR, "1s"), "bin": (DUR, "100ms"),
                   "tolerance": (_tolerance, "10%"), "cc": (_cc, "cubic")},
     "congestion": {"bottleneck": (RATE, "50mbit"), "queue": (DUR, "25ms"), "loss": (_list(_loss), ("1%", "3%")),
                    "algorithms": (_list(_cc), CCS), "duration": (DUR, "2s"), "bbr_vs_cubic_loss": (_loss, "3%"),
@@ -158,7 +158,7 @@ def parse(doc, source: str = "<memory>") -> QosSpec:
         policy = priority.parse_policy(pdoc, "qos.priority")
         b = sections["bandwidth"]
         if b["steady_from"] >= b["duration"] or b["bin"] * 5 > b["duration"] - b["steady_from"]:
-            raise SpecError("qos.bandwidth.steady_from", (q.get("bandwidth") or {}).get("steady_from", "2s"),
+            raise SpecError("qos.bandwidth.steady_from", (q.get("bandwidth") or {}).get("steady_from", "1s"),
                             "a duration below qos.bandwidth.duration leaving at least 5 bins of steady state")
         n = sections["netem"]
         for key in ("duration", "bbr_duration"):
