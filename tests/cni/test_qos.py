@@ -225,13 +225,19 @@ def test_bandwidth_wrong_limit_fails_conformance(netslo_bandwidth_pods, netslo_q
 
 # ---- congestion control --------------------------------------------------------------------------
 
+FAMILY_ALPHA = 1e-3   # chance that the grid's realized-loss checks together call a working drop rule broken
+
+
 def _verify_loss(points) -> None:
-    for p in points:
-        if p.loss > 0:
-            test = sps.binomtest(p.dropped, p.matched, p.loss)
-            if p.matched < 100 or test.pvalue < 1e-3:
-                raise InfrastructureError(f"impairment not realized: random drop configured {p.loss:.2%}, "
-                                          f"realized {p.dropped}/{p.matched} (binomial p={test.pvalue:.2g})")
+    """Each lossy point's drops are Binomial(matched, loss); the grid's checks share FAMILY_ALPHA
+    (Bonferroni): one check per point at 1e-3 erred once in a fresh-clone gate (3 %: 203/8586, p = 0.00039)."""
+    lossy = [p for p in points if p.loss > 0]
+    for p in lossy:
+        test = sps.binomtest(p.dropped, p.matched, p.loss)
+        if p.matched < 100 or test.pvalue < FAMILY_ALPHA / len(lossy):
+            raise InfrastructureError(f"impairment not realized: random drop configured {p.loss:.2%}, "
+                                      f"realized {p.dropped}/{p.matched} (binomial p={test.pvalue:.2g}, below "
+                                      f"{FAMILY_ALPHA:g}/{len(lossy)})")
 
 
 def test_congestion_control_loss_grid(netslo_qos_pods, netslo_qos_spec, netslo_qos_report, request):
