@@ -22,15 +22,15 @@ Verdict per hop and layer, comparing DSCP only (ECN bits ignored):
 ``end_to_end(cluster, client, server, ports, marks)`` is the provider-independent check: the UDP probe
 marks its requests and the responder reports the TOS it received (IP_RECVTOS) and marks its replies.
 
-The capture runs as ``python -m netslo.qos.dscp_check PLAN`` (a short-lived child: it switches
-namespaces with setns, which must not happen in the test process). ``run_matrix(datapath, cases)``
+The capture runs in the calling process: each sniffer and the sender's raw socket is opened by a
+short-lived thread inside its namespace (``netslo.netns_access``), so the caller never changes
+namespace and no interpreter starts per check. ``run_matrix(datapath, cases)``
 checks one embedded datapath (placements x variants: plain, rewrite by an iptables DSCP target,
 VXLAN 'tos inherit') in a child that builds and removes its own 2-node cluster.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import secrets
@@ -134,15 +134,9 @@ def check(cluster, client, server, marks=DEFAULT_MARKS, per_mark: int = PACKETS_
             "src": client.ip, "dst": server.ip, "port": CHECK_PORT, "dscps": dscps, "per_mark": per_mark,
             "marker": secrets.token_hex(6), "timeout": timeout}
     try:
-        run = subprocess.run([sys.executable, "-m", "netslo.qos.dscp_check", json.dumps(plan)],
-                             capture_output=True, text=True, env=child_env(), cwd=str(PROJECT_ROOT),
-                             timeout=timeout + 60)
-    except subprocess.TimeoutExpired:
-        raise InfrastructureError("DSCP capture did not finish in time") from None
-    if run.returncode:
-        tail = run.stderr.strip().splitlines()
-        raise InfrastructureError(f"DSCP capture failed: {tail[-1] if tail else run.returncode}")
-    seen = json.loads(run.stdout.strip().splitlines()[-1])["seen"]
+        seen = _capture(plan)["seen"]
+    except OSError as e:
+        raise InfrastructureError(f"DSCP capture failed: {e}") from None
     out = []
     for i, hop in enumerate(path):
         rows = seen[i]
@@ -193,7 +187,7 @@ def end_to_end(cluster, client, server, ports, marks=DEFAULT_MARKS, count: int =
     return DscpReport(out, placement)
 
 
-# ---- the capture child -----------------------------------------------------------------------------
+# ---- the capture ------------------------------------------------------------------------------------
 
 def _decode(frame: bytes, marker: bytes):
     """(dscp_sent, k, outer_tos | None, inner_tos) of one of our frames, else None."""
@@ -219,27 +213,34 @@ def _decode(frame: bytes, marker: bytes):
     return payload[len(marker)], payload[len(marker) + 1], outer, ip.tos
 
 
+def _sniffer(ifname: str) -> socket.socket:
+    """A non-blocking AF_PACKET socket on ``ifname`` of the calling thread's namespace."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+        s.bind((ifname, 0))
+        s.setblocking(False)
+    except BaseException:
+        s.close()
+        raise
+    return s
+
+
 def _capture(plan: dict) -> dict:
     """Open every hop's sniffer in its namespace, send the crafted packets, collect what passed."""
     from scapy.layers.inet import IP, UDP
     from scapy.packet import Raw
     marker = bytes.fromhex(plan["marker"])
-    home = os.open("/proc/self/ns/net", os.O_RDONLY)
-    libc = ctypes.CDLL(None, use_errno=True)
     socks = []
     try:
         for ns, ifname in plan["hops"]:
-            netns_access.setns(str(NETNS_DIR / ns))
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
-            s.bind((ifname, 0))
-            s.setblocking(False)
-            socks.append(s)
-        netns_access.setns(str(NETNS_DIR / plan["sender"]))
-        tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    finally:
-        libc.setns(home, netns_access.CLONE_NEWNET)
-        os.close(home)
+            socks.append(netns_access.run_in(str(NETNS_DIR / ns), _sniffer, ifname))
+        tx = netns_access.run_in(str(NETNS_DIR / plan["sender"]), socket.socket, socket.AF_INET,
+                                 socket.SOCK_RAW, socket.IPPROTO_RAW)
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
     seen = [dict() for _ in socks]
 
     def drain(timeout: float) -> None:
@@ -255,20 +256,22 @@ def _capture(plan: dict) -> dict:
                 if got is not None:
                     seen[i].setdefault((got[0], got[1]), list(got))
 
-    for d in plan["dscps"]:
-        for k in range(plan["per_mark"]):
-            pkt = IP(src=plan["src"], dst=plan["dst"], tos=(d << 2) & 0xFC, ttl=64) / \
-                UDP(sport=41000 + k, dport=plan["port"]) / Raw(marker + bytes([d, k]) + bytes(32))
-            tx.sendto(bytes(pkt), (plan["dst"], 0))
-            drain(SEND_GAP_S)
-    want = len(plan["dscps"]) * plan["per_mark"]
-    deadline = time.monotonic() + plan["timeout"]
-    while time.monotonic() < deadline and any(len(x) < want for x in seen[-1:]):
-        drain(0.05)
-    drain(0.2)  # late copies at other hops
-    tx.close()
-    for s in socks:
-        s.close()
+    try:
+        for d in plan["dscps"]:
+            for k in range(plan["per_mark"]):
+                pkt = IP(src=plan["src"], dst=plan["dst"], tos=(d << 2) & 0xFC, ttl=64) / \
+                    UDP(sport=41000 + k, dport=plan["port"]) / Raw(marker + bytes([d, k]) + bytes(32))
+                tx.sendto(bytes(pkt), (plan["dst"], 0))
+                drain(SEND_GAP_S)
+        want = len(plan["dscps"]) * plan["per_mark"]
+        deadline = time.monotonic() + plan["timeout"]
+        while time.monotonic() < deadline and any(len(x) < want for x in seen[-1:]):
+            drain(0.05)
+        drain(0.2)  # late copies at other hops
+    finally:
+        tx.close()
+        for s in socks:
+            s.close()
     return {"seen": [list(x.values()) for x in seen]}
 
 
@@ -348,9 +351,6 @@ def run_matrix(datapath: str, cases: list, marks=DEFAULT_MARKS, per_mark: int = 
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["matrix"]:
-        d = json.loads(sys.argv[2])
-        print(json.dumps(matrix(d["datapath"], [tuple(c) for c in d["cases"]], d["marks"], d["per_mark"],
-                                d["rewrite_to"])))
-    else:
-        print(json.dumps(_capture(json.loads(sys.argv[1]))))
+    d = json.loads(sys.argv[2])     # python -m netslo.qos.dscp_check matrix JSON
+    print(json.dumps(matrix(d["datapath"], [tuple(c) for c in d["cases"]], d["marks"], d["per_mark"],
+                            d["rewrite_to"])))
