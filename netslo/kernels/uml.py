@@ -276,6 +276,10 @@ class UmlCluster(Cluster):
             text += f" (this host's XSAVE area is larger than this UML kernel's; {self.shim_missing})"
         return text
 
+    def alive(self) -> bool:
+        """The guest kernel is running and not closed."""
+        return not self._closed and self._proc is not None and self._proc.poll() is None
+
     # -- the channel
     def call(self, op: str, _timeout: float = 120.0, **args):
         """Run one operation in the guest; raises what the guest raised (same error classes)."""

@@ -159,3 +159,21 @@ def test_gate_tests_that_need_netem_share_one_guest_and_it_is_gone_before_the_ot
     assert second[1] == first[1] and int(second[2]) >= 1, runs     # the same guest, still up
     assert host[1] == "0", runs                                     # shut down before the host test
     assert not _uml_processes(f"uml-{first[1]}")
+
+
+def test_a_dead_guest_is_booted_again_on_next_use():
+    from netslo.plugin.impair import NetemGuest
+    guest = NetemGuest(2, "bridge")
+    try:
+        first = guest.up()
+        assert guest.up() is first and first.alive()
+        os.killpg(first._proc.pid, signal.SIGKILL)
+        first._proc.wait(timeout=10)
+        assert not first.alive()
+        second = guest.up()
+        assert second is not first and second.alive() and second.run_id != first.run_id
+        assert guest.server is not None and set(guest.ports) == {"udp", "tcp", "http"}
+        assert not _uml_processes(f"uml-{first.run_id}")
+    finally:
+        guest.close()
+    assert not _uml_processes(f"uml-{second.run_id}")
