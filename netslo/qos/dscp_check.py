@@ -32,7 +32,6 @@ VXLAN 'tos inherit') in a child that builds and removes its own 2-node cluster.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import select
 import socket
