@@ -78,12 +78,15 @@ def rtnl(netns: str):
         raise
 
 
+def _proc_sys(key: str) -> str:
+    """/proc/sys path of a sysctl named in ``net.ipv4.tcp_congestion_control`` form."""
+    return "/proc/sys/" + key.replace(".", "/")
+
+
 def sysctl(netns: str, key: str) -> str:
     """The value of ``key`` (``net.ipv4.tcp_congestion_control`` form) in ``netns``, as ``sysctl -n`` prints it."""
-    path = "/proc/sys/" + key.replace(".", "/")
-
     def read() -> str:
-        with open(path) as f:
+        with open(_proc_sys(key)) as f:
             return " ".join(f.read().split())
 
     return run_in(netns, read)
@@ -94,7 +97,7 @@ def write_sysctls(netns: str, settings: dict[str, str]) -> None:
     def write() -> None:
         for key, value in settings.items():
             try:
-                with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
+                with open(_proc_sys(key), "w") as f:
                     f.write(str(value))
             except OSError as e:
                 raise OSError(e.errno, f"{key}={value}: {e.strerror}") from None

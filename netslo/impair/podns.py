@@ -19,9 +19,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from ..errors import InfrastructureError, SpecError
-from ..netns_access import rtnl
-
-NETNS_RUN_DIR = "/var/run/netns"
+from ..netns_access import NETNS_RUN_DIR, rtnl
 
 
 @dataclass(frozen=True)
