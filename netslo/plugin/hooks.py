@@ -20,8 +20,7 @@ import pytest
 from netslo import skips
 from netslo import slo as slo_mod
 from netslo.errors import InfrastructureError, NotEnoughSamples, SpecError, Unsupported
-from netslo.providers import PROVIDERS, make_provider
-from netslo.providers.netns import DATAPATHS
+from netslo.providers import DATAPATHS, PROVIDERS, make_provider
 from netslo.report.results import ResultsWriter
 from netslo.runner import SloBreach
 from netslo.units import format_duration

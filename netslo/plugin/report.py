@@ -88,7 +88,9 @@ def pytest_addoption(parser):
 
 
 def _parse_severity(text: str | None) -> dict:
-    from netslo.report.allure import SEVERITIES
+    if not text:
+        return {}
+    from netslo.report.allure import SEVERITIES   # matplotlib with it: only when the option is given
     out = {}
     for part in filter(None, (p.strip() for p in (text or "").split(","))):
         name, _, level = part.partition("=")

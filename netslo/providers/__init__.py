@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..errors import SpecError
 
 PROVIDERS = ("netns", "kind", "minikube", "existing")
+DATAPATHS = ("bridge", "routed", "vxlan")       # the embedded provider's pod datapaths
 
 
 def make_provider(name: str, **options):

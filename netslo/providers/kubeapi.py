@@ -20,6 +20,7 @@ exist is one line naming the path. Timeouts are seconds.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import math
@@ -30,30 +31,46 @@ from typing import Iterator
 
 import urllib3
 import yaml
-from kubernetes import client, config, dynamic
-from kubernetes.stream import stream
-from kubernetes.watch.watch import iter_resp_lines
 
 from ..errors import InfrastructureError
+
+
+class _Deferred:
+    """A module imported on its first attribute access: the ``kubernetes`` client takes ~1.2 s to
+    import (its generated models), which every pytest session that collects a module importing this
+    one would pay, also on the embedded provider that never talks to an API server."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+client = _Deferred("kubernetes.client")
+config = _Deferred("kubernetes.config")
+dynamic = _Deferred("kubernetes.dynamic")
+_stream = _Deferred("kubernetes.stream")
+_watch = _Deferred("kubernetes.watch.watch")
 
 log = logging.getLogger("netslo.kube")
 
 REQUEST_TIMEOUT = 30.0      # s, for one ordinary API call
 FIELD_MANAGER = "netslo"    # who owns the fields netslo creates or applies
 DEFAULT_KUBECONFIG = "~/.kube/config"
-# kind (as written in manifests and by callers, lower case, singular or plural) ->
-# (API group class, method suffix, namespaced). The typed client's read_/list_/create_/delete_ methods.
+# kind (as written in manifests and by callers, lower case, singular or plural) -> (API group class
+# of kubernetes.client, method suffix, namespaced). The typed client's read_/list_/create_/delete_ methods.
 KINDS = {
-    "namespace": (client.CoreV1Api, "namespace", False),
-    "node": (client.CoreV1Api, "node", False),
-    "pod": (client.CoreV1Api, "pod", True),
-    "service": (client.CoreV1Api, "service", True),
-    "serviceaccount": (client.CoreV1Api, "service_account", True),
-    "event": (client.CoreV1Api, "event", True),
-    "configmap": (client.CoreV1Api, "config_map", True),
-    "daemonset": (client.AppsV1Api, "daemon_set", True),
-    "deployment": (client.AppsV1Api, "deployment", True),
-    "endpointslice": (client.DiscoveryV1Api, "endpoint_slice", True),
+    "namespace": ("CoreV1Api", "namespace", False),
+    "node": ("CoreV1Api", "node", False),
+    "pod": ("CoreV1Api", "pod", True),
+    "service": ("CoreV1Api", "service", True),
+    "serviceaccount": ("CoreV1Api", "service_account", True),
+    "event": ("CoreV1Api", "event", True),
+    "configmap": ("CoreV1Api", "config_map", True),
+    "daemonset": ("AppsV1Api", "daemon_set", True),
+    "deployment": ("AppsV1Api", "deployment", True),
+    "endpointslice": ("DiscoveryV1Api", "endpoint_slice", True),
 }
 CRD_WAIT = 30.0   # s an applied object may wait for its kind to be served (a CRD applied just before)
 
@@ -149,17 +166,18 @@ class KubeApi:
         self.kubeconfig = kubeconfig
         self.context = context
         self.client = load_api_client(kubeconfig, context)
-        self._apis: dict[type, object] = {}
+        self._apis: dict[str, object] = {}
         self._dynamic: dynamic.DynamicClient | None = None
 
     def __repr__(self) -> str:
         return f"KubeApi({self.client.configuration.host}, context={self.context!r})"
 
     # ---- plumbing -----------------------------------------------------------------------------
-    def _group(self, cls):
-        if cls not in self._apis:
-            self._apis[cls] = cls(self.client)
-        return self._apis[cls]
+    def _group(self, name: str):
+        """The typed API group ``kubernetes.client.<name>`` (e.g. CoreV1Api) on this client."""
+        if name not in self._apis:
+            self._apis[name] = getattr(client, name)(self.client)
+        return self._apis[name]
 
     def _call(self, what: str, fn, *args, missing_ok: bool = False, timeout: float = REQUEST_TIMEOUT, **kw):
         """``fn(*args, **kw)`` with raw JSON back (dict); None for 404 when ``missing_ok``."""
@@ -178,8 +196,8 @@ class KubeApi:
         return json.loads(resp.data) if resp.data else {}
 
     def _fn(self, verb: str, kind: str, namespace: str | None):
-        cls, suffix, namespaced = KINDS[_kind_key(kind)]
-        api = self._group(cls)
+        group, suffix, namespaced = KINDS[_kind_key(kind)]
+        api = self._group(group)
         if not namespaced:
             return getattr(api, f"{verb}_{suffix}"), ()
         if namespace is None:
@@ -291,7 +309,7 @@ class KubeApi:
         except urllib3.exceptions.HTTPError as e:
             raise InfrastructureError(f"{what}: cannot reach {self.host}: {getattr(e, 'reason', None) or e}") from None
         try:
-            for line in iter_resp_lines(resp):
+            for line in _watch.iter_resp_lines(resp):
                 if not line.strip():
                     continue
                 ev = json.loads(line)
@@ -331,7 +349,7 @@ class KubeApi:
 
     def server_version(self) -> str:
         """The apiserver's gitVersion, e.g. 'v1.34.4'."""
-        return self._call("get /version", self._group(client.VersionApi).get_code).get("gitVersion", "?")
+        return self._call("get /version", self._group("VersionApi").get_code).get("gitVersion", "?")
 
     @property
     def host(self) -> str:
@@ -353,7 +371,7 @@ class KubeApi:
         api = client.ApiClient(self.client.configuration)
         api.user_agent = self.client.user_agent
         try:
-            ws = stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, pod, namespace,
+            ws = _stream.stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, pod, namespace,
                         command=list(command), container=container, stdin=input is not None, stdout=True,
                         stderr=True, tty=False, _preload_content=False, binary=True, _request_timeout=REQUEST_TIMEOUT)
         except client.ApiException as e:

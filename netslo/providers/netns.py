@@ -39,12 +39,12 @@ from .. import evidence, forkserver, netns_access, scratch
 from ..errors import InfrastructureError, SpecError, Unsupported
 from ..phase_times import timed_call
 from ..procs import LIVE_RUNS, PROJECT_ROOT, alive, child_env, owned_elsewhere_or_here
+from . import DATAPATHS
 from .base import RESPONDER_PORTS, Cluster, PathPoint, Pod
 
 STATE_ROOT = Path("/run/netslo")
 NETNS_DIR = Path("/run/netns")
 NAME_RE = re.compile(r"^nsl-([0-9a-f]{6})-")
-DATAPATHS = ("bridge", "routed", "vxlan")
 UNDERLAY = "172.18.0.{}"
 VXLAN_MTU = 1450
 FORKSERVER_START_S = 30.0

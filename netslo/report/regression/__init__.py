@@ -28,18 +28,32 @@ Modules: ``policy`` (settings, verdict names), ``runs`` (loading), ``blocks`` (b
 comparison, re-measurement), ``markdown`` (regression.md), ``cli``.
 """
 
-from .blocks import BlockSide, block_requests, nearest_rank
-from .canaries import host_noise, index_canary, spread_canary
-from .cli import main
-from .comparison import Comparison, compare_index, compare_metric, compare_spread, holm, run_value
-from .markdown import markdown
-from .policy import (BOOTSTRAP, DEFAULT_METRICS, GROUPS, HOST_NOISE, IMPROVED, INSUFFICIENT, MAX_BLOCKS,
-                     MIN_TAIL, NOT_CONFIRMED, REGRESSED, SPREAD, UNCHANGED, Policy, policy_from_text)
-from .report import Report, compare, confirm, suspected
-from .runs import Run, load, results_files
+from importlib import import_module
 
-__all__ = ["BOOTSTRAP", "DEFAULT_METRICS", "GROUPS", "HOST_NOISE", "IMPROVED", "INSUFFICIENT", "MAX_BLOCKS", "MIN_TAIL",
-           "NOT_CONFIRMED", "REGRESSED", "SPREAD", "UNCHANGED", "BlockSide", "Comparison", "Policy", "Report", "Run",
-           "block_requests", "compare", "compare_index", "compare_metric", "compare_spread", "confirm", "holm",
-           "host_noise", "index_canary", "load", "main", "markdown", "nearest_rank", "policy_from_text",
-           "results_files", "run_value", "spread_canary", "suspected"]
+# name -> submodule, imported on first use (PEP 562): the pytest plugin needs only the policy and the
+# run container until a baseline is given, so loading it does not import scipy. (``markdown`` is the
+# submodule; its function is ``markdown.markdown``.)
+_EXPORTS = {
+    "blocks": ("BlockSide", "block_requests", "nearest_rank"),
+    "canaries": ("host_noise", "index_canary", "spread_canary"),
+    "cli": ("main",),
+    "comparison": ("Comparison", "compare_index", "compare_metric", "compare_spread", "holm", "run_value"),
+    "policy": ("BOOTSTRAP", "DEFAULT_METRICS", "GROUPS", "HOST_NOISE", "IMPROVED", "INSUFFICIENT", "MAX_BLOCKS",
+               "MIN_TAIL", "NOT_CONFIRMED", "REGRESSED", "SPREAD", "UNCHANGED", "Policy", "policy_from_text"),
+    "report": ("Report", "compare", "confirm", "suspected"),
+    "runs": ("Run", "load", "results_files"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))
