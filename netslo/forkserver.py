@@ -40,7 +40,8 @@ CHILD_NAME = b"netslo-agent"    # /proc/PID/comm of a forked run (its cmdline st
 MAX_REQUEST = 1 << 20     # bytes of one request (its environment included), one SOCK_SEQPACKET message
 WARM = ("numpy", "netslo.agent", "netslo.sample_file", "netslo.probes.udp", "netslo.probes.tcp",
         "netslo.probes.bulk", "netslo.probes.http", "netslo.probes.websocket", "netslo.probes.mqtt",
-        "netslo.probes.icmp", "netslo.qos.tcpflow")
+        "netslo.probes.icmp", "netslo.qos.tcpflow", "netslo.responders.udp", "netslo.responders.tcp",
+        "netslo.responders.http")
 MODULE_PREFIX = "netslo."     # what a client may run here (python -m <module>)
 
 
@@ -176,32 +177,42 @@ def _reap_children(waiting: dict) -> None:
 # ---- client -------------------------------------------------------------------------------------------
 
 class Run:
-    """One agent run in the fork server; the subset of ``subprocess.Popen`` that callers use."""
+    """One agent run in the fork server; the subset of ``subprocess.Popen`` that callers use.
 
-    def __init__(self, path: str, netns: str, module: str, argv: list[str], env: dict[str, str], cwd: str):
+    ``output``: a file descriptor the child writes its stdout and stderr to (e.g. a long-running
+    responder's log file) instead of two pipes that ``communicate`` drains."""
+
+    def __init__(self, path: str, netns: str, module: str, argv: list[str], env: dict[str, str], cwd: str,
+                 output: int | None = None):
         self.args = argv
         self.returncode: int | None = None
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+        if output is None:
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            mine, theirs = [out_r, err_r], [out_w, err_w]
+        else:
+            mine, theirs = [], [output, output]
         try:
             self._sock.connect(path)
             request = {"netns": netns, "module": module, "argv": argv, "env": env, "cwd": cwd}
-            socket.send_fds(self._sock, [json.dumps(request).encode()], [out_w, err_w])
+            socket.send_fds(self._sock, [json.dumps(request).encode()], theirs)
         except BaseException:
-            for fd in (out_r, err_r):
+            for fd in mine:
                 os.close(fd)
             self._sock.close()
             raise
         finally:
-            os.close(out_w)
-            os.close(err_w)
-        self._out, self._err = out_r, err_r
-        self._bufs = {out_r: bytearray(), err_r: bytearray()}
+            if output is None:
+                for fd in theirs:
+                    os.close(fd)
+        self._out, self._err = mine or (None, None)
+        self._bufs = {fd: bytearray() for fd in mine}
         self._sel = selectors.DefaultSelector()
         for fd in self._bufs:
             self._sel.register(fd, selectors.EVENT_READ)
         self._reply = b""
+        self._closed = False
         try:
             first = self._read_reply(10.0)
             if "pid" not in first:
@@ -217,7 +228,7 @@ class Run:
             self._sock.settimeout(max(0.0, deadline - time.monotonic()))
             try:
                 chunk = self._sock.recv(4096)
-            except socket.timeout:
+            except (socket.timeout, BlockingIOError):     # BlockingIOError: a timeout of 0 (poll)
                 raise subprocess.TimeoutExpired(self.args, timeout) from None
             if not chunk:
                 raise OSError("fork server closed the connection")
@@ -226,8 +237,8 @@ class Run:
         return json.loads(line)
 
     def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
-        """stdout and stderr until the child exits; ``subprocess.TimeoutExpired`` after ``timeout``
-        s (call again after ``kill`` to collect)."""
+        """stdout and stderr until the child exits (empty with ``output``); ``subprocess.TimeoutExpired``
+        after ``timeout`` s (call again after ``kill`` to collect)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._sel.get_map():
             left = None if deadline is None else deadline - time.monotonic()
@@ -239,26 +250,50 @@ class Run:
                     self._bufs[key.fd] += chunk
                 else:
                     self._sel.unregister(key.fd)
-        if self.returncode is None:
-            left = 3600.0 if deadline is None else max(0.1, deadline - time.monotonic())
-            reply = self._read_reply(left)
-            self.returncode = reply.get("status", 1)
-            self._close()
-        return bytes(self._bufs[self._out]), bytes(self._bufs[self._err])
+        self.wait(3600.0 if deadline is None else max(0.1, deadline - time.monotonic()))
+        self._close()
+        return bytes(self._bufs.get(self._out, b"")), bytes(self._bufs.get(self._err, b""))
 
-    def poll(self) -> int | None:
-        return self.returncode
-
-    def kill(self) -> None:
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code once the child has exited; ``subprocess.TimeoutExpired`` after ``timeout`` s.
+        When the server has gone (it kills its children as it stops), the code is -SIGKILL."""
         if self.returncode is None:
             try:
-                os.kill(self.pid, signal.SIGKILL)
+                self.returncode = self._read_reply(3600.0 if timeout is None else timeout).get("status", 1)
+            except OSError:     # (TimeoutExpired is not one: it propagates)
+                self.returncode = -signal.SIGKILL
+            if not self._bufs:      # nothing left to drain (``output``): the connection is done
+                self._close()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        """The exit code if the child has exited, else None (does not block)."""
+        if self.returncode is None and not self._closed:
+            try:
+                self.wait(0.0)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.returncode
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, sig)
             except ProcessLookupError:
                 pass
 
     def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self._sel.close()
-        for fd in (self._out, self._err):
+        for fd in self._bufs:
             try:
                 os.close(fd)
             except OSError:

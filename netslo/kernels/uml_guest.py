@@ -80,7 +80,7 @@ class Guest:
         from ..impair.netem import NetemController
         from ..providers.netns import NetnsCluster
         self.cluster = NetnsCluster(nodes=self.config["nodes"], datapath=self.config["datapath"],
-                                    run_id=self.config["run_id"])
+                                    run_id=self.config["run_id"], fork_responders=True)
         self.impairer = NetemController(self.cluster)
         caps = capability.detect().as_dict()
         ready = {"modules": mods, "kernel": platform.release(), "capabilities": caps,

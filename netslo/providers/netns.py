@@ -181,7 +181,8 @@ class NetnsCluster(Cluster):
     emulated = True
     shared_clock = True
 
-    def __init__(self, nodes: int = 2, datapath: str = "bridge", run_id: str | None = None):
+    def __init__(self, nodes: int = 2, datapath: str = "bridge", run_id: str | None = None,
+                 fork_responders: bool = False):
         if datapath not in DATAPATHS:
             raise SpecError("--netslo-datapath", datapath, f"one of {', '.join(DATAPATHS)}")
         if not isinstance(nodes, int) or not 1 <= nodes <= 16:
@@ -193,6 +194,7 @@ class NetnsCluster(Cluster):
         self.run_id = run_id
         self.datapath = datapath
         self.node_count = nodes
+        self.fork_responders = fork_responders   # responders forked from the warm agent (see start_responders)
         self.state = STATE_ROOT / self.run_id
         self._namespaces: list[str] = []
         self._procs: list[subprocess.Popen] = []
@@ -405,12 +407,14 @@ class NetnsCluster(Cluster):
         for proto in protocols:
             port = RESPONDER_PORTS[proto]
             ready = self.state / f"ready-{pod.name}-{proto}"
-            log = open(self.state / f"responder-{pod.name}-{proto}.log", "wb")
-            argv = self._agent_argv(self.netns_of(pod),
-                                    ["serve", proto, "--port", str(port), "--ready-file", str(ready)])
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
-                                    start_new_session=True, cwd=str(PROJECT_ROOT))
-            log.close()
+            args = ["serve", proto, "--port", str(port), "--ready-file", str(ready)]
+            with open(self.state / f"responder-{pod.name}-{proto}.log", "wb") as log:
+                if self.fork_responders:
+                    proc = self._agent_run(self.netns_of(pod), args, output=log.fileno())
+                else:
+                    proc = subprocess.Popen(self._agent_argv(self.netns_of(pod), args), stdout=log,
+                                            stderr=subprocess.STDOUT, env=child_env(), start_new_session=True,
+                                            cwd=str(PROJECT_ROOT))
             self._procs.append(proc)
             procs.append((proto, proc, ready))
             ports[proto] = port
@@ -429,7 +433,8 @@ class NetnsCluster(Cluster):
     def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
         return self.exec_in(pod, ["__agent__", *args], timeout)
 
-    def _agent_run(self, ns: str, args: list[str], module: str = "netslo.agent") -> forkserver.Run:
+    def _agent_run(self, ns: str, args: list[str], module: str = "netslo.agent",
+                   output: int | None = None) -> forkserver.Run:
         """``python -m MODULE ARGS`` in namespace ``ns``, forked from the cluster's warm agent
         (``netslo.forkserver``, started on first use in node0's namespace, so close() and a later
         run's reap find it there)."""
@@ -437,7 +442,8 @@ class NetnsCluster(Cluster):
         with self._forkserver_lock:
             if self._forkserver is None or self._forkserver.poll() is not None:
                 self._start_forkserver(sock)
-        return forkserver.Run(str(sock), str(NETNS_DIR / ns), module, args, child_env(), str(PROJECT_ROOT))
+        return forkserver.Run(str(sock), str(NETNS_DIR / ns), module, args, child_env(), str(PROJECT_ROOT),
+                              output=output)
 
     def _start_forkserver(self, sock: Path) -> None:
         ready = self.state / "agent.ready"
@@ -543,6 +549,9 @@ class NetnsCluster(Cluster):
             "tcp_slow_start_after_idle": read(node0, "net.ipv4.tcp_slow_start_after_idle"),
             "cpu_pinning": "none",
             "agent_start": AGENT_START,
+            # responders forked too (the user-mode-linux guest, where a fresh interpreter costs ~1.5 s per
+            # responder); on the host they are fresh interpreters and the key is absent, as in older baselines
+            **({"responder_start": AGENT_START} if self.fork_responders else {}),
             "cpus": str(os.cpu_count()),
             "python": platform.python_version(),
             "run_id": self.run_id,

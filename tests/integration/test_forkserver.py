@@ -134,3 +134,49 @@ def _not_zombie(pid: int) -> bool:
         return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_run_writing_to_a_file_is_polled_terminated_and_waited_for(cluster, tmp_path):
+    """``output``: a long-running child (a responder) writes to a log file; poll never blocks, terminate
+    and wait behave as subprocess.Popen's."""
+    c, srv, cli, ports = cluster
+    log = tmp_path / "run.log"
+    with open(log, "wb") as f:
+        run = c._agent_run(c.netns_of(cli), ["probe", "udp", "--target", f"{srv.ip}:{ports['udp']}", "--count",
+                                             "100000", "--interval", "10ms", "--out", "/dev/null", "--bogus"],
+                           output=f.fileno())
+    assert run.wait(10) == 2 and run.poll() == 2                   # argparse's usage error, written to the file
+    assert b"unrecognized arguments: --bogus" in log.read_bytes()
+    with open(log, "wb") as f:
+        run = c._agent_run(c.netns_of(cli), ["probe", "udp", "--target", f"{srv.ip}:{ports['udp']}", "--count",
+                                             "100000", "--interval", "10ms", "--out", "/dev/null"], output=f.fileno())
+    t0 = time.monotonic()
+    assert run.poll() is None and time.monotonic() - t0 < 0.1
+    with pytest.raises(subprocess.TimeoutExpired):
+        run.wait(0.2)
+    run.terminate()
+    assert run.wait(10) == -signal.SIGTERM and run.poll() == -signal.SIGTERM
+    assert run.pid not in pids_in_netns(c.netns_of(cli))
+
+
+def test_forked_responders_answer_and_go_with_their_cluster():
+    """The user-mode-linux guest's cluster forks its responders from the warm agent (a fresh
+    interpreter costs ~1.5 s each there); they serve as the fresh ones do and stop with the cluster."""
+    c = NetnsCluster(nodes=2, fork_responders=True)
+    try:
+        srv, cli = c.add_pod("server", "node0"), c.add_pod("client", "node1")
+        ports = c.start_responders(srv, ("udp", "tcp"))
+        pids = pids_in_netns(c.netns_of(srv))
+        assert pids and all(open(f"/proc/{p}/comm", "rb").read().strip() == forkserver.CHILD_NAME for p in pids)
+        for proto in ("udp", "tcp-rr"):
+            s = c.probe(cli, ProbeSpec(proto, srv.ip, ports["udp" if proto == "udp" else "tcp"], count=50,
+                                       interval=0.001))
+            assert (s.rows["recv_ns"] >= 0).sum() == 50, proto
+        assert c.environment()["responder_start"] == c.environment()["agent_start"]
+    finally:
+        c.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_not_zombie(p) for p in pids):
+        time.sleep(0.05)
+    assert not any(_not_zombie(p) for p in pids)
+
