@@ -6,16 +6,16 @@ Starting ``python -m netslo.agent`` costs its interpreter start and imports on e
 the host and 0.33 s inside user-mode-linux, where each system call is trapped (measured, 2-core VM,
 2026-11-25), and a gate makes ~130 agent runs. A fork of the warm process costs ~16 ms inside
 user-mode-linux. The child enters the pod's network namespace (``setns``), takes the caller's
-stdout/stderr pipes (passed over the UNIX socket with SCM_RIGHTS) and runs the module as
-``python -m`` would (``netslo.agent``, or a helper such as ``netslo.qos.tcpflow``); what it measures
-is the same code in a fresh process of its own.
+stdout/stderr (pipes, or a responder's log file; passed over the UNIX socket with SCM_RIGHTS) and runs
+the module as ``python -m`` would (``netslo.agent``, or a helper such as ``netslo.qos.tcpflow``); what
+it measures is the same code in a fresh process of its own.
 
 Protocol, one SOCK_SEQPACKET connection per run (message boundaries kept): the client sends
 ``{"netns": path, "module": name, "argv": [...], "env": {...}, "cwd": dir}`` (the environment of
-that run, as ``subprocess`` would pass it) with its two pipe ends; the server answers ``{"pid": n}``
-once forked and ``{"status": code}`` when the child exits (code as ``subprocess.Popen.returncode``:
-negative = killed by that signal). The server is single-threaded (a fork from a threaded process
-may copy a held lock) and serves runs concurrently.
+that run, as ``subprocess`` would pass it) with its stdout and stderr descriptors; the server
+answers ``{"pid": n}`` once forked and ``{"status": code}`` when the child exits (code as
+``subprocess.Popen.returncode``: negative = killed by that signal). The server is single-threaded
+(a fork from a threaded process may copy a held lock) and serves runs concurrently.
 """
 
 from __future__ import annotations

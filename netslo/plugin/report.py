@@ -92,7 +92,7 @@ def _parse_severity(text: str | None) -> dict:
         return {}
     from netslo.report.allure import SEVERITIES   # matplotlib with it: only when the option is given
     out = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+    for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, level = part.partition("=")
         if not name or level not in SEVERITIES:
             raise SpecError("--netslo-allure-severity", part, f"OBJECTIVE=LEVEL with LEVEL one of {', '.join(SEVERITIES)}")

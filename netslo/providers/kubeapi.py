@@ -372,8 +372,9 @@ class KubeApi:
         api.user_agent = self.client.user_agent
         try:
             ws = _stream.stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, pod, namespace,
-                        command=list(command), container=container, stdin=input is not None, stdout=True,
-                        stderr=True, tty=False, _preload_content=False, binary=True, _request_timeout=REQUEST_TIMEOUT)
+                                command=list(command), container=container, stdin=input is not None,
+                                stdout=True, stderr=True, tty=False, _preload_content=False, binary=True,
+                                _request_timeout=REQUEST_TIMEOUT)
         except client.ApiException as e:
             raise InfrastructureError(f"{what}: {e.reason or _api_message(e)}") from None
         finally:
