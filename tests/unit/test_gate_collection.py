@@ -1,0 +1,27 @@
+"""``pytest -m cni`` skips importing tests/unit and tests/integration (root conftest.py): that is right
+only while none of their tests is a gate test."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _collect(*args: str) -> str:
+    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode in (0, 5), p.stdout + p.stderr     # 5: nothing selected
+    return p.stdout
+
+
+def test_no_own_test_carries_the_gate_mark():
+    out = _collect("-m", "cni", "tests/unit", "tests/integration")      # named paths: nothing is skipped
+    assert "no tests collected" in out and "::" not in out, out
+
+
+def test_the_gate_collects_the_same_tests_without_importing_the_own_ones():
+    gate = [line for line in _collect("-m", "cni").splitlines() if "::" in line]
+    named = [line for line in _collect("-m", "cni", "tests").splitlines() if "::" in line]
+    assert gate and gate == named
+    assert all(line.startswith("tests/cni/") for line in gate)
