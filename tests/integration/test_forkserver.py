@@ -150,8 +150,7 @@ def test_a_run_writing_to_a_file_is_polled_terminated_and_waited_for(cluster, tm
     with open(log, "wb") as f:
         run = c._agent_run(c.netns_of(cli), ["probe", "udp", "--target", f"{srv.ip}:{ports['udp']}", "--count",
                                              "100000", "--interval", "10ms", "--out", "/dev/null"], output=f.fileno())
-    t0 = time.monotonic()
-    assert run.poll() is None and time.monotonic() - t0 < 0.1
+    assert run.poll() is None                # (a blocking poll would wait out the probe's 1000 s)
     with pytest.raises(subprocess.TimeoutExpired):
         run.wait(0.2)
     run.terminate()
