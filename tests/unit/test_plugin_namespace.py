@@ -81,6 +81,7 @@ def test_inert_and_light_in_a_project_that_did_not_ask(tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 0 and "1 passed" in p.stdout, p.stdout + p.stderr
     assert loaded.read_text() == "", "imported at plugin load: " + loaded.read_text()
+    loaded.unlink()                            # written again by the --help session's unconfigure
     h = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, capture_output=True, text=True)
     assert h.returncode == 0 and "netslo: network SLO gate" in h.stdout and "--netslo-provider" in h.stdout, h.stderr
     assert loaded.read_text() == "", "imported at plugin load (--help): " + loaded.read_text()
