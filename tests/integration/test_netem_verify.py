@@ -2,6 +2,7 @@
 equals the spec for every option and direction; verification passes what is realized and fails
 what is not; a failed verification ends a pytest test as an ERROR, never a pass or an SLO failure."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,27 @@ def test_host_capability_is_detected_not_assumed():
         assert "netem" in caps.reasons and caps.reasons["netem"]
         with pytest.raises(Exception, match="lacks netem"):
             caps.require("netem")
+
+
+def _host_network() -> tuple:
+    """What the capability probe could leave behind in this namespace: links and lo's qdiscs."""
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    qdiscs = subprocess.run(["tc", "qdisc", "show", "dev", "lo"], capture_output=True, text=True, check=True).stdout
+    return sorted(line.split(":")[1].strip() for line in links.splitlines()), qdiscs
+
+
+def test_capability_probe_runs_in_a_namespace_of_its_own_and_answers_as_a_fresh_process():
+    """detect() tries netem, ifb, ingress redirect and congestion controls in a thread that unshared a
+    network namespace: this namespace is as it was, and the findings equal those of the same probe
+    run as a fresh process (``python -m netslo.impair.capability``)."""
+    before = _host_network()
+    capability.detect.cache_clear()
+    found = capability.detect().as_dict()
+    assert _host_network() == before
+    fresh = subprocess.run([sys.executable, "-m", "netslo.impair.capability"], capture_output=True, text=True,
+                           cwd=str(ROOT), check=True)
+    expected = json.loads(fresh.stdout)
+    assert {k: found[k] for k in expected} == expected and found["congestion_controls"]
 
 
 @pytest.mark.parametrize("doc", [
