@@ -21,8 +21,8 @@ from . import ProbeSpec
 
 FIN_TRIES = 5
 FIN_TIMEOUT_S = 0.3
-WARMUP_REQUESTS = 16       # sent before the schedule on a flow of their own (see warm_up)
-WARMUP_ANSWERS = 4
+WARMUP_REQUESTS = 8        # sent before the schedule on a flow of their own (see warm_up); half the
+WARMUP_ANSWERS = 4         # responder's PROMOTE_AFTER: the flow stays on probation, never in its established table
 WARMUP_INTERVAL_S = 0.002
 WARMUP_WAIT_S = 0.5
 
