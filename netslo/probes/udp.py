@@ -94,6 +94,15 @@ def set_seen(rows, state: dict) -> None:
         rows.set_column("srv_seen", full)
 
 
+def _new_flow(spec: ProbeSpec) -> tuple[int, bytearray, dict]:
+    """A random flow id, its request template (``req_bytes``, at least the header) and its receive
+    state."""
+    flow = int.from_bytes(os.urandom(8), "big")
+    template = bytearray(wire.pack_udp(wire.UDP_REQ, flow, 0, 0, 0, 0, spec.resp_bytes,
+                                       size=max(spec.req_bytes, wire.UDP_HDR.size)))
+    return flow, template, {"arrivals": 0, "received": 0, "fin": None}
+
+
 def _schedule(sock, flow: int, rows, state: dict, template: bytearray, start_ns: int, interval_ns: int) -> None:
     """Send request ``seq`` of ``flow`` at ``start_ns + seq * interval_ns`` for every row, answers
     drained in between."""
@@ -129,7 +138,7 @@ def _collect(sock, flow: int, rows, state: dict, want: int, deadline_ns: int) ->
             _drain(sock, flow, rows, state)
 
 
-def warm_up(sock, spec: ProbeSpec, size: int) -> dict:
+def warm_up(sock, spec: ProbeSpec) -> dict:
     """Run the probe's own send and receive code on a flow of its own before the measured schedule:
     ``WARMUP_REQUESTS`` requests at the probe's interval (at most ``WARMUP_INTERVAL_S``), until
     ``WARMUP_ANSWERS`` came back or ``WARMUP_WAIT_S`` after the last; their answers are discarded
@@ -138,10 +147,8 @@ def warm_up(sock, spec: ProbeSpec, size: int) -> dict:
     guest kernel traps every fault, that cost the first ~25 measured requests of a cold probe up to
     30 ms of RTT, and the first request on the host kernel 1.3-2.0 ms against ~0.2 ms (2026-11-26).
     Returns what the metadata records: requests sent and answered."""
-    flow = int.from_bytes(os.urandom(8), "big")
+    flow, template, state = _new_flow(spec)
     rows = stream.RowStream(WARMUP_REQUESTS, settle_ns=0, keep_all=True)
-    state = {"arrivals": 0, "received": 0, "fin": None}
-    template = bytearray(wire.pack_udp(wire.UDP_REQ, flow, 0, 0, 0, 0, spec.resp_bytes, size=size))
     interval_ns = min(spec.interval_ns, int(WARMUP_INTERVAL_S * 1e9))
     _schedule(sock, flow, rows, state, template, now_ns(), interval_ns)
     _collect(sock, flow, rows, state, WARMUP_ANSWERS, now_ns() + int(WARMUP_WAIT_S * 1e9))
@@ -159,15 +166,12 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     enable_recv_tos(sock)
     set_tos(sock, spec.tos)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
-    flow = int.from_bytes(os.urandom(8), "big")
+    flow, template, state = _new_flow(spec)
     n = spec.count
     rows = stream.RowStream(n, settle_ns=int(spec.wait * 1e9), sink=sink, keep_all=n <= wire.MAX_FIN_SEQS,
-                            defaults={"req_bytes": max(spec.req_bytes, wire.UDP_HDR.size), "tos_sent": spec.tos})
-    state = {"arrivals": 0, "received": 0, "fin": None}
-    size = max(spec.req_bytes, wire.UDP_HDR.size)
-    template = bytearray(wire.pack_udp(wire.UDP_REQ, flow, 0, 0, 0, 0, spec.resp_bytes, size=size))
+                            defaults={"req_bytes": len(template), "tos_sent": spec.tos})
 
-    warm = warm_up(sock, spec, size)
+    warm = warm_up(sock, spec)
     _schedule(sock, flow, rows, state, template, now_ns() + 20_000_000, spec.interval_ns)
     _collect(sock, flow, rows, state, n, now_ns() + int(spec.wait * 1e9))
     ask_fin(sock, flow, rows, state)
