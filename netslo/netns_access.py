@@ -9,7 +9,7 @@ or file there and end; the caller's own threads never change namespace.
 
 - ``setns(path)``: enter the namespace in the calling thread (a forked child, a helper thread).
 - ``run_in(netns, fn, *args)``: ``fn(*args)`` in a fresh thread inside the namespace; its result or
-  its exception.
+  its exception (``in_thread``: the same without entering one, e.g. for a thread that unshares its own).
 - ``rtnl(netns)``: a pyroute2 ``IPRoute`` on a netlink socket opened in an existing namespace
   (``FileNotFoundError`` when it is gone); never creates one.
 - ``sysctl(netns, key)`` / ``write_sysctls(netns, {key: value})``: ``net.*`` sysctls of the
@@ -48,23 +48,31 @@ def setns(netns: str) -> None:
         os.close(fd)
 
 
-def run_in(netns: str, fn, *args):
-    """``fn(*args)`` run in a new thread that entered ``netns``; returns its result or raises its error."""
+def in_thread(name: str, fn, *args):
+    """``fn(*args)`` run in a new thread named ``name`` (whatever namespace it enters goes with it);
+    returns its result or raises its error."""
     box: dict = {}
 
     def body():
         try:
-            setns(netns)
             box["result"] = fn(*args)
         except BaseException as e:  # handed to the caller, raised there
             box["error"] = e
 
-    t = threading.Thread(target=body, name=f"netns:{os.path.basename(netns)}", daemon=True)
+    t = threading.Thread(target=body, name=name, daemon=True)
     t.start()
     t.join()
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+def run_in(netns: str, fn, *args):
+    """``fn(*args)`` run in a new thread that entered ``netns``; returns its result or raises its error."""
+    def entered():
+        setns(netns)
+        return fn(*args)
+    return in_thread(f"netns:{os.path.basename(netns)}", entered)
 
 
 def rtnl(netns: str):

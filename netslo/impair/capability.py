@@ -19,10 +19,10 @@ import json
 import os
 import platform
 import socket
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import netns_access
 from ..errors import Unsupported
 
 CLONE_NEWNET = 0x40000000
@@ -117,18 +117,10 @@ def detect() -> Capabilities:
     kernel = platform.release()
     if os.geteuid() != 0:
         return Capabilities(kernel, reasons={k: "needs root" for k in ("netem", "ifb", "ingress_redirect")})
-    box: dict = {}
-
-    def body():
-        try:
-            box["found"] = _probe()
-        except Exception as e:      # a kernel answer pyroute2 did not expect: the reason, not a crash
-            box["found"] = {"error": f"capability probe failed: {type(e).__name__}: {e}"}
-
-    t = threading.Thread(target=body, name="netslo-capability", daemon=True)
-    t.start()
-    t.join()
-    found = box["found"]
+    try:
+        found = netns_access.in_thread("netslo-capability", _probe)
+    except Exception as e:      # a kernel answer pyroute2 did not expect: the reason, not a crash
+        found = {"error": f"capability probe failed: {type(e).__name__}: {e}"}
     if "error" in found:
         return Capabilities(kernel, reasons={k: found["error"] for k in ("netem", "ifb", "ingress_redirect")})
     return Capabilities(kernel, found.get("netem", False), found.get("ifb", False),
