@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import progress
+from . import progress, runner
 from . import slo as slo_mod
 from .runner import Outcome, check_pace, judge_all, require_measurable
-from .stalls import why_remeasure
 from .samples import SampleSet
 from .stats import Estimate, analyze, bootstrap_quantile_diff
 
@@ -54,13 +53,17 @@ def judge(cluster, scenario, samples: SampleSet, spec: slo_mod.SloSpec, interval
     """The SLO verdict of fixed-size samples (what ``runner.run`` does, without extra sampling).
 
     As in ``runner.run``, a failing verdict on samples taken over a host stall or a path freeze
-    (``netslo.stalls``) is judged again once on fresh samples from ``remeasure()`` (if given), and the
-    notes say so."""
-    out = _judge(cluster, scenario, samples, spec, interval)
-    why = why_remeasure(out.analysis, out.samples) if out.failed else None
-    if why is not None and remeasure is not None:
-        out = _judge(cluster, scenario, remeasure(), spec, interval)
-        out.notes.append(f"re-measured: the previous run failed while {why}")
+    (``netslo.stalls``) is judged again on fresh samples from ``remeasure()`` (if given; twice at
+    most, ``runner.settle_stalls``), and the notes say so."""
+    notes = []
+    attempt = 0 if remeasure is not None else runner.REMEASURE_AFTER_STALL   # without: the last
+    while True:
+        out = _judge(cluster, scenario, samples, spec, interval)
+        if not runner.settle_stalls(out, attempt, notes, spec.sampling.confidence):
+            break
+        samples = remeasure()
+        attempt += 1
+    out.notes.extend(notes)
     progress.note(out.summary_line())
     return out
 

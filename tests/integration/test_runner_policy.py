@@ -1,9 +1,11 @@
 """The verdict policy on a real embedded cluster: readable breach, bounded extra sampling,
-and one re-measurement when the measuring host stalled (induced with SIGSTOP on the probe) or the
-path froze (SIGSTOP on the responder)."""
+a re-measurement when the measuring host stalled (induced with SIGSTOP on the probe) or the
+path froze (SIGSTOP on the responder), and the wait for a quiet host before it (a real SCHED_FIFO hog)."""
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -146,3 +148,34 @@ def test_a_scenario_no_objective_selects_is_an_error_not_a_silent_pass(env):
                                                      "thresholds": {"rtt.p99": "1s"}}]})
     with pytest.raises(SpecError, match="objective whose select matches"):
         runner.run(c, cli, srv, ports, SC, spec)
+
+
+# Busy 30 ms, asleep 10 ms, for 2 s, at real-time priority on one CPU: a thread of normal priority
+# there runs only in the gaps, 30 ms late at worst (what a co-tenant does to a CI runner's client).
+HOG = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+end = time.monotonic() + 2.0
+while time.monotonic() < end:
+    busy = time.monotonic() + 0.03
+    while time.monotonic() < busy:
+        pass
+    time.sleep(0.01)
+"""
+
+
+def test_the_wait_for_a_quiet_host_outlasts_a_real_time_hog_on_its_cpu():
+    cpu, before = min(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", HOG, str(cpu)])
+    os.sched_setaffinity(0, {cpu})
+    try:
+        time.sleep(0.2)                    # the hog is running
+        assert hog.poll() is None
+        stalls.wait_for_quiet_host()
+        assert hog.poll() == 0             # it returned only after the hog had gone
+    finally:
+        os.sched_setaffinity(0, before)
+        hog.kill()
+        hog.wait()
+    assert stalls.wait_for_quiet_host() < stalls.QUIET_LIMIT_S   # a quiet host: it did not give up

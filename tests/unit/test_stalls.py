@@ -1,9 +1,15 @@
-"""Path freezes (netslo.stalls): a held-then-released run of requests is one, a slow path or a queue
-that builds and drains is not."""
+"""Stalls (netslo.stalls): a held-then-released run of requests is a path freeze, a slow path or a
+queue that builds and drains is not; which requests a client's own stalls touched; and the verdict
+after stalls (runner.settle_stalls): a failing run over a stall is measured again, twice at most; when
+the last one still fails only because the client was descheduled it is an infrastructure error naming
+that, and when the path breaks the threshold too it stays a failure. Prepared rows, no namespaces."""
 
 import numpy as np
+import pytest
 
-from netslo import samples, stalls
+from netslo import runner, samples, slo, stalls
+from netslo.errors import InfrastructureError
+from netslo.scenario import Scenario
 
 MS = 1_000_000
 
@@ -69,3 +75,86 @@ def test_a_compact_set_is_read_by_columns_and_parts_out_of_time_order_are_sorted
     earlier = samples.SampleSet(s.rows[:300].copy(), {})
     f = stalls.path_freeze(samples.SampleSet.concat([later, earlier]))   # an interleaved run's parts
     assert f is not None and 0.057 <= f.wait <= 0.059
+
+
+def _starved(n=2000, interval=3 * MS, every=50, stall=40 * MS, rtt=MS // 2, path_extra=0):
+    """A client that stops for ``stall`` after every ``every``-th send (the answer of that request is
+    read only when it runs again) and then sends what it missed at once, 20 µs apart."""
+    rows = samples.empty(n)
+    sched = np.arange(n, dtype=np.int64) * interval
+    send, recv = sched.copy(), sched + rtt + path_extra
+    for k in range(0, n, every):
+        resume = sched[k] + MS // 10 + stall
+        recv[k] = max(recv[k], resume)                       # in flight: read after the stall
+        missed = np.flatnonzero((sched > sched[k]) & (sched < resume))
+        send[missed] = resume + 20_000 * np.arange(len(missed))
+        recv[missed] = send[missed] + rtt + path_extra
+    rows["sched_ns"], rows["send_ns"], rows["recv_ns"] = sched, send, recv
+    return samples.SampleSet(rows, {})
+
+
+def test_untouched_drops_the_late_sends_and_the_request_in_flight_when_the_client_stopped():
+    s = _starved()
+    keep = stalls.untouched(s)
+    late = (s.rows["send_ns"] - s.rows["sched_ns"]) > stalls.HOST_STALL_S * 1e9
+    assert not keep[late].any() and not keep[::50].any()                      # late sends, in-flight ones
+    assert keep[~late & (np.arange(len(s)) % 50 != 0)].all()                  # nothing else
+    assert (~keep).sum() < 0.25 * len(s)
+    clean = _run(lambda t: t + MS // 2)
+    assert stalls.untouched(clean).all()
+
+
+def test_untouched_keeps_lost_requests_sent_on_time():
+    s = _starved()
+    s.rows["recv_ns"][20::50] = -1                           # lost, sent on time after each stall
+    assert ((s.rows["send_ns"] - s.rows["sched_ns"])[20::50] == 0).all()
+    assert stalls.untouched(s)[20::50].all()
+
+
+SPEC = slo.parse({"version": 1, "defaults": {"samples": 2000, "max_samples": 2000, "interval": "3ms"},
+                  "objectives": [{"name": "t", "thresholds": {"rtt.p99": "10ms"}}]})
+SC = Scenario("cross-node", "udp", "64b")
+SERVER = type("Pod", (), {"ip": "10.0.0.1", "name": "server", "node": "node0"})()
+
+
+class Replay:
+    """A cluster whose probe runs return ``runs`` in turn."""
+
+    datapath, provider = "bridge", "replay"
+
+    def __init__(self, *runs):
+        self.runs = list(runs)
+        self.probes = 0
+
+    def probe(self, client, spec):
+        self.probes += 1
+        return self.runs.pop(0)
+
+    def environment(self):
+        return {"provider": self.provider}
+
+
+def test_a_breach_made_only_by_the_clients_stalls_is_an_infrastructure_error_after_three_runs():
+    c = Replay(_starved(), _starved(), _starved())
+    with pytest.raises(InfrastructureError) as e:
+        runner.run(c, None, SERVER, {"udp": 1}, SC, SPEC)
+    msg = str(e.value)
+    assert c.probes == 3 and msg.count("re-measured") == 2
+    assert msg.startswith("cross-node-udp-64b: not an SLO verdict: rtt.p99 = 40.1ms")
+    assert "in measurement 3, but the measuring client itself was descheduled" in msg
+    assert "1560 of 2000 requests its stalls did not touch no threshold fails (rtt.p99 = 500µs" in msg
+
+
+def test_a_path_that_breaks_the_threshold_beside_the_stalls_still_fails():
+    slow = lambda: _starved(path_extra=15 * MS)                                 # noqa: E731
+    c = Replay(slow(), slow(), slow())
+    out = runner.run(c, None, SERVER, {"udp": 1}, SC, SPEC)
+    assert c.probes == 3 and out.verdict == "fail" and len(out.notes) == 2
+
+
+def test_a_clean_second_run_is_judged():
+    c = Replay(_starved(), _run(lambda t: t + MS // 2, n=2000))
+    out = runner.run(c, None, SERVER, {"udp": 1}, SC, SPEC)
+    assert c.probes == 2 and out.verdict == "pass"
+    assert out.notes[0].startswith("re-measured: the previous run failed while the measuring host stalled")
+    assert "s for this host's timers to keep time" in out.notes[0]
