@@ -4,7 +4,7 @@ extra sampling while any check is inconclusive (see ``slo`` for the policy)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import progress
 from . import slo as slo_mod
@@ -15,7 +15,7 @@ from .providers.base import Cluster, Pod
 from .samples import SampleSet
 from .scenario import RESPONDER_OF, Scenario
 from .phase_times import timed_call
-from .stalls import host_stall, untouched, wait_for_quiet_host, why_remeasure
+from .stalls import HOST_STALL_S, QUIET_LIMIT_S, host_stall, untouched, wait_for_quiet_host, why_remeasure
 from .stats import Analysis, analyze
 from .units import format_duration
 
@@ -24,6 +24,8 @@ from .units import format_duration
 PACE_LIMIT_PERIODS = 1.0
 PACE_FLOOR_S = 0.001
 REMEASURE_AFTER_STALL = 2   # a failing run over a host stall or a path freeze (netslo.stalls) is taken again, twice at most
+TIME_CHECK_REQUESTS = 100   # client_keeps_time: requests of one short run of the scenario's probe
+TIME_CHECK_WAIT_S = 0.2     # ... and how long it waits for their answers
 
 
 class SloBreach(AssertionError):
@@ -133,14 +135,15 @@ def judge_all(analysis: Analysis, thresholds: list, confidence: float, final: bo
 def run(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scenario,
         spec: slo_mod.SloSpec) -> Outcome:
     """Measure ``scenario`` and judge it; a failing run taken over a host stall or a path freeze
-    (``netslo.stalls``) is measured afresh (``REMEASURE_AFTER_STALL`` times at most) and the message
-    says so; ``settle_stalls`` decides."""
+    (``netslo.stalls``) is measured afresh (``REMEASURE_AFTER_STALL`` times at most, after a host
+    stall once the client keeps time again) and the message says so; ``settle_stalls`` decides."""
     t0 = time.monotonic()
     notes = []
     attempt = 0
     while True:
         out = _measure(cluster, client, server, ports, scenario, spec)
-        if not settle_stalls(out, attempt, notes, spec.sampling.confidence):
+        if not settle_stalls(out, attempt, notes, spec.sampling.confidence,
+                             lambda: client_keeps_time(cluster, client, server, ports, scenario, spec)):
             break
         attempt += 1
     out.notes = notes
@@ -148,17 +151,43 @@ def run(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scena
     return out
 
 
-def settle_stalls(out: Outcome, attempt: int, notes: list, confidence: float) -> bool:
+def client_keeps_time(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scenario,
+                      spec: slo_mod.SloSpec) -> str:
+    """Short runs of the scenario's own probe (``TIME_CHECK_REQUESTS``, answers not judged) until
+    one sends every request within ``HOST_STALL_S`` of its schedule, at most ``QUIET_LIMIT_S``: the
+    readiness signal of the client that stalled, wherever it runs. What it saw, for the notes."""
+    check = replace(probe_spec(scenario, server, ports, spec.sampling, TIME_CHECK_REQUESTS),
+                    wait=min(spec.sampling.wait, TIME_CHECK_WAIT_S))
+    t0, runs = time.monotonic(), 0
+    while True:
+        ran = cluster.probe(client, check)
+        runs += 1
+        send, sched = ran.column("send_ns"), ran.column("sched_ns")
+        worst = float((send - sched)[send >= 0].max(initial=0)) / 1e9
+        if worst <= HOST_STALL_S or time.monotonic() - t0 >= QUIET_LIMIT_S:
+            kept = "kept" if worst <= HOST_STALL_S else "still did not keep"
+            return (f"the client {kept} time in {runs} check run(s) of {TIME_CHECK_REQUESTS} requests "
+                    f"({time.monotonic() - t0:.1f} s; last timer error max {format_duration(worst)})")
+
+
+def this_host_keeps_time() -> str:
+    """``stalls.wait_for_quiet_host`` for the notes: this process's timers stand for the client's."""
+    return f"{wait_for_quiet_host():.1f} s waited for this host's timers to keep time"
+
+
+def settle_stalls(out: Outcome, attempt: int, notes: list, confidence: float,
+                  until_quiet=this_host_keeps_time) -> bool:
     """After measurement ``attempt`` (0 = the first): True when it is to be measured afresh — it
     failed over a stall and attempts are left; the reason goes to ``notes`` and, after a host stall,
-    this first waits until the host keeps time again. The last one, failed over a host stall whose
-    lateness alone made the breach (``host_made_breach``): InfrastructureError, not an SLO verdict."""
+    ``until_quiet()`` first waits until the client can keep time and says what it saw. The last
+    one, failed over a host stall whose lateness alone made the breach (``host_made_breach``):
+    InfrastructureError, not an SLO verdict."""
     why = why_remeasure(out.analysis, out.samples) if out.failed else None
     if why is None:
         return False
     if attempt < REMEASURE_AFTER_STALL:
         if host_stall(out.analysis) is not None:
-            why += f"; waited {wait_for_quiet_host():.1f} s for this host's timers to keep time"
+            why += f"; {until_quiet()}"
         notes.append(f"re-measured: the previous run failed while {why}")
         return True
     starved = host_made_breach(out, confidence)

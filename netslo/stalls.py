@@ -17,8 +17,10 @@ the message says so. A regression that causes them recurs and still fails. When 
 failed over a host stall, its thresholds are judged again on the requests no stall touched
 (``untouched``): if none fails there, the client's own lateness made the breach and the scenario is
 an infrastructure error naming it, never an SLO failure; if one fails there too, the network broke it.
-Before measuring again after a host stall, ``wait_for_quiet_host`` waits (bounded) until this
-process's own timers keep time again, so the next measurement does not start inside the same stall.
+Before measuring again after a host stall the runner waits (bounded) until the client keeps time
+again (``runner.client_keeps_time``: short runs of its own probe), so the next measurement does not
+start inside the same stall; ``wait_for_quiet_host`` is the same wait on this process's own timers,
+for callers without a probe to repeat.
 """
 
 from __future__ import annotations

@@ -118,15 +118,19 @@ SERVER = type("Pod", (), {"ip": "10.0.0.1", "name": "server", "node": "node0"})(
 
 
 class Replay:
-    """A cluster whose probe runs return ``runs`` in turn."""
+    """A cluster whose probe runs return ``runs`` in turn, and its short time-check runs (the
+    runner's ``client_keeps_time``) ``checks`` in turn, then a clean one."""
 
     datapath, provider = "bridge", "replay"
 
-    def __init__(self, *runs):
-        self.runs = list(runs)
-        self.probes = 0
+    def __init__(self, *runs, checks=()):
+        self.runs, self.checks = list(runs), list(checks)
+        self.probes = self.check_runs = 0
 
     def probe(self, client, spec):
+        if spec.count == runner.TIME_CHECK_REQUESTS:
+            self.check_runs += 1
+            return self.checks.pop(0) if self.checks else _run(lambda t: t + MS // 2, n=spec.count)
         self.probes += 1
         return self.runs.pop(0)
 
@@ -155,6 +159,24 @@ def test_a_path_that_breaks_the_threshold_beside_the_stalls_still_fails():
 def test_a_clean_second_run_is_judged():
     c = Replay(_starved(), _run(lambda t: t + MS // 2, n=2000))
     out = runner.run(c, None, SERVER, {"udp": 1}, SC, SPEC)
-    assert c.probes == 2 and out.verdict == "pass"
+    assert c.probes == 2 and c.check_runs == 1 and out.verdict == "pass"
     assert out.notes[0].startswith("re-measured: the previous run failed while the measuring host stalled")
-    assert "s for this host's timers to keep time" in out.notes[0]
+    assert "; the client kept time in 1 check run(s) of 100 requests" in out.notes[0]
+
+
+def test_the_remeasurement_waits_until_the_clients_short_runs_keep_time():
+    late = _starved(n=100, every=40)                                            # timer error up to 37 ms
+    c = Replay(_starved(), _run(lambda t: t + MS // 2, n=2000), checks=[late, late])
+    out = runner.run(c, None, SERVER, {"udp": 1}, SC, SPEC)
+    assert c.check_runs == 3 and out.verdict == "pass"
+    assert "the client kept time in 3 check run(s)" in out.notes[0]
+
+
+def test_a_client_that_never_keeps_time_is_measured_again_when_the_wait_runs_out(monkeypatch):
+    monkeypatch.setattr(runner, "QUIET_LIMIT_S", 0.0)
+    late = _starved(n=100, every=40)
+    c = Replay(_starved(), _run(lambda t: t + MS // 2, n=2000), checks=[late])
+    out = runner.run(c, None, SERVER, {"udp": 1}, SC, SPEC)
+    assert c.check_runs == 1 and out.verdict == "pass"
+    assert "the client still did not keep time in 1 check run(s) of 100 requests" in out.notes[0]
+    assert "last timer error max 37" in out.notes[0]
