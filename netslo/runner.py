@@ -206,7 +206,7 @@ def host_made_breach(out: Outcome, confidence: float) -> str | None:
     if worst is None:
         return None
     keep = untouched(out.samples)
-    rest = SampleSet(out.samples.rows[keep], dict(out.samples.meta))
+    rest = out.samples.select(keep)
     checks = judge_all(analyze(rest, confidence), [c.threshold for c in out.checks], confidence)
     if any(c.verdict == slo_mod.FAIL for c in checks):
         return None

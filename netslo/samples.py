@@ -96,6 +96,21 @@ class SampleSet:
         parts = [c.values(name) for c in self._chunks]
         return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
+    def select(self, mask: np.ndarray) -> "SampleSet":
+        """The rows where ``mask`` (one bool per row) is True, same metadata. A compact set is
+        decoded and encoded again one chunk at a time: a soak's millions of rows never all at once."""
+        if self._chunks is None:
+            return SampleSet(self._rows[mask], dict(self.meta))
+        out, at, kept, ranks = [], 0, 0, 0
+        for c in self._chunks:
+            part = c.to_rows(SAMPLE_DTYPE)[mask[at:at + c.rows]]
+            at += c.rows
+            if len(part):
+                out.append(compact.encode(part, start=kept, rank_start=ranks))
+                kept += len(part)
+                ranks += out[-1].count("arrival")
+        return SampleSet(meta=dict(self.meta), chunks=out) if out else SampleSet(empty(0), dict(self.meta))
+
     def __len__(self) -> int:
         if self._rows is not None:
             return len(self._rows)

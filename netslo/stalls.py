@@ -83,8 +83,8 @@ def untouched(samples: SampleSet) -> np.ndarray:
 
 def wait_for_quiet_host(limit: float = QUIET_LIMIT_S) -> float:
     """Wait until this process's 1 ms timers keep time for ``QUIET_WINDOW_S`` (no step later than
-    ``HOST_STALL_S / 2``), at most ``limit`` s; the seconds waited. On a provider whose pods share
-    this host (embedded, kind) that is the host the stalled client ran on; elsewhere it costs one window."""
+    ``HOST_STALL_S / 2``), at most ``limit`` s; the seconds waited. Where the client is a plain
+    process of this host (embedded) that is its host; a stall inside a kind pod need not show here."""
     t0 = time.monotonic()
     while True:
         window_end = time.monotonic() + QUIET_WINDOW_S

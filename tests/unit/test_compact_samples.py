@@ -113,6 +113,20 @@ def test_concat_of_compact_sets_equals_concat_of_rows(monkeypatch):
         assert_same_rows(by_chunks.rows, by_rows.rows)
 
 
+def test_select_of_a_compact_set_equals_select_of_its_rows(monkeypatch):
+    monkeypatch.setattr(samples, "CHUNK_ROWS", 50)
+    rng = np.random.default_rng(11)
+    for p_keep in (0.0, 0.1, 0.7, 1.0):
+        rows = random_rows(rng, 333)
+        compact_set = SampleSet.from_bytes(SampleSet(rows, {"run": 1}).to_bytes())
+        assert len(compact_set._chunks) == 7
+        mask = rng.random(len(rows)) < p_keep
+        picked = compact_set.select(mask)
+        assert picked.meta == {"run": 1} and compact_set._rows is None      # never decoded whole
+        assert_same_rows(picked.rows, rows[mask])
+        assert_same_rows(SampleSet(rows, {}).select(mask).rows, rows[mask])
+
+
 def test_row_stream_writes_final_blocks_and_gives_the_same_rows(monkeypatch):
     """Rows filled one by one, responses out of order and late: the streamed chunks decode to the rows
     an in-memory run would hold, minus the answers that came after their block was written."""
