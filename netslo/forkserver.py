@@ -6,10 +6,11 @@ Starting ``python -m netslo.agent`` costs its interpreter start and imports on e
 the host and 0.33 s inside user-mode-linux, where each system call is trapped (measured, 2-core VM,
 2026-11-25), and a gate makes ~130 agent runs. A fork of the warm process cost ~16 ms inside
 user-mode-linux that day; on the slower VM of 2026-11-26 the fork took 0.04-0.05 s and the child ran
-0.06-0.08 s later (its first writes to shared pages are copy-on-write faults the guest traps). The child enters the pod's network namespace (``setns``), takes the caller's
-stdout/stderr (pipes, or a responder's log file; passed over the UNIX socket with SCM_RIGHTS) and runs
-the module as ``python -m`` would (``netslo.agent``, or a helper such as ``netslo.qos.tcpflow``); what
-it measures is the same code in a fresh process of its own.
+0.06-0.08 s later (its first writes to shared pages are copy-on-write faults the guest traps). The
+child enters the pod's network namespace (``setns``), takes the caller's stdout/stderr (pipes, or a
+responder's log file; passed over the UNIX socket with SCM_RIGHTS) and runs the module as ``python
+-m`` would (``netslo.agent``, or a helper such as ``netslo.qos.tcpflow``); what it measures is the
+same code in a fresh process of its own.
 
 Protocol, one SOCK_SEQPACKET connection per run (message boundaries kept): the client sends
 ``{"netns": path, "module": name, "argv": [...], "env": {...}, "cwd": dir}`` (the environment of

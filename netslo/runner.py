@@ -23,7 +23,8 @@ from .units import format_duration
 # 1 ms, whichever is larger): the schedule was not open-loop any more, so the run is not trusted.
 PACE_LIMIT_PERIODS = 1.0
 PACE_FLOOR_S = 0.001
-REMEASURE_AFTER_STALL = 2   # a failing run over a host stall or a path freeze (netslo.stalls) is taken again, twice at most
+# A failing run over a host stall or a path freeze (netslo.stalls) is taken again, twice at most.
+REMEASURE_AFTER_STALL = 2
 TIME_CHECK_REQUESTS = 100   # client_keeps_time: requests of one short run of the scenario's probe
 TIME_CHECK_WAIT_S = 0.2     # ... and how long it waits for their answers
 

@@ -39,7 +39,7 @@ FREEZE_MIN_REQUESTS = 5
 FREEZE_COMPRESSION = 0.25
 QUIET_STEP_S = 0.001        # wait_for_quiet_host: one timer step
 QUIET_WINDOW_S = 0.5        # ... a window of steps, none later than HOST_STALL_S / 2, is quiet
-QUIET_LIMIT_S = 10.0        # ... and it gives up after this long
+QUIET_LIMIT_S = 10.0        # ... and it gives up after this long (so does runner.client_keeps_time)
 
 
 @dataclass(frozen=True)
