@@ -82,12 +82,7 @@ class SampleSet:
         """The samples as compact chunks of at most ``CHUNK_ROWS`` rows."""
         if self._chunks is not None:
             return self._chunks
-        out, ranks = [], 0
-        for i in range(0, len(self._rows), CHUNK_ROWS):
-            c = compact.encode(self._rows[i:i + CHUNK_ROWS], start=i, rank_start=ranks)
-            ranks += c.count("arrival")
-            out.append(c)
-        return out
+        return _encode_blocks(self._rows[i:i + CHUNK_ROWS] for i in range(0, len(self._rows), CHUNK_ROWS))
 
     def column(self, name: str) -> np.ndarray:
         """One field of every row (int64, -1 = unknown) without building the structured rows."""
@@ -101,14 +96,8 @@ class SampleSet:
         decoded and encoded again one chunk at a time: a soak's millions of rows never all at once."""
         if self._chunks is None:
             return SampleSet(self._rows[mask], dict(self.meta))
-        out, at, kept, ranks = [], 0, 0, 0
-        for c in self._chunks:
-            part = c.to_rows(SAMPLE_DTYPE)[mask[at:at + c.rows]]
-            at += c.rows
-            if len(part):
-                out.append(compact.encode(part, start=kept, rank_start=ranks))
-                kept += len(part)
-                ranks += out[-1].count("arrival")
+        ends = np.cumsum([c.rows for c in self._chunks], dtype=np.int64)
+        out = _encode_blocks(c.to_rows(SAMPLE_DTYPE)[mask[end - c.rows:end]] for c, end in zip(self._chunks, ends))
         return SampleSet(meta=dict(self.meta), chunks=out) if out else SampleSet(empty(0), dict(self.meta))
 
     def __len__(self) -> int:
@@ -186,3 +175,15 @@ def _concat_by_shift(chunks) -> bool:
         return c.lo is None or (0 <= c.lo and c.hi < 2**62)
     return all(c.columns["seq"].everywhere and small(c.columns["seq"]) and small(c.columns["arrival"])
                for c in chunks)
+
+
+def _encode_blocks(blocks) -> list:
+    """Compact chunks of consecutive row blocks (empty ones skipped): each chunk's first row index and
+    the arrival ranks of the chunks before it carried on, as one encoding of all the rows would."""
+    out, start, ranks = [], 0, 0
+    for rows in blocks:
+        if len(rows):
+            out.append(compact.encode(rows, start=start, rank_start=ranks))
+            start += len(rows)
+            ranks += out[-1].count("arrival")
+    return out
