@@ -29,7 +29,7 @@ NODE_COUNTS = (2, 4, 8)
 
 
 def grow(nodes: int) -> dict:
-    spec = slo_mod.load(ROOT / "slo.yaml")
+    spec = slo_mod.load(ROOT / "netslo" / "gate" / "slo.yaml")
     t = {}
     t0 = time.monotonic()
     c = NetnsCluster(nodes=nodes, datapath="bridge")

@@ -3,7 +3,7 @@ distributions (numbers printed, no pass/fail).
 
     python benchmarks/concurrency_aa.py ALONE_RUNS_DIR BESIDE_RUNS_DIR
 
-Each directory holds results directories of the same tests (e.g. ``tests/cni/test_latency.py``):
+Each directory holds results directories of the same tests (e.g. ``netslo/gate/test_latency.py``):
 ALONE runs made with nothing else on the machine (at least two), BESIDE runs made while other work
 ran at the same time (e.g. the user-mode-linux impairment module). Per test and statistic (RTT P50
 and P99) it prints the value of every run, the spread between the ALONE runs (what repetition

@@ -5,7 +5,7 @@
 Each RUNS_DIR holds one results directory per run (results.json + samples/), all of the same
 unchanged system, e.g. made by repeating
 
-    python -m pytest -m cni tests/cni/test_latency.py --netslo-results RUNS_DIR/run01
+    python -m pytest -m cni netslo/gate/test_latency.py --netslo-results RUNS_DIR/run01
 
 For every run i >= K of a directory, the K runs before it are the baseline (``--baseline-runs``,
 K = 1 gives the single-run block-bootstrap mode) and run i is the current run:

@@ -24,7 +24,7 @@ import pytest
 
 from netslo.plugin.qos import netslo_bandwidth_pods, netslo_qos_spec  # noqa: F401
 from netslo.qos import bandwidth, conformance, experiments, tcpflow
-from tests.cni.test_qos import _bandwidth_pods
+from netslo.gate.test_qos import _bandwidth_pods
 
 FULL_S = 4.0
 STEADY_S = 2.0

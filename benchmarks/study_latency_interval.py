@@ -5,7 +5,7 @@
         python -m pytest benchmarks/study_latency_interval.py -s -p no:cacheprovider -m ""
 
 Not collected by ``pytest benchmarks`` (run it by path). The gate's UDP and TCP-RR scenarios of
-``tests/cni/test_latency.py`` (both placements, every profile: 10 scenarios), each measured as the
+``netslo/gate/test_latency.py`` (both placements, every profile: 10 scenarios), each measured as the
 gate measures it (``runner.run``, the SLO file's sample count) at every period in
 ``NETSLO_STUDY_INTERVALS``. One round measures every scenario at every period, the periods of a
 scenario back to back in rotated order, so the arms of a comparison are minutes apart at most.

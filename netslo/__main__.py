@@ -7,20 +7,37 @@
                                            ... and their namespaces on that cluster (owner gone)
     python -m netslo reap --kind [--keep-cluster] [--dry-run]
                                            ... and kind clusters whose creating run is gone
+    python -m netslo gate [PYTEST ARGS]    the gate: pytest --pyargs netslo.gate -m cni [PYTEST ARGS]
+    python -m netslo image context DIR     the agent image's build context, from this installation
+    python -m netslo image build [--tag T] docker build of it (tag localhost/netslo-agent:<version>)
+    python -m netslo image load --cluster NAME [--tag T]
+                                           kind load docker-image into that kind cluster
+    python -m netslo --version
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from . import slo
+from . import __version__, slo
 from .errors import InfrastructureError, SpecError, Unsupported
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["gate"]:       # everything after "gate" belongs to pytest
+        return gate(argv[1:])
     p = argparse.ArgumentParser(prog="python -m netslo")
+    p.add_argument("--version", action="version", version=f"netslo {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("gate", help="run the gate: pytest --pyargs netslo.gate -m cni [PYTEST ARGS]")
+    i = sub.add_parser("image", help="the agent image, from this installation of netslo")
+    i.add_argument("action", choices=("context", "build", "load"))
+    i.add_argument("directory", nargs="?", help="context: where to write the build context")
+    i.add_argument("--tag", default=None, help="image tag (default localhost/netslo-agent:<version>)")
+    i.add_argument("--cluster", help="load: name of the kind cluster")
     sub.add_parser("slo-schema", help="print the SLO file JSON Schema")
     v = sub.add_parser("validate", help="validate an SLO file")
     v.add_argument("file")
@@ -35,6 +52,8 @@ def main(argv=None) -> int:
     r.add_argument("--keep-cluster", action="store_true", help="with --kind: keep those clusters")
     args = p.parse_args(argv)
     try:
+        if args.cmd == "image":
+            return _image(p, args)
         if args.cmd == "slo-schema":
             print(slo.schema_json())
         elif args.cmd == "validate":
@@ -51,6 +70,29 @@ def main(argv=None) -> int:
     except (InfrastructureError, Unsupported) as e:
         print(f"netslo: {e}", file=sys.stderr)
         return 1
+    return 0
+
+
+def gate(pytest_args: list[str]) -> int:
+    """``pytest --pyargs netslo.gate -m cni`` with the caller's further pytest arguments."""
+    import pytest
+    return int(pytest.main(["--pyargs", "netslo.gate", "-m", "cni", *pytest_args]))
+
+
+def _image(p: argparse.ArgumentParser, args) -> int:
+    from . import image
+    tag = args.tag or image.DEFAULT_TAG
+    if args.action == "context":
+        if not args.directory:
+            p.error("image context: DIRECTORY: missing, expected the directory to write the build context to")
+        print(image.write_context(args.directory))
+    elif args.action == "build":
+        print(image.build(tag))
+    else:
+        if not args.cluster:
+            p.error("image load: --cluster: missing, expected the name of a kind cluster")
+        image.load(args.cluster, tag, kind=os.environ.get("NETSLO_KIND", "kind"))
+        print(f"{tag} loaded into kind cluster {args.cluster}")
     return 0
 
 

@@ -151,7 +151,7 @@ class NetnsServices:
                 "-m", "comment", "--comment", "netslo:nodeport-local-drop", "-j", "DROP"]
 
     def _start_ingress(self) -> None:
-        from .procs import PROJECT_ROOT, child_env
+        from .procs import CHILD_CWD, child_env
         from .providers.netns import NETNS_DIR
         self.ingress = self.cluster.add_pod(f"ingress-{self.backend.name}"[:31], self.ingress_node)
         ready = self._tmp / "ready"
@@ -160,7 +160,7 @@ class NetnsServices:
                 "netslo.agent", "serve", "proxy", "--port", str(RESPONDER_PORTS["proxy"]),
                 "--upstream", f"{self.backend.ip}:{self.port}", "--ready-file", str(ready)]
         self._proxy = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
-                                       start_new_session=True, cwd=str(PROJECT_ROOT))
+                                       start_new_session=True, cwd=CHILD_CWD)
         log.close()
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not ready.exists():

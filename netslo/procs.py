@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]   # the checkout holding the netslo package
+from .resources import IMPORT_ROOT
+
+# Working directory of the children netslo starts: none of them reads or writes a relative path, and
+# a neutral directory keeps them from holding (or importing from) whatever directory pytest ran in.
+CHILD_CWD = "/"
 
 
 def child_env() -> dict:
-    """This process's environment with the checkout first on PYTHONPATH, so a child
+    """This process's environment with netslo's import root first on PYTHONPATH, so a child
     ``python -m netslo...`` (run from the host's interpreter) imports this same netslo."""
-    return dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return dict(os.environ, PYTHONPATH=str(IMPORT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 def alive(pid: int) -> bool:

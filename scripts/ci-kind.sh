@@ -69,7 +69,7 @@ PYEOF
     say "the gate's latency and impairment modules, --netslo-provider existing on the same cluster"
     NETSLO_KUBECONFIG=$KUBECONFIG_KIND "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider existing \
       --netslo-allow-skip needs_netem --netslo-results "$results-existing" \
-      tests/cni/test_latency.py tests/cni/test_impairments.py || rc=1
+      netslo/gate/test_latency.py netslo/gate/test_impairments.py || rc=1
     first=0
   fi
   "$NETSLO_KIND" delete cluster --name netslo --kubeconfig "$KUBECONFIG_KIND" >/dev/null || rc=1

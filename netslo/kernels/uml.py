@@ -40,11 +40,12 @@ from ..impair import capability
 from ..phase_times import timed_call
 from ..providers.base import Cluster, Pod
 from ..procs import LIVE_RUNS, owned_elsewhere_or_here
+from ..resources import IMPORT_ROOT
 from . import xstate_pad
 
 STATE_ROOT = Path("/run/netslo")
 DIR_RE = re.compile(r"^uml-([0-9a-f]{6})$")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+HIDDEN_BY_INIT = (Path("/run"), Path("/tmp"))   # the tmpfs mounts of INIT_SH
 DEFAULT_MEM = "768M"
 BOOT_TIMEOUT_S = 90.0
 PR_SET_PDEATHSIG = 1
@@ -60,13 +61,21 @@ mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 mkdir -p {run_dir} /run/netns
 mount -t hostfs none {run_dir} -o {run_dir}
-# the project may live under /tmp or /run (a CI clone), which the tmpfs mounts above just hid
-mkdir -p {project} 2>/dev/null
-mount -t hostfs none {project} -o {project}
-cd {project}
-export PYTHONPATH={project} PYTHONDONTWRITEBYTECODE=1 HOME=/tmp NETSLO_UML_GUEST=1
+{mounts}cd /
+export PYTHONPATH={import_root} PYTHONDONTWRITEBYTECODE=1 HOME=/tmp NETSLO_UML_GUEST=1
 exec {python} -m netslo.kernels.uml_guest {run_dir} >>{run_dir}/guest.log 2>&1
 """
+
+
+def _remounts() -> str:
+    """INIT_SH lines that mount again, from the host, what the guest's tmpfs /run and /tmp hid and
+    the guest's interpreter needs: the environment (a venv) and netslo's import root when they live
+    there (a CI clone under /tmp, a venv made in /tmp)."""
+    need = []
+    for p in sorted({Path(sys.prefix).resolve(), IMPORT_ROOT.resolve()}, key=lambda p: len(p.parts)):
+        if any(p.is_relative_to(h) for h in HIDDEN_BY_INIT) and not any(p.is_relative_to(n) for n in need):
+            need.append(p)
+    return "".join(f"mkdir -p {p} 2>/dev/null\nmount -t hostfs none {p} -o {p}\n" for p in need)
 
 
 # ---- process helpers -----------------------------------------------------------------------------
@@ -241,7 +250,7 @@ class UmlCluster(Cluster):
         (d / "config.json").write_text(json.dumps({"nodes": self.node_count, "datapath": self.datapath,
                                                    "run_id": self.run_id, "modules": str(mods)}))
         init = d / "init.sh"
-        init.write_text(INIT_SH.format(run_dir=d, project=PROJECT_ROOT, python=sys.executable))
+        init.write_text(INIT_SH.format(run_dir=d, mounts=_remounts(), import_root=IMPORT_ROOT, python=sys.executable))
         init.chmod(0o755)
         shim, self.shim_missing = xstate_pad.library()
         argv, env = kernel_command(init, f"nsl-{self.run_id}", d, mem, shim)

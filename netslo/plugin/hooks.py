@@ -21,6 +21,7 @@ from netslo import skips
 from netslo import slo as slo_mod
 from netslo.errors import InfrastructureError, NotEnoughSamples, SpecError, Unsupported
 from netslo.providers import DATAPATHS, PROVIDERS, make_provider
+from netslo.resources import shipped_slo
 from netslo.report.results import ResultsWriter
 from netslo.runner import SloBreach
 from netslo.units import format_duration
@@ -58,7 +59,8 @@ def pytest_addoption(parser):
     g.addoption("--netslo-datapath", default="bridge", help=f"netns datapath: {', '.join(DATAPATHS)} (default bridge)")
     g.addoption("--netslo-nodes", default="2", help="number of nodes of the cluster (default 2)")
     g.addoption("--netslo-slo", default=None, metavar="FILE",
-                help="SLO YAML file (default: slo.yaml of the current directory, else of the rootdir)")
+                help="SLO YAML file (default: slo.yaml of the current directory, else of the rootdir, "
+                     "else the one shipped in netslo.gate)")
     g.addoption("--netslo-results", default="netslo-results", metavar="DIR",
                 help="directory for results.json and raw samples (default netslo-results)")
     g.addoption("--netslo-allow-skip", action="append", default=[], metavar="CATEGORY",
@@ -101,11 +103,17 @@ def _has_netslo_slo_file(path: Path) -> bool:
     return re.search(r"(?m)^objectives\s*:", text) is not None
 
 
-def default_slo_path(config) -> Path:
-    """slo.yaml of the directory pytest was started in, else of the rootdir (which bare path
-    arguments such as ``--alluredir /tmp/x`` can move away from the project)."""
+def project_slo_path(config) -> Path:
+    """The project's own slo.yaml: of the directory pytest was started in, else of the rootdir (which
+    bare path arguments such as ``--alluredir /tmp/x`` can move away from the project)."""
     here = Path(config.invocation_params.dir) / "slo.yaml"
     return here if here.exists() else Path(config.rootpath) / "slo.yaml"
+
+
+def default_slo_path(config) -> Path:
+    """The project's own slo.yaml where it has one, else the SLO file shipped with the gate."""
+    own = project_slo_path(config)
+    return own if own.exists() else shipped_slo("slo.yaml")
 
 
 def netslo_requested(config) -> bool:
@@ -114,7 +122,7 @@ def netslo_requested(config) -> bool:
         return True
     if re.search(r"\bcni\b", config.option.markexpr or ""):
         return True
-    return _has_netslo_slo_file(default_slo_path(config))
+    return _has_netslo_slo_file(project_slo_path(config))
 
 
 def active(config) -> bool:

@@ -35,7 +35,7 @@ import yaml
 from .. import progress
 from ..phase_times import timed_call
 from ..errors import InfrastructureError, SpecError, Unsupported
-from ..procs import PROJECT_ROOT, child_env
+from ..procs import CHILD_CWD, child_env
 from .kube_reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
 from .tool import run_tool
 from . import cni as cni_mod
@@ -296,7 +296,7 @@ class KindCluster(KubeCluster):
         what = f"{' '.join(a for a in argv[:3] if a != sys.executable)} in the namespace of pod {pod.name}"
         try:
             proc = subprocess.run(["nsenter", f"--net={self.netns_of(pod)}", *argv], capture_output=True,
-                                  timeout=timeout, env=child_env(), cwd=str(PROJECT_ROOT))
+                                  timeout=timeout, env=child_env(), cwd=CHILD_CWD)
         except subprocess.TimeoutExpired:
             raise InfrastructureError(f"{what}: no answer within {timeout:.0f} s") from None
         if proc.returncode:

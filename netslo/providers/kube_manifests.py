@@ -11,13 +11,14 @@ import re
 import secrets
 import time
 
+from .. import __version__
 from ..errors import SpecError
 from .base import RESPONDER_PORTS
 
 RUN_LABEL = "netslo.io/run-id"
 POD_LABEL = "netslo.io/pod"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "netslo"}
-DEFAULT_IMAGE = "localhost/netslo-agent:dev"
+DEFAULT_IMAGE = f"localhost/netslo-agent:{__version__}"   # python -m netslo image build tags it so
 READY_DIR = "/run/netslo"
 PULL_POLICIES = ("Never", "IfNotPresent", "Always")
 BASIC_RESPONDERS = ("udp", "tcp", "http")  # need no options; other kinds (tls, proxy...) do

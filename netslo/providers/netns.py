@@ -38,7 +38,7 @@ from pyroute2 import netns
 from .. import evidence, forkserver, netns_access, scratch
 from ..errors import InfrastructureError, SpecError, Unsupported
 from ..phase_times import timed_call
-from ..procs import LIVE_RUNS, PROJECT_ROOT, alive, child_env, owned_elsewhere_or_here
+from ..procs import CHILD_CWD, LIVE_RUNS, alive, child_env, owned_elsewhere_or_here
 from . import DATAPATHS
 from .base import RESPONDER_PORTS, Cluster, PathPoint, Pod
 
@@ -414,7 +414,7 @@ class NetnsCluster(Cluster):
                 else:
                     proc = subprocess.Popen(self._agent_argv(self.netns_of(pod), args), stdout=log,
                                             stderr=subprocess.STDOUT, env=child_env(), start_new_session=True,
-                                            cwd=str(PROJECT_ROOT))
+                                            cwd=CHILD_CWD)
             self._procs.append(proc)
             procs.append((proto, proc, ready))
             ports[proto] = port
@@ -442,7 +442,7 @@ class NetnsCluster(Cluster):
         with self._forkserver_lock:
             if self._forkserver is None or self._forkserver.poll() is not None:
                 self._start_forkserver(sock)
-        return forkserver.Run(str(sock), str(NETNS_DIR / ns), module, args, child_env(), str(PROJECT_ROOT),
+        return forkserver.Run(str(sock), str(NETNS_DIR / ns), module, args, child_env(), CHILD_CWD,
                               output=output)
 
     def _start_forkserver(self, sock: Path) -> None:
@@ -452,7 +452,7 @@ class NetnsCluster(Cluster):
         log = open(self.state / "forkserver.log", "wb")
         self._forkserver = subprocess.Popen(
             self._agent_argv(self.ns_name("node0"), [str(sock), str(ready)], module="netslo.forkserver"),
-            stdout=log, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True, cwd=str(PROJECT_ROOT))
+            stdout=log, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True, cwd=CHILD_CWD)
         log.close()
         self._procs.append(self._forkserver)
         deadline = time.monotonic() + FORKSERVER_START_S
@@ -477,7 +477,7 @@ class NetnsCluster(Cluster):
             proc = self._agent_run(ns, argv[3:], module=argv[2])       # a netslo helper, e.g. qos.tcpflow
         else:
             proc = subprocess.Popen(["nsenter", f"--net={NETNS_DIR / ns}", *argv], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=child_env(), cwd=str(PROJECT_ROOT))
+                                    stderr=subprocess.PIPE, env=child_env(), cwd=CHILD_CWD)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired as e:

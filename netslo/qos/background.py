@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InfrastructureError, Unsupported
-from ..procs import PROJECT_ROOT, child_env
+from ..procs import CHILD_CWD, child_env
 
 NETNS_DIR = Path("/run/netns")
 
@@ -45,7 +45,7 @@ class Background:
         self.proc = subprocess.Popen(["timeout", "-s", "KILL", f"{limit_s:.0f}", "nsenter",
                                       f"--net={NETNS_DIR / ns}", *full],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
-                                     cwd=str(PROJECT_ROOT), start_new_session=True)
+                                     cwd=CHILD_CWD, start_new_session=True)
         self.out = b""
         self.err = b""
 

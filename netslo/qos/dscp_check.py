@@ -44,7 +44,7 @@ from pathlib import Path
 from .. import netns_access
 from ..dscp import DSCP_NAMES, dscp_of, tos_byte
 from ..errors import InfrastructureError, Unsupported
-from ..procs import PROJECT_ROOT, child_env
+from ..procs import CHILD_CWD, child_env
 from ..providers.base import PathPoint
 
 NETNS_DIR = Path("/run/netns")
@@ -332,7 +332,7 @@ def run_matrix(datapath: str, cases: list, marks=DEFAULT_MARKS, per_mark: int = 
            "rewrite_to": tos_byte(rewrite_to, "rewrite_to") >> 2}
     try:
         run = subprocess.run([sys.executable, "-m", "netslo.qos.dscp_check", "matrix", json.dumps(doc)],
-                             capture_output=True, text=True, env=env, cwd=str(PROJECT_ROOT), timeout=timeout)
+                             capture_output=True, text=True, env=env, cwd=CHILD_CWD, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise InfrastructureError(f"DSCP matrix on {datapath} did not finish within {timeout:.0f} s") from None
     if run.returncode:

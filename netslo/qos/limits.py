@@ -72,7 +72,7 @@ TABLE = tuple(
                 _DSCP_SOURCE if c in ("calico", "cilium", "antrea") else _NO_QOS_FEATURE_SOURCE) for c in KUBE_CNIS]
     + [Limitation(c, "dscp-priority-default", "*",
                   "the embedded datapaths install no qdisc: every class shares one FIFO",
-                  "measured here: tests/cni/test_qos.py control run") for c in EMBEDDED]
+                  "measured here: netslo/gate/test_qos.py control run") for c in EMBEDDED]
     + [
         Limitation("cilium", "bandwidth-ingress", "*",
                    "Cilium Bandwidth Manager enforces egress only: kubernetes.io/ingress-bandwidth is ignored",

@@ -13,7 +13,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 
 IMAGES=${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}
-AGENT_TAG=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:dev}
+AGENT_TAG=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$REPO/netslo/__init__.py")}
 DEBIAN_MIRROR=${NETSLO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 RECIPE=4   # bump when the base recipe below changes

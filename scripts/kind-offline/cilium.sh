@@ -32,7 +32,7 @@
 # quay.io/cilium/operator-generic:v1.20.2; the module's chart has useDigest false and no digests) and
 # imported into the node image like the other component images. The chart directory is packed with
 # the built helm into the CNI mirror as cilium/1.20.2/cilium-1.20.2.tgz (the file name of
-# manifests/cni/cilium.yaml's URL). A local pack is not helm.cilium.io's file and is not byte-for-byte
+# netslo/manifests/cni/cilium.yaml's URL). A local pack is not helm.cilium.io's file and is not byte-for-byte
 # reproducible (helm writes the time into the archive), so no digest is recorded for it: a run with it
 # needs NETSLO_CNI_ALLOW_UNRECORDED=1 and reports the digest it used.
 CILIUM_VERSION=1.20.2
@@ -195,8 +195,8 @@ cilium_images() {
 cilium_chart() {  # the module's chart dir, packed with the built helm, into the CNI mirror
   local f want
   f=$(cilium_mirror_file)
-  want=$(sed -n 's#^ *url: *\(.*\)$#\1#p' "$KO_REPO/manifests/cni/cilium.yaml")
-  [[ ${want##*/} == "${f##*/}" ]] || ko_die "cilium: manifests/cni/cilium.yaml's URL names ${want##*/}, the mirror file is ${f##*/}"
+  want=$(sed -n 's#^ *url: *\(.*\)$#\1#p' "$KO_REPO/netslo/manifests/cni/cilium.yaml")
+  [[ ${want##*/} == "${f##*/}" ]] || ko_die "cilium: netslo/manifests/cni/cilium.yaml's URL names ${want##*/}, the mirror file is ${f##*/}"
   mkdir -p "${f%/*}"
   "$KO_BIN/helm" package "$CILIUM_SRC_DIR/install/kubernetes/cilium" -d "${f%/*}" >/dev/null
   [[ -f $f ]] || ko_die "cilium: helm package made no ${f##*/}"

@@ -29,7 +29,8 @@ KO_NET_BRIDGE=nslo-kind0
 KO_NET_SUBNET=${NETSLO_KIND_SUBNET:-198.19.200.0/24}
 KO_NET_GATEWAY=${KO_NET_SUBNET%.0/24}.1
 KO_NODE_IMAGE=localhost/netslo-kind-node:$KVER
-KO_AGENT_IMAGE=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:dev}
+NETSLO_VERSION=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$KO_REPO/netslo/__init__.py")
+KO_AGENT_IMAGE=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:$NETSLO_VERSION}   # tagged with netslo's version
 
 export DOCKER_HOST=unix://$KO_SOCK
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local

@@ -78,7 +78,7 @@ def report(tmp_path_factory):
         [sys.executable, "-m", "pytest", "-m", "cni", *_report_plugin_args(), "-p", "no:cacheprovider",
          "-k", " or ".join(TESTS), "--netslo-nodes", "1", "--netslo-allow-skip", "nodes", "--netslo-slo", str(slo),
          "--alluredir", str(results),
-         "--netslo-results", str(d / "netslo-results"), "tests/cni/test_latency.py"],
+         "--netslo-results", str(d / "netslo-results"), "netslo/gate/test_latency.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     out = run.stdout + run.stderr
     assert run.returncode == 1, out                       # the strict tcp objective fails ...

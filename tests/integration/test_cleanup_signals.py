@@ -33,7 +33,7 @@ def _start_gate(run_id, tmp_path):
     env = dict(os.environ, NETSLO_RUN_ID=run_id)
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", "-m", "cni", "-q", "-p", "no:cacheprovider", "-k", "udp",
-         f"--netslo-results={tmp_path}", str(ROOT / "tests" / "cni" / "test_latency.py")],
+         f"--netslo-results={tmp_path}", str(ROOT / "netslo" / "gate" / "test_latency.py")],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
@@ -82,7 +82,7 @@ def test_sigkill_leaves_temp_files_that_reap_removes(tmp_path):
     env = dict(os.environ, NETSLO_RUN_ID=run_id)
     gate = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-m", "cni", "-q", "-p", "no:cacheprovider", "-k", "exposure",
-         f"--netslo-results={tmp_path}", str(ROOT / "tests" / "cni" / "test_protocols.py")],
+         f"--netslo-results={tmp_path}", str(ROOT / "netslo" / "gate" / "test_protocols.py")],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     scratch_dirs = []
     deadline = time.monotonic() + 120

@@ -14,7 +14,7 @@ from netslo import forkserver
 from netslo.errors import InfrastructureError
 from netslo.probes import ProbeSpec
 from netslo.providers.netns import NETNS_DIR, NetnsCluster, pids_in_netns
-from netslo.procs import PROJECT_ROOT, child_env
+from netslo.procs import CHILD_CWD, child_env
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def cluster():
 def _nsenter_agent(c, pod, args):
     """The same run as a fresh interpreter (what exec_agent did before the fork server)."""
     return subprocess.run(c._agent_argv(c.netns_of(pod), args), capture_output=True, env=child_env(),
-                          cwd=str(PROJECT_ROOT))
+                          cwd=CHILD_CWD)
 
 
 @pytest.mark.parametrize("args", [["--help"], ["probe", "udp", "--target", "10.244.0.2:not-a-port", "--out", "-"],
@@ -59,13 +59,13 @@ def _settled_fd_count(pid: int) -> int:
 def test_a_netslo_helper_runs_there_too_and_nothing_else(cluster):
     c, _, cli, _ = cluster
     fresh = subprocess.run(c._agent_argv(c.netns_of(cli), ["send", "--help"], module="netslo.qos.tcpflow"),
-                           capture_output=True, env=child_env(), cwd=str(PROJECT_ROOT))
+                           capture_output=True, env=child_env(), cwd=CHILD_CWD)
     argv = [sys.executable, "-m", "netslo.qos.tcpflow", "send", "--help"]     # as qos.background.run passes it
     assert fresh.returncode == 0 and c.exec_in(cli, argv, 30) == fresh.stdout
     open_fds = _settled_fd_count(c._forkserver.pid)    # the helper's connection closes just after its reply
     with pytest.raises(OSError, match="'json.tool' is not a netslo program"):
         forkserver.Run(str(c.state / "agent.sock"), str(NETNS_DIR / c.netns_of(cli)), "json.tool", [],
-                       child_env(), str(PROJECT_ROOT))
+                       child_env(), CHILD_CWD)
     assert _settled_fd_count(c._forkserver.pid) == open_fds     # the refused run's pipes closed
 
 

@@ -18,13 +18,15 @@ import pytest
 from netslo import slo, tcpinfo
 from netslo.interleave import judge, p50_shift
 from netslo.probes import ProbeSpec
-from netslo.providers.netns import NETNS_DIR, PROJECT_ROOT, NetnsCluster, pids_in_netns
+from netslo.procs import CHILD_CWD
+from netslo.providers.netns import NETNS_DIR, NetnsCluster, pids_in_netns
+from netslo.resources import IMPORT_ROOT, shipped_slo
 from netslo.samples import SampleSet
 from netslo.scenario import Scenario
 
 pytestmark = pytest.mark.skipif(shutil.which("mosquitto") is None and not os.path.exists("/usr/sbin/mosquitto"),
                                 reason="needs mosquitto (Debian package mosquitto)")
-SLO = slo.load(PROJECT_ROOT / "slo.yaml")
+SLO = slo.load(shipped_slo())
 INTERVAL = 0.005
 SPLIT_INTERVAL = 0.1  # longer than the delayed-ACK stall, so the closed-loop client keeps its schedule
 
@@ -33,8 +35,8 @@ def _broker(c, pod, nodelay: bool, tmp_path):
     ready = tmp_path / f"ready-{pod.name}"
     argv = ["nsenter", f"--net={NETNS_DIR / c.netns_of(pod)}", sys.executable, "-m", "netslo.agent", "serve", "mqtt",
             "--port", "1883", "--ready-file", str(ready)] + ([] if nodelay else ["--no-nodelay"])
-    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
-    proc = subprocess.Popen(argv, env=env, cwd=str(PROJECT_ROOT), start_new_session=True)
+    env = dict(os.environ, PYTHONPATH=str(IMPORT_ROOT))
+    proc = subprocess.Popen(argv, env=env, cwd=CHILD_CWD, start_new_session=True)
     deadline = time.monotonic() + 20
     while not ready.exists():
         assert proc.poll() is None and time.monotonic() < deadline, "broker did not start"

@@ -17,7 +17,7 @@ from netslo.providers.netns import NetnsCluster
 from netslo.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-SLO = ROOT / "slo.yaml"
+SLO = ROOT / "netslo" / "gate" / "slo.yaml"
 
 
 def _pytest(args, cwd, env=None, timeout=600):
@@ -31,14 +31,14 @@ def _error_lines(p) -> list[str]:
 
 def test_existing_provider_with_a_missing_kubeconfig_is_an_error_naming_it(tmp_path):
     p = _pytest(["-m", "cni", "--netslo-provider", "existing", "--netslo-kubeconfig", "/nonexistent/kubeconfig",
-                 str(ROOT / "tests/cni/test_latency.py")], ROOT)
+                 str(ROOT / "netslo/gate/test_latency.py")], ROOT)
     assert p.returncode not in (0, 5), p.stdout[-2000:]
     lines = _error_lines(p)
     assert len(lines) == 1 and "/nonexistent/kubeconfig" in lines[0], p.stdout[-2000:] + p.stderr[-2000:]
 
 
 def test_kind_provider_without_the_kind_binary_is_an_error_naming_it(tmp_path):
-    p = _pytest(["-m", "cni", "--netslo-provider", "kind", str(ROOT / "tests/cni/test_latency.py")], ROOT,
+    p = _pytest(["-m", "cni", "--netslo-provider", "kind", str(ROOT / "netslo/gate/test_latency.py")], ROOT,
                 env={"NETSLO_KIND": str(tmp_path / "no-such-kind"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
     assert p.returncode not in (0, 5), p.stdout[-2000:]
     lines = _error_lines(p)
@@ -60,7 +60,7 @@ def test_a_percentile_never_passes_on_too_few_samples(tmp_path):
             thresholds: {rtt.p50: 1s}
         """))
     p = _pytest(["-m", "cni", "--netslo-slo", str(slo), "--netslo-results", str(tmp_path / "res"),
-                 "-k", "same-node-udp-1k", str(ROOT / "tests/cni/test_latency.py")], ROOT)
+                 "-k", "same-node-udp-1k", str(ROOT / "netslo/gate/test_latency.py")], ROOT)
     out = p.stdout + p.stderr
     assert p.returncode == 1, out[-3000:]
     assert "1 passed" not in out and "not enough samples" in out, out[-3000:]

@@ -101,7 +101,7 @@ def _set(doc, dotted: str, value):
 @pytest.mark.parametrize("case", [c for c in CASES if c["kind"] == "qos"], ids=lambda c: c["id"])
 def test_qos_spec_case(case):
     from netslo.qos.spec import parse
-    doc = copy.deepcopy(yaml.safe_load((ROOT / "slo-qos.yaml").read_text()))
+    doc = copy.deepcopy(yaml.safe_load((ROOT / "netslo" / "gate" / "slo-qos.yaml").read_text()))
     for dotted, value in case["set"].items():
         _set(doc, dotted, value)
     with pytest.raises(SpecError) as e:

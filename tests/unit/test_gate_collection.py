@@ -1,5 +1,5 @@
 """``pytest -m cni`` skips importing tests/unit and tests/integration (root conftest.py): that is right
-only while none of their tests is a gate test."""
+only while none of their tests is a gate test. The gate itself is the package ``netslo.gate``."""
 
 import subprocess
 import sys
@@ -22,6 +22,14 @@ def test_no_own_test_carries_the_gate_mark():
 
 def test_the_gate_collects_the_same_tests_without_importing_the_own_ones():
     gate = [line for line in _collect("-m", "cni").splitlines() if "::" in line]
-    named = [line for line in _collect("-m", "cni", "tests").splitlines() if "::" in line]
+    named = [line for line in _collect("-m", "cni", "netslo/gate", "tests").splitlines() if "::" in line]
     assert gate and gate == named
-    assert all(line.startswith("tests/cni/") for line in gate)
+    assert all(line.startswith("netslo/gate/") for line in gate)
+
+
+def test_the_gate_is_the_importable_package_netslo_gate():
+    """``pytest --pyargs netslo.gate`` (how a user's repository runs it) collects the same tests."""
+    gate = [line.split("::", 1)[1] for line in _collect("-m", "cni").splitlines() if "::" in line]
+    pyargs = [line.split("::", 1)[1] for line in _collect("-m", "cni", "--pyargs", "netslo.gate").splitlines()
+              if "::" in line]
+    assert gate and gate == pyargs

@@ -16,7 +16,7 @@ from netslo.providers.base import Pod
 from netslo.providers.kube_impair import KubeImpairer
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "manifests" / "agent" / "impairment-daemonset.yaml"
+TEMPLATE = ROOT / "netslo" / "manifests" / "agent" / "impairment-daemonset.yaml"
 
 
 def _pod_spec(ds):
@@ -73,7 +73,7 @@ def test_daemonset_is_labelled_with_the_run_id_and_runs_on_every_node():
 def test_hand_run_template_is_the_generated_manifest():
     template = yaml.safe_load(TEMPLATE.read_text())
     generated = km.impairment_daemonset_manifest("manual", pull_policy="IfNotPresent")
-    assert template == generated, "manifests/agent/impairment-daemonset.yaml differs from the generated DaemonSet"
+    assert template == generated, "netslo/manifests/agent/impairment-daemonset.yaml differs from the generated DaemonSet"
     sc = _pod_spec(template)["containers"][0]["securityContext"]
     assert sorted(sc["capabilities"]["add"]) == ["NET_ADMIN", "SYS_ADMIN"] and sc["privileged"] is False
 

@@ -13,6 +13,7 @@ import yaml
 
 from netslo.errors import InfrastructureError, SpecError
 from netslo.providers import kind as kind_mod
+from netslo.providers import kube_manifests as km
 from netslo.providers import minikube as mk_mod
 from netslo.providers.kind import KIND_NODE_IMAGE, KindProvider
 from netslo.providers.minikube import MinikubeProvider
@@ -66,7 +67,7 @@ def test_kind_commands_would_run_create_then_load(kind_calico, tmp_path):
         ["kind", "get", "clusters"],
         ["kind", "create", "cluster", "--name", "netslo", "--config", cfg, "--image", KIND_NODE_IMAGE,
          "--kubeconfig", kc, "--wait", "0s"],
-        ["kind", "load", "docker-image", "localhost/netslo-agent:dev", "--name", "netslo"],
+        ["kind", "load", "docker-image", km.DEFAULT_IMAGE, "--name", "netslo"],
     ]
     assert kind_calico.delete_command() == ["kind", "delete", "cluster", "--name", "netslo", "--kubeconfig", kc]
 
@@ -195,7 +196,7 @@ def test_minikube_commands_would_start_with_bundled_calico(tmp_path):
          "--cni=calico", "--extra-config=kubeadm.pod-network-cidr=192.168.0.0/16",
          "--service-cluster-ip-range=10.96.0.0/12", "--wait=apiserver,system_pods,node_ready",
          "--wait-timeout=900s"],
-        ["minikube", "image", "load", "localhost/netslo-agent:dev", "-p", "netslo"],
+        ["minikube", "image", "load", km.DEFAULT_IMAGE, "-p", "netslo"],
     ]
     assert p.delete_command() == ["minikube", "delete", "-p", "netslo"]
 
@@ -221,7 +222,7 @@ def test_minikube_bad_driver(tmp_path):
 @pytest.mark.parametrize("cni", ["calico", "cilium", "antrea"])
 def test_committed_kind_configs_match_what_the_provider_writes(cni):
     from pathlib import Path
-    committed = (Path(__file__).resolve().parents[2] / "manifests" / "kind" / f"kind-{cni}.yaml").read_text()
+    committed = (Path(__file__).resolve().parents[2] / "netslo" / "manifests" / "kind" / f"kind-{cni}.yaml").read_text()
     written = KindProvider(cni=cni, nodes=2, workdir="/nonexistent").config_yaml()
     assert yaml.safe_load(committed) == yaml.safe_load(written)
 

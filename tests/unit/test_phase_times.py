@@ -66,19 +66,19 @@ def test_decorator_keeps_name_and_result():
 def test_summary_other_is_the_wall_time_no_kind_accounts_for_and_the_table_lists_modules():
     state = {"modules": {}}
     # running schedule sums as the plugin passes them: 0.5 s in a.py's set-up, 1.5 s in its call, 3 s in b.py
-    for nodeid, when, s, sched in (("tests/cni/a.py::t1", "setup", 1.0, 0.5), ("tests/cni/a.py::t1", "call", 2.0, 2.0),
-                                   ("tests/cni/a.py::t1", "teardown", 0.5, 2.0),
-                                   ("tests/cni/b.py::t2", "setup", 4.0, 5.0)):
+    for nodeid, when, s, sched in (("netslo/gate/a.py::t1", "setup", 1.0, 0.5), ("netslo/gate/a.py::t1", "call", 2.0, 2.0),
+                                   ("netslo/gate/a.py::t1", "teardown", 0.5, 2.0),
+                                   ("netslo/gate/b.py::t2", "setup", 4.0, 5.0)):
         timing.record(state, nodeid, when, s, sched)
     out = timing.summary(state, 10.0, {"probing": {"seconds": 6.0, "calls": 2}})
     assert out["other_s"] == 4.0
-    assert out["modules"]["tests/cni/a.py"] == {"tests": 1, "setup": 1.0, "call": 2.0, "teardown": 0.5,
+    assert out["modules"]["netslo/gate/a.py"] == {"tests": 1, "setup": 1.0, "call": 2.0, "teardown": 0.5,
                                                 "scheduled": 2.0}
-    assert out["modules"]["tests/cni/b.py"]["scheduled"] == 3.0
+    assert out["modules"]["netslo/gate/b.py"]["scheduled"] == 3.0
     assert out["scheduled_s"] == 0.0
     lines = timing.table(out)
     assert lines[0] == "wall 10.0 s" and "probing" in lines[1] and "60%" in lines[1]
-    assert lines[-2] == "  tests/cni/b.py: 4.0 s for 1 tests (setup 4.0, call 0.0, teardown 0.0; 3.0 s scheduled)"
+    assert lines[-2] == "  netslo/gate/b.py: 4.0 s for 1 tests (setup 4.0, call 0.0, teardown 0.0; 3.0 s scheduled)"
     assert lines[-1].startswith("  measurement schedule 0.0 s (0%;")
 
 

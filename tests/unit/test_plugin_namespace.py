@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from netslo.resources import shipped_slo
+
 PLUGIN_MODULES = ["netslo.plugin.hooks", "netslo.plugin.gate", "netslo.plugin.report", "netslo.plugin.progress",
                   "netslo.plugin.cluster", "netslo.plugin.impair", "netslo.plugin.protocols", "netslo.plugin.qos"]
 
@@ -87,10 +89,18 @@ def test_inert_and_light_in_a_project_that_did_not_ask(tmp_path):
     assert loaded.read_text() == "", "imported at plugin load (--help): " + loaded.read_text()
 
 
-@pytest.mark.parametrize("args", [["-m", "cni"], ["--netslo-nodes", "2"]])
-def test_asked_for_without_an_slo_file_is_one_usage_error(tmp_path, args):
+def test_asked_for_with_a_missing_slo_file_is_one_usage_error(tmp_path):
     (tmp_path / "test_a.py").write_text("def test_a():\n    assert True\n")
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=tmp_path,
-                       capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--netslo-slo", "slo.yaml"],
+                       cwd=tmp_path, capture_output=True, text=True)
     assert p.returncode == 4, p.stdout + p.stderr
-    assert f"--netslo-slo: value '{Path(tmp_path) / 'slo.yaml'}' — expected a readable YAML file" in p.stderr
+    assert "--netslo-slo: value 'slo.yaml' — expected a readable YAML file" in p.stderr
+
+
+@pytest.mark.parametrize("args", [["-m", "cni"], ["--netslo-nodes", "2"]])
+def test_asked_for_without_an_slo_file_of_its_own_takes_the_shipped_one(tmp_path, args):
+    (tmp_path / "test_a.py").write_text("def test_a():\n    assert True\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert p.returncode in (0, 5), p.stdout + p.stderr      # 5: -m cni selects no test of this project
+    assert f"slo={shipped_slo()} " in p.stdout, p.stdout

@@ -9,11 +9,11 @@ from netslo.errors import SpecError
 from netslo.qos import spec
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = yaml.safe_load((ROOT / "slo-qos.yaml").read_text())
+DOC = yaml.safe_load((ROOT / "netslo" / "gate" / "slo-qos.yaml").read_text())
 
 
 def test_shipped_file_loads():
-    s = spec.load(ROOT / "slo-qos.yaml")
+    s = spec.load(ROOT / "netslo" / "gate" / "slo-qos.yaml")
     assert s.for_prefix("priority").objectives[0].name == "priority.ef"
     assert s["bandwidth"]["egress"] == 50e6 and s["congestion"]["loss"] == (0.01, 0.03)
     assert s.policy.class_of(46).name == "ef"

@@ -16,8 +16,8 @@ from netslo.samples import SampleSet, empty
 from netslo.stats import analyze
 
 INTERVAL_NS = 2_000_000
-TEST_A = "tests/cni/test_latency.py::test_latency_slo[same-node-udp-1k]"
-TEST_B = "tests/cni/test_latency.py::test_latency_slo[cross-node-udp-1k]"
+TEST_A = "netslo/gate/test_latency.py::test_latency_slo[same-node-udp-1k]"
+TEST_B = "netslo/gate/test_latency.py::test_latency_slo[cross-node-udp-1k]"
 
 
 def make_samples(rtt_s: np.ndarray, *, lost: np.ndarray | None = None, timer_s: np.ndarray | None = None,

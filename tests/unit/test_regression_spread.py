@@ -12,7 +12,7 @@ from netslo.report import regression as reg
 from netslo.report import run_spread
 from netslo.samples import SampleSet, empty
 
-TESTS = [f"tests/cni/test_latency.py::test_latency_slo[t{k:02d}]" for k in range(8)]
+TESTS = [f"netslo/gate/test_latency.py::test_latency_slo[t{k:02d}]" for k in range(8)]
 
 
 def samples(rng, median: float, n: int = 1000, loss: float = 0.0, add: float = 0.0,

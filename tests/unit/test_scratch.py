@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from netslo import scratch
-from netslo.procs import PROJECT_ROOT
+from netslo.resources import IMPORT_ROOT
 
 CHILD = ("from netslo import scratch; import os; d = scratch.mkdtemp('exposure'); (d / 'ready').write_text('1'); "
          "fd, p = scratch.mkstemp('mosquitto', '.conf'); os.close(fd); print(d); print(p)")
@@ -15,7 +15,7 @@ CHILD = ("from netslo import scratch; import os; d = scratch.mkdtemp('exposure')
 
 def test_reap_removes_what_a_dead_owner_left_and_keeps_the_rest(tmp_path):
     out = subprocess.run([sys.executable, "-c", CHILD], env={**os.environ, "TMPDIR": str(tmp_path),
-                                                           "PYTHONPATH": str(PROJECT_ROOT)},
+                                                           "PYTHONPATH": str(IMPORT_ROOT)},
                          check=True, capture_output=True, text=True).stdout.split()
     dead_dir, dead_file = out
     assert os.path.isdir(dead_dir) and os.path.isfile(dead_file)       # the child exited without removing them

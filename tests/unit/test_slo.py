@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_exported_schema_is_a_valid_json_schema_and_accepts_shipped_file():
     jsonschema.Draft202012Validator.check_schema(slo.json_schema())
-    doc = yaml.safe_load((ROOT / "slo.yaml").read_text())
+    doc = yaml.safe_load((ROOT / "netslo" / "gate" / "slo.yaml").read_text())
     jsonschema.validate(doc, slo.json_schema())
-    spec = slo.load(ROOT / "slo.yaml")
+    spec = slo.load(ROOT / "netslo" / "gate" / "slo.yaml")
     assert spec.thresholds_for({"protocol": "udp", "placement": "cross-node", "profile": "1k"})
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from ... import resources
 from ...errors import InfrastructureError, SpecError
 
 log = logging.getLogger("netslo.cni")
@@ -42,9 +43,9 @@ _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
 def manifests_dir() -> Path:
-    """The repo's ``manifests/`` (or $NETSLO_MANIFESTS)."""
+    """The ``manifests/`` shipped in the netslo package (or $NETSLO_MANIFESTS)."""
     env = os.environ.get("NETSLO_MANIFESTS")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "manifests"
+    return Path(env) if env else resources.data("manifests")
 
 
 @dataclass(frozen=True)

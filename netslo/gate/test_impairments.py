@@ -2,7 +2,7 @@
 
 Every test applies netem on the client pod, proves it realized (closed-loop calibration probe,
 else the test ERRORS with "impairment not realized"), then asserts:
-- latency / jitter / loss SLOs under each preset (tests/cni/slo-impairments.yaml, objectives '<preset>.*');
+- latency / jitter / loss SLOs under each preset (netslo/gate/slo-impairments.yaml, objectives '<preset>.*');
 - the source studies' findings: TCP throughput under a loss grid at 50 ms RTT, BBR >= Cubic from 1 %
   loss; slow start after idle inflates 100 kB request latency unless disabled; corruption shows as
   TCP retransmissions; netem reordering shows in the UDP reorder count;
