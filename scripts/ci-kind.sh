@@ -10,7 +10,7 @@
 #   sudo bash scripts/ci-kind.sh [CNI ...]     (root: docker engine, mounts, cgroups)
 #
 # CNIs: cilium (built from the Go module proxy) by default, and calico too when NETSLO_CALICO_SRC names a
-# git repository of projectcalico/calico holding tag v3.31.3. Declared skips: needs_netem (the node
+# git repository of projectcalico/calico holding tag v3.31.3 or that tag's source archive (.tar.gz/.tar.xz). Declared skips: needs_netem (the node
 # kernel is this machine's: no sch_netem), provider (the shaping studies need the embedded provider's
 # node links), capability (Cilium's Bandwidth Manager needs sch_fq). Build times of a cold cache: see
 # docs/kubernetes.md ("kind without a registry"); results in netslo-results-kind-<cni>/.

@@ -1,8 +1,12 @@
 # shellcheck shell=bash
 # Calico for the offline kind cluster, built from a source tree (sourced by scripts/kind-offline.sh).
 #
-# NETSLO_CALICO_SRC names a git repository (bare or a checkout) of https://github.com/projectcalico/calico
-# holding the tag below; the tag must resolve to the commit below or nothing is built. The tag's tree
+# NETSLO_CALICO_SRC names either a git repository (bare or a checkout) of
+# https://github.com/projectcalico/calico holding the tag below, which must resolve to the commit below,
+# or a source archive of that tag (.tar.gz or .tar.xz, with or without one top-level folder: GitHub's
+# https://github.com/projectcalico/calico/archive/refs/tags/v3.31.3.tar.gz, or a `git archive` of the
+# tag), accepted when its sha256 is the pinned one or, whatever its compression and folder, when its
+# files are the tag's (CALICO_FILES_TREE below); otherwise nothing is built. The tag's tree
 # is exported with "git archive" (its nested module api/ satisfies go.mod's "replace
 # github.com/projectcalico/api => ./api"; every other dependency comes from the Go module proxy) and
 # built with the local Go toolchain, CGO off:
@@ -20,6 +24,13 @@
 # copied into the CNI mirror ($CNI_MIRROR/calico/<tag>/calico.yaml; `env` exports NETSLO_CNI_MIRROR).
 CALICO_VERSION=v3.31.3
 CALICO_COMMIT=2e3c880bcabff580ddd7a08340878ede207f37be
+# A source archive's content check: the git tree id of the files `git archive` writes for the tag, taken
+# as they are (no .gitattributes, eol conversion or filters). It is not the commit's tree
+# (a27c447cf441515ba0123f8cc1a4f2cf44749666): on export .gitattributes turns 13 Windows scripts to
+# CRLF line ends. Verified 2026-11-26: `git archive v3.31.3` of the upstream repository gives this id.
+CALICO_FILES_TREE=c70e771c259d9649cae23cebca261fd6564e2a2d
+# sha256 of the tag's `git archive` compressed with xz -6 (3,761,456 bytes): the copy CI is given
+CALICO_ARCHIVE_SHA256=449f2f41c88d48e31d16fd37d79ac539181b70d5ed00aff11e2292c62e9b496e
 CALICO_RECIPE=2     # bump when the image recipe below changes (cached images are rebuilt)
 CALICO_DIR=$KO_CACHE/calico
 CALICO_SRC_DIR=$CALICO_DIR/src-$CALICO_COMMIT
@@ -41,12 +52,50 @@ calico_build_cached() {
 
 calico_build_light() { [[ -z ${NETSLO_CALICO_SRC:-} ]]; }   # nothing to build: only says so
 
-calico_src() {  # -> the repository of NETSLO_CALICO_SRC, checked to hold the pinned tag
+calico_files_tree() {  # DIR -> git tree id of the files in DIR as they are (see CALICO_FILES_TREE)
+  local g
+  g=$(mktemp -d)
+  git init -q --bare "$g"
+  printf '* -text -eol -filter -ident -export-subst\n' > "$g/info/attributes"
+  GIT_DIR=$g GIT_WORK_TREE=$1 GIT_INDEX_FILE=$g/index git -c core.autocrlf=false -c core.safecrlf=false add -A -f
+  GIT_DIR=$g GIT_INDEX_FILE=$g/index git write-tree
+  rm -rf "$g"
+}
+
+calico_unpack() {  # ARCHIVE DIR: the archive's files into DIR (created), one top-level folder stripped
+  local entries
+  mkdir -p "$2"
+  tar -xf "$1" -C "$2" 2>/dev/null || return 1
+  entries=$(ls -A "$2")
+  if [[ -n $entries && $entries != *$'\n'* && -d $2/$entries ]]; then
+    mv "$2/$entries" "$2.strip" && rmdir "$2" && mv "$2.strip" "$2"
+  fi
+}
+
+calico_archive_ok() {  # ARCHIVE DIR: unpack into DIR and say why it is the tag's source, else fail
+  local sum tree
+  sum=$(sha256sum < "$1" | cut -c1-64)
+  calico_unpack "$1" "$2" || { ko_log "calico: REFUSED: $1 is not a tar archive tar can read"; return 1; }
+  if [[ $sum == "$CALICO_ARCHIVE_SHA256" ]]; then
+    ko_log "calico: $1: sha256 $sum is the pinned archive's"
+    return 0
+  fi
+  tree=$(calico_files_tree "$2")
+  if [[ $tree == "$CALICO_FILES_TREE" ]]; then
+    ko_log "calico: $1: sha256 $sum not pinned, but its files are tag $CALICO_VERSION's (tree $tree)"
+    return 0
+  fi
+  ko_log "calico: REFUSED: $1 (sha256 $sum) is not the pinned archive and its files are not tag $CALICO_VERSION's (tree $tree, expected $CALICO_FILES_TREE)"
+  return 1
+}
+
+calico_src() {  # -> NETSLO_CALICO_SRC: a repository checked to hold the pinned tag, or an archive file
   local src=${NETSLO_CALICO_SRC:-} got
   if [[ -z $src ]]; then
-    ko_log "calico: NETSLO_CALICO_SRC is not set (a git repository of https://github.com/projectcalico/calico with tag $CALICO_VERSION); not built"
+    ko_log "calico: NETSLO_CALICO_SRC is not set (a git repository of https://github.com/projectcalico/calico with tag $CALICO_VERSION, or its source archive); not built"
     return 1
   fi
+  if [[ -f $src ]]; then echo "$src"; return 0; fi   # an archive: checked by calico_export before use
   got=$(git -C "$src" rev-parse -q --verify "refs/tags/$CALICO_VERSION^{commit}" 2>/dev/null) || got="missing"
   if [[ $got != "$CALICO_COMMIT" ]]; then
     ko_log "calico: REFUSED: tag $CALICO_VERSION in $src is $got, expected $CALICO_COMMIT"
@@ -55,10 +104,15 @@ calico_src() {  # -> the repository of NETSLO_CALICO_SRC, checked to hold the pi
   echo "$src"
 }
 
-calico_export() {  # git archive of the tag -> $CALICO_SRC_DIR
+calico_export() {  # the tag's tree (git archive of a repository, or a verified archive) -> $CALICO_SRC_DIR
   [[ -f $CALICO_SRC_DIR/.done ]] && return
-  rm -rf "$CALICO_SRC_DIR" "$CALICO_SRC_DIR.tmp"; mkdir -p "$CALICO_SRC_DIR.tmp"
-  git -C "$1" archive "$CALICO_COMMIT" | tar -x -C "$CALICO_SRC_DIR.tmp"
+  rm -rf "$CALICO_SRC_DIR" "$CALICO_SRC_DIR.tmp"
+  if [[ -f $1 ]]; then
+    calico_archive_ok "$1" "$CALICO_SRC_DIR.tmp" || { rm -rf "$CALICO_SRC_DIR.tmp"; return 1; }
+  else
+    mkdir -p "$CALICO_SRC_DIR.tmp"
+    git -C "$1" archive "$CALICO_COMMIT" | tar -x -C "$CALICO_SRC_DIR.tmp"
+  fi
   [[ -f $CALICO_SRC_DIR.tmp/api/go.mod ]] || ko_die "calico: the tree of $CALICO_VERSION has no api/go.mod"
   grep -q 'github.com/projectcalico/api => ./api' "$CALICO_SRC_DIR.tmp/go.mod" \
     || ko_die "calico: go.mod of $CALICO_VERSION does not replace github.com/projectcalico/api with ./api"
@@ -165,7 +219,7 @@ calico_build() {
   rm -f "$KO_CACHE/calico.blocked"   # left by the module-proxy attempt of earlier versions
   src=$(calico_src) || return 1
   ko_log "calico: $CALICO_VERSION ($CALICO_COMMIT) from $src"
-  ko_subtimed calico-export calico_export "$src"
+  ko_subtimed calico-export calico_export "$src" || return 1
   calico_binaries
   ko_subtimed calico-images calico_images
   echo "$CALICO_RECIPE $CALICO_COMMIT" > "$CALICO_DIR/images.recipe"
