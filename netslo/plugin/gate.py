@@ -33,8 +33,12 @@ def skip(category: str, why: str):
     pytest.skip(skips.reason(category, why))
 
 
-def skip_unsupported(e: Unsupported, category: str | None = None):
-    """Skip for a missing capability, with the exception's category unless one is given."""
+def skip_unsupported(e: BaseException, category: str | None = None):
+    """Skip for a missing capability (an ``Unsupported``), with its category unless one is given.
+    Any other exception is not a capability this run lacks (an infrastructure failure, a bug): it is
+    raised again, so the test errors with its cause instead of skipping."""
+    if not isinstance(e, Unsupported):
+        raise e
     skip(category or e.category, str(e))
 
 
