@@ -26,7 +26,12 @@ import socket
 import threading
 
 CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 NETNS_RUN_DIR = "/var/run/netns"
+# A writable view of the host's /proc/sys where a container's own is read-only (Kubernetes' node
+# agent mounts it here; see writable_proc_sys).
+PROC_SYS_DIR = "/host/proc-sys"
 NETLINK_ROUTE = 0
 
 
@@ -65,6 +70,24 @@ def in_thread(name: str, fn, *args):
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+def writable_proc_sys(source: str = PROC_SYS_DIR) -> bool:
+    """Where ``source`` exists, bind it over /proc/sys in a mount namespace of this process's own
+    (the host's stays as it is), so programs started from here (``sysctl -w``, a helper writing
+    /proc/sys) write the ``net.*`` sysctls of the network namespace they run in. Call it single-
+    threaded, before starting them. False when there is no ``source`` (nothing to do)."""
+    if not os.path.isdir(source):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    for what, rc in (("unshare(CLONE_NEWNS)", lambda: libc.unshare(CLONE_NEWNS)),
+                     ("make / private", lambda: libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)),
+                     (f"bind {source} on /proc/sys",
+                      lambda: libc.mount(source.encode(), b"/proc/sys", None, MS_BIND, None))):
+        if rc() != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+    return True
 
 
 def run_in(netns: str, fn, *args):

@@ -5,12 +5,18 @@
     python -m netslo.agent netem read   --pod-ip IP --direction egress|ingress
     python -m netslo.agent netem remove --pod-ip IP --direction egress|ingress
     python -m netslo.agent netem lookup --pod-ip IP
+    python -m netslo.agent netem exec   --pod-ip IP -- COMMAND [ARG ...]
 
 Runs in the impairment DaemonSet's pod (hostNetwork, root with only CAP_NET_ADMIN + CAP_SYS_ADMIN,
 the host's /var/run/netns mounted read-only; see netslo.providers.kube_impair). It finds the network
 namespace that holds the pod IP (``netslo.impair.podns``) and uses the same code as the embedded
 provider (``netslo.impair.netem.install/read/remove``) on ``Target(<that netns>, eth0, direction,
 ifb for ingress)``.
+
+``exec`` runs COMMAND as this agent's root (CAP_NET_ADMIN) in the pod's network namespace, the way the
+embedded provider runs helpers from its host: sysctls, offloads, counters and bulk-flow helpers of the
+pod, which the pod's own unprivileged container may not change; its output and exit code are
+COMMAND's.
 
 stdout: one JSON object (``node``, ``kernel``, ``netns``, ``ifname``, ``held``: the netem the kernel
 holds, ``inventory``: the qdiscs of the pod interface and whether netslo's ifb exists; capability:
@@ -35,7 +41,7 @@ from dataclasses import replace
 from ..errors import InfrastructureError, SpecError, Unsupported
 
 EXIT_INFRA, EXIT_USAGE, EXIT_UNSUPPORTED = 1, 2, 3
-ACTIONS = ("capability", "lookup", "apply", "read", "remove")
+ACTIONS = ("capability", "lookup", "apply", "read", "remove", "exec")
 DIRECTIONS = ("egress", "ingress")
 
 
@@ -69,7 +75,7 @@ def _check(args) -> None:
         return
     if not args.pod_ip:
         raise SpecError("--pod-ip", args.pod_ip, "the target pod's IP address")
-    if args.action == "lookup":
+    if args.action in ("lookup", "exec"):
         return
     if args.direction not in DIRECTIONS:
         raise SpecError("--direction", args.direction, "egress or ingress")
@@ -136,9 +142,43 @@ def _fail(kind: str, code: int, message: str) -> int:
     return code
 
 
+def exec_in_pod(args, command: list[str]) -> int:
+    """COMMAND in the pod's network namespace, with the host's /proc/sys writable where this agent has
+    it mounted; COMMAND's exit code. A forked child (single-threaded, as unshare needs) enters the
+    namespace and becomes COMMAND; stdout and stderr are COMMAND's."""
+    from ..netns_access import setns, writable_proc_sys
+    from . import podns
+    if not command:
+        raise SpecError("command", "(none)", "a command after --, e.g. -- sysctl -n net.ipv4.tcp_congestion_control")
+    where = podns.find(podns.check_ip(args.pod_ip), args.netns_dir or podns.NETNS_RUN_DIR)
+    path = os.path.join(args.netns_dir or podns.NETNS_RUN_DIR, where.name)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            setns(path)
+            try:
+                writable_proc_sys()   # this agent's own /proc/sys is read-only
+            except OSError as e:      # e.g. a security profile refusing mount: sysctl writes will say so
+                print(f"netslo node agent: /proc/sys stays read-only here ({e})", file=sys.stderr, flush=True)
+            os.execvp(command[0], command)
+        except OSError as e:
+            _fail("infrastructure", EXIT_INFRA, f"node {node_name()}: cannot run {command[0]!r} in the network "
+                                                f"namespace of pod {args.pod_ip} ({e})")
+        finally:
+            os._exit(EXIT_INFRA)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
 def main(argv: list[str]) -> int:
+    argv, command = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     try:
-        out = run(_parser().parse_args(argv))
+        args = _parser().parse_args(argv)
+        if args.action == "exec":
+            _check(args)
+            return exec_in_pod(args, command)
+        out = run(args)
     except SpecError as e:
         return _fail("usage", EXIT_USAGE, str(e))
     except Unsupported as e:

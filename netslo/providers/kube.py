@@ -76,6 +76,7 @@ class KubeCluster(Cluster):
         self._created = False
         self._closed = False
         self._tls_synced: dict[str, str] = {}   # pod name -> host TLS dir copied into it
+        self._node_agent = None                 # KubeImpairer, made on first use (node_agent)
         self.reaped: list[str] = []             # what open() removed of dead runs (one line each)
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -283,13 +284,25 @@ class KubeCluster(Cluster):
     def _summary(obj: dict) -> str:
         return pod_summary(obj)
 
+    @property
+    def node_agent(self):
+        """The run's privileged per-node agent (``KubeImpairer``: the impairment DaemonSet), made on
+        first use and shared by everything that works on a pod's network namespace from its node."""
+        if self._node_agent is None:
+            from .kube_impair import KubeImpairer
+            self._node_agent = KubeImpairer(self)
+        return self._node_agent
+
     def exec_in(self, pod: Pod, argv: list[str], timeout: float = 60.0) -> bytes:
-        """Run a command in the pod's agent container; stdout. A command naming this process's
-        interpreter (``sys.executable``: a netslo helper such as ``-m netslo.qos.tcpflow``) runs with
-        the image's ``python``, which has the same netslo."""
+        """Run a helper program (a bulk flow, sysctl, ethtool, nstat) as root in the pod's network
+        namespace, as every provider does (here through the node agent on the pod's node, since the
+        pod's own container has no capabilities); stdout. A command naming this process's interpreter
+        (``sys.executable``: a netslo helper such as ``-m netslo.qos.tcpflow``) runs with the image's
+        ``python``, which has the same netslo."""
         if argv[:1] == [sys.executable]:
             argv = ["python", *argv[1:]]
-        return self._exec_with_env(pod, argv, timeout)
+        env = self._pod_env(pod)
+        return self.node_agent.exec_in(pod, (["env", *env] if env else []) + list(argv), timeout)
 
     def _exec_with_env(self, pod: Pod, argv: list[str], timeout: float) -> bytes:
         env = self._pod_env(pod)

@@ -11,6 +11,10 @@ DaemonSet, its pods' last status and events) and then execs ``python -m netslo.a
 (``netslo.impair.node_cli``) in the DaemonSet pod on the target pod's node (``KubeApi.run``). That finds the pod's
 network namespace by the pod IP and runs the embedded provider's netem code there.
 
+The same agent is the cluster's hands on a pod's network namespace: ``KubeCluster.exec_in`` runs
+helpers (sysctl, ethtool, nstat, bulk flows) there as the agent's root through ``exec_in`` below
+(``python -m netslo.agent netem exec``), as the embedded provider runs them from its host.
+
 Errors: the agent's exit code 3 (sch_netem or ifb missing) -> ``Unsupported`` (tests skip with the
 reason), anything else -> ``InfrastructureError``; never an SLO failure. ``clear()`` removes everything
 this impairer applied; deleting the run namespace removes the DaemonSet. Timeouts are seconds.
@@ -88,6 +92,21 @@ class KubeImpairer:
         if proc.returncode == EXIT_UNSUPPORTED and err.get("error") == "unsupported":
             raise Unsupported(msg)
         raise InfrastructureError(f"netem {args[0]} on node {node} (pod {ns}/{pod}): exit {proc.returncode}: {msg}")
+
+    def exec_in(self, pod, argv: list[str], timeout: float) -> bytes:
+        """``argv`` as the node agent's root in ``pod``'s network namespace (``netem exec``; a
+        hostNetwork pod: in the node's, where the agent already is); its stdout. InfrastructureError
+        with the command's stderr when it fails or cannot start."""
+        node_argv = list(argv) if getattr(pod, "host_network", False) else \
+            ["python", "-m", "netslo.agent", "netem", "exec", "--pod-ip", pod.ip, "--", *argv]
+        agent = self.agent_pod(pod.node)
+        proc = self.cluster.api.run(self.cluster.namespace, agent, km.IMPAIR_CONTAINER, node_argv, timeout=timeout)
+        if proc.returncode == 0:
+            return proc.stdout
+        err = _last_json(proc.stderr)
+        raise InfrastructureError(f"{' '.join(argv[:4])} in the network namespace of pod {pod.name} (node agent "
+                                  f"{agent} on {pod.node}): exit {proc.returncode}: "
+                                  f"{err.get('message') or tail(proc.stderr)}")
 
     # ---- capability -------------------------------------------------------------------------
     def capability(self, node: str) -> dict:

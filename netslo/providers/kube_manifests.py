@@ -13,6 +13,7 @@ import time
 
 from .. import __version__
 from ..errors import SpecError
+from ..netns_access import PROC_SYS_DIR
 from .base import RESPONDER_PORTS
 
 RUN_LABEL = "netslo.io/run-id"
@@ -224,7 +225,10 @@ def impairment_daemonset_manifest(run_id: str, *, image: str = DEFAULT_IMAGE,
 
     hostNetwork (the node's namespace: where pod veths have their peers), tolerates every taint (a
     pod can be impaired on any node), mounts the host's /var/run/netns read-only with HostToContainer
-    propagation (namespaces of pods created later appear), gets its node name from the downward API.
+    propagation (namespaces of pods created later appear), and the host's /proc/sys writable at
+    PROC_SYS_DIR (the container's own /proc/sys is read-only; ``net.*`` entries there are those of the
+    namespace of the task that opens them, so ``netem exec`` binds it over /proc/sys in a mount
+    namespace of its own to write a pod's sysctls); gets its node name from the downward API.
     Its container idles; an exec runs ``python -m netslo.agent netem ...`` in it."""
     if pull_policy not in PULL_POLICIES:
         raise SpecError("imagePullPolicy", pull_policy, f"one of {', '.join(PULL_POLICIES)}")
@@ -242,7 +246,8 @@ def impairment_daemonset_manifest(run_id: str, *, image: str = DEFAULT_IMAGE,
         "securityContext": IMPAIR_SECURITY_CONTEXT,
         "volumeMounts": [{"name": "netns", "mountPath": NETNS_DIR, "readOnly": True,
                           "mountPropagation": "HostToContainer"},
-                         {"name": "tmp", "mountPath": "/tmp"}],
+                         {"name": "tmp", "mountPath": "/tmp"},
+                         {"name": "proc-sys", "mountPath": PROC_SYS_DIR}],
     }
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
@@ -260,7 +265,8 @@ def impairment_daemonset_manifest(run_id: str, *, image: str = DEFAULT_IMAGE,
                     "terminationGracePeriodSeconds": 1,
                     "containers": [container],
                     "volumes": [{"name": "netns", "hostPath": {"path": HOST_NETNS_DIR, "type": HOST_NETNS_TYPE}},
-                                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
+                                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                                {"name": "proc-sys", "hostPath": {"path": "/proc/sys", "type": "Directory"}}],
                 },
             },
         },

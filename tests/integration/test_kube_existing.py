@@ -168,6 +168,32 @@ def test_host_network_baseline_pod(cluster, server):
     assert lost == 0
 
 
+def test_exec_in_is_root_in_the_pod_namespace_through_the_node_agent(cluster, client):
+    """What the gate's helpers do in a pod (sysctl -w, ethtool -K, nstat) needs root in the pod's
+    network namespace; the pod's own container (uid 65534, no capabilities) has neither, so on
+    ``existing`` it goes through the node agent. The change is the pod's alone and is undone."""
+    key = "net.ipv4.tcp_slow_start_after_idle"
+    with pytest.raises(InfrastructureError):     # the pod's own container cannot (the reason for the agent)
+        cluster.api.exec(cluster.namespace, cluster.k8s_pod_name(client), "agent",
+                         ["sh", "-c", f"echo 0 > /proc/sys/{key.replace('.', '/')}"], timeout=30)
+    before = cluster.exec_in(client, ["sysctl", "-n", key]).decode().strip()
+    flipped = "0" if before == "1" else "1"
+    try:
+        cluster.exec_in(client, ["sysctl", "-q", "-w", f"{key}={flipped}"])
+        assert cluster.exec_in(client, ["sysctl", "-n", key]).decode().strip() == flipped
+        seen_by_pod = cluster.api.exec(cluster.namespace, cluster.k8s_pod_name(client), "agent",
+                                       ["cat", f"/proc/sys/{key.replace('.', '/')}"], timeout=30)
+        assert seen_by_pod.decode().strip() == flipped            # the pod's namespace, not the node's
+    finally:
+        cluster.exec_in(client, ["sysctl", "-q", "-w", f"{key}={before}"])
+    assert cluster.exec_in(client, ["sysctl", "-n", key]).decode().strip() == before
+    features = cluster.exec_in(client, ["ethtool", "-k", "eth0"]).decode()
+    assert "tcp-segmentation-offload:" in features
+    assert "TcpOutSegs" in cluster.exec_in(client, ["nstat", "-az", "TcpOutSegs"]).decode()
+    with pytest.raises(InfrastructureError, match="no-such-program"):
+        cluster.exec_in(client, ["no-such-program"])
+
+
 node_access = pytest.mark.skipif(kube_target.why_no_node_access() is not None,
                                  reason=str(kube_target.why_no_node_access()))
 

@@ -40,17 +40,20 @@ def test_daemonset_has_only_the_privileges_it_needs():
     assert "securityContext" not in spec or "privileged" not in spec["securityContext"]
 
 
-def test_daemonset_mounts_only_the_host_netns_directory_read_only():
+def test_daemonset_mounts_only_the_host_netns_directory_read_only_and_proc_sys():
     spec = _pod_spec(km.impairment_daemonset_manifest("r1"))
     host_paths = [v for v in spec["volumes"] if "hostPath" in v]
     # /run/netns = the host's /var/run/netns without the symlink (containerd's propagation check)
     # DirectoryOrCreate: a node that has run only hostNetwork pods has no /run/netns yet (kind worker
     # with Calico: "hostPath type check failed: /run/netns is not a directory" with type Directory)
-    assert host_paths == [{"name": "netns", "hostPath": {"path": "/run/netns", "type": "DirectoryOrCreate"}}]
+    # /proc/sys: writable, for a pod namespace's sysctls (the container's own /proc/sys is read-only)
+    assert host_paths == [{"name": "netns", "hostPath": {"path": "/run/netns", "type": "DirectoryOrCreate"}},
+                          {"name": "proc-sys", "hostPath": {"path": "/proc/sys", "type": "Directory"}}]
     mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
     assert mounts["netns"] == {"name": "netns", "mountPath": "/var/run/netns", "readOnly": True,
                                "mountPropagation": "HostToContainer"}
-    assert all("hostPath" not in v for v in spec["volumes"] if v["name"] != "netns")
+    assert mounts["proc-sys"] == {"name": "proc-sys", "mountPath": "/host/proc-sys"}
+    assert all("hostPath" not in v for v in spec["volumes"] if v["name"] not in ("netns", "proc-sys"))
 
 
 def test_daemonset_is_labelled_with_the_run_id_and_runs_on_every_node():
