@@ -29,6 +29,7 @@ PLACEMENTS = ("same-node", "cross-node")
 
 # ---- DSCP ------------------------------------------------------------------------------------------
 
+@pytest.mark.emulation
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.parametrize("datapath", DATAPATHS)
 def test_dscp_preserved_per_hop(datapath, placement, netslo_dscp_matrix, netslo_qos_spec, netslo_qos_report, request):
@@ -43,6 +44,7 @@ def test_dscp_preserved_per_hop(datapath, placement, netslo_dscp_matrix, netslo_
     assert not bad, "DSCP not preserved:\n" + "\n".join(bad)
 
 
+@pytest.mark.emulation
 @pytest.mark.parametrize("variant", ["plain", "tos-inherit"], ids=["tos-0", "tos-inherit"])
 def test_dscp_vxlan_outer_header(variant, netslo_dscp_matrix, netslo_qos_report, request):
     """The underlay sees the mark only if the VXLAN device copies it ('tos inherit'). With the
@@ -58,6 +60,7 @@ def test_dscp_vxlan_outer_header(variant, netslo_dscp_matrix, netslo_qos_report,
     assert not bad, "outer header does not carry the mark:\n" + "\n".join(bad)
 
 
+@pytest.mark.emulation
 def test_dscp_rewrite_is_detected(netslo_dscp_matrix, netslo_qos_spec, netslo_qos_report, request):
     """Control: a node that rewrites DSCP (iptables DSCP target in its mangle table) is reported as
     'rewritten to AF11' from that node on, and 'preserved' before it."""

@@ -38,6 +38,7 @@ MARKERS = (
     "cni: the network SLO gate (run with `pytest -m cni`)",
     "needs_netem: needs a kernel with sch_netem (host or user-mode-linux)",
     "slow: takes more than a few seconds",
+    "emulation: measures netslo's own emulated datapaths, not a cluster's; deselected on kind, minikube, existing",
 )
 GROUP = ("netslo", "netslo: network SLO gate")
 
