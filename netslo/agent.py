@@ -9,6 +9,7 @@
                           [--sender python|native]   (udp: native = the compiled send loop)
     python -m netslo.agent bulk --target HOST:PORT [--duration 6s] [--omit 1s] [--cc bbr] [--sndbuf 512KiB]
     python -m netslo.agent reap [--dry-run]
+    python -m netslo.agent session       (requests on stdin, replies on stdout: netslo.agent_session)
     python -m netslo.agent netem capability|lookup|apply|read|remove [--pod-ip IP] [--direction egress|ingress]
                           [--spec JSON]       (on the pod's node; see netslo.impair.node_cli)
 
@@ -145,6 +146,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["bulk"]:  # bulk TCP probe (issue 3): its own options, JSON on stdout
         from .probes import bulk
         return bulk.main(argv[1:])
+    if argv[:1] == ["session"]:  # a warm agent behind one exec stream (Kubernetes providers)
+        from . import agent_session
+        return agent_session.main(argv[1:])
     if argv[:1] == ["netem"]:  # impairment DaemonSet: netem in a pod's netns, JSON on stdout
         from .impair import node_cli
         return node_cli.main(argv[1:])

@@ -26,7 +26,8 @@ from . import kube_manifests as km
 from . import kube_reap
 from .base import RESPONDER_PORTS, Cluster, Pod
 from .kube_wait import Hopeless, pod_summary, wait_deleted, wait_nodes_ready, wait_pod, watch_until
-from .kubeapi import KubeApi
+from .kube_session import AgentSessions
+from .kubeapi import KubeApi, tail
 
 log = logging.getLogger("netslo.kube")
 
@@ -77,6 +78,7 @@ class KubeCluster(Cluster):
         self._closed = False
         self._tls_synced: dict[str, str] = {}   # pod name -> host TLS dir copied into it
         self._node_agent = None                 # KubeImpairer, made on first use (node_agent)
+        self._sessions = AgentSessions(api, self.namespace, "agent")   # warm agents, one stream each
         self.reaped: list[str] = []             # what open() removed of dead runs (one line each)
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -112,6 +114,7 @@ class KubeCluster(Cluster):
             self._closed = True
             return
         self._closed = True
+        self._sessions.close()
         ns = self.api.get("namespace", self.namespace, missing_ok=True)
         if ns is None:
             return
@@ -204,6 +207,7 @@ class KubeCluster(Cluster):
                   annotations=dict(manifest["metadata"]["annotations"]))
         self._pods[name] = pod
         self._responders[name] = tuple(responders)
+        self._sessions.warm(pod_name)     # the agent imports while the caller goes on
         return pod
 
     def k8s_pod_name(self, pod: Pod) -> str:
@@ -304,12 +308,17 @@ class KubeCluster(Cluster):
         env = self._pod_env(pod)
         return self.node_agent.exec_in(pod, (["env", *env] if env else []) + list(argv), timeout)
 
-    def _exec_with_env(self, pod: Pod, argv: list[str], timeout: float) -> bytes:
-        env = self._pod_env(pod)
-        return self._exec(pod, (["env", *env] if env else []) + list(argv), timeout)
-
+    @timed_call("bulk flows and pod commands")
     def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
-        return self._exec_with_env(pod, ["python", "-m", "netslo.agent", *args], timeout)
+        """``python -m netslo.agent ARGS`` in the pod, run by its warm agent session (``kube_session``:
+        no new exec, no interpreter start); stdout, InfrastructureError with stderr's tail unless exit 0."""
+        env = dict(word.split("=", 1) for word in self._pod_env(pod))
+        res = self._sessions.call(self.k8s_pod_name(pod), list(args), env, timeout)
+        if res.returncode != 0:
+            raise InfrastructureError(f"python -m netslo.agent {' '.join(args[:3])} in pod "
+                                      f"{self.namespace}/{self.k8s_pod_name(pod)}: exit {res.returncode}: "
+                                      f"{tail(res.stderr)}")
+        return res.stdout
 
     # ---- services ---------------------------------------------------------------------------
     def add_service(self, name: str, pod: Pod, *, type: str = "ClusterIP",

@@ -356,6 +356,24 @@ class KubeApi:
         return self.client.configuration.host
 
     # ---- exec -------------------------------------------------------------------------------
+    def open_exec(self, namespace: str, pod: str, container: str, command: list[str], stdin: bool):
+        """The exec stream of ``command`` in a container (no TTY, binary): a ``WSClient``, open."""
+        what = f"exec {' '.join(command[:6])} in pod {namespace}/{pod} -c {container}"
+        # kubernetes.stream.stream swaps the ApiClient's call_api while it opens the socket: on the
+        # shared client, two execs at once (or an exec beside any other call) could leave it swapped.
+        # Each exec gets a client of its own (same configuration; no connection pool is used).
+        api = client.ApiClient(self.client.configuration)
+        api.user_agent = self.client.user_agent
+        try:
+            return _stream.stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, pod, namespace,
+                                  command=list(command), container=container, stdin=stdin,
+                                  stdout=True, stderr=True, tty=False, _preload_content=False, binary=True,
+                                  _request_timeout=REQUEST_TIMEOUT)
+        except client.ApiException as e:
+            raise InfrastructureError(f"{what}: {e.reason or _api_message(e)}") from None
+        finally:
+            api.close()
+
     def run(self, namespace: str, pod: str, container: str, command: list[str], timeout: float,
             input: bytes | None = None) -> ExecResult:
         """Run ``command`` in a container (no TTY) through the exec stream; its exit code and output.
@@ -365,20 +383,7 @@ class KubeApi:
         not ending within ``timeout`` s, or the exec not starting, is an InfrastructureError."""
         what = f"exec {' '.join(command[:6])} in pod {namespace}/{pod} -c {container}"
         t0 = time.monotonic()
-        # kubernetes.stream.stream swaps the ApiClient's call_api while it opens the socket: on the
-        # shared client, two execs at once (or an exec beside any other call) could leave it swapped.
-        # Each exec gets a client of its own (same configuration; no connection pool is used).
-        api = client.ApiClient(self.client.configuration)
-        api.user_agent = self.client.user_agent
-        try:
-            ws = _stream.stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, pod, namespace,
-                                command=list(command), container=container, stdin=input is not None,
-                                stdout=True, stderr=True, tty=False, _preload_content=False, binary=True,
-                                _request_timeout=REQUEST_TIMEOUT)
-        except client.ApiException as e:
-            raise InfrastructureError(f"{what}: {e.reason or _api_message(e)}") from None
-        finally:
-            api.close()
+        ws = self.open_exec(namespace, pod, container, command, stdin=input is not None)
         out, err, status = bytearray(), bytearray(), b""
         try:
             if input is not None:

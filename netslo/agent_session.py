@@ -1,0 +1,176 @@
+"""``python -m netslo.agent session``: a warm agent behind one long-lived exec stream.
+
+On Kubernetes every agent command (a probe, a bulk flow) used to be an exec of its own: a new stream
+through the API server and kubelet, then an interpreter start and every import in a pod with a small
+CPU request, ~1.2 s per call on kind. A session is started once per pod (one exec whose stdin stays
+open); it imports the agent and the probes once (``forkserver.WARM``), and runs each command it is
+sent in a child forked from itself, so a call costs its schedule plus a fork and the framing.
+
+Protocol, binary, on the session's stdin and stdout:
+
+    request  one JSON line: {"argv": [agent arguments], "env": {NAME: value}}
+    reply    one JSON line: {"rc": exit code, "out": N, "err": M}, then N bytes of the command's
+             stdout and M bytes of its stderr
+
+One command at a time (a client wanting two at once opens two sessions). At end of stdin the session
+ends; a command still running then is killed, and a child never outlives the session
+(PR_SET_PDEATHSIG). Nothing but replies is written to the session's stdout (its own fd 1 is moved
+to stderr at start). ``request_line`` and ``parse_reply`` are the client's side of the framing
+(``KubeApi.session`` speaks it over the exec stream).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import json
+import os
+import selectors
+import signal
+import sys
+
+from .forkserver import WARM
+
+PR_SET_PDEATHSIG = 1
+MAX_HEADER = 1 << 20
+
+
+def _child(argv: list[str], env: dict[str, str], out_w: int, err_w: int) -> None:
+    """In the forked child: run the agent command with its output on the pipes; never returns."""
+    code = 1
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        for fd in (null, out_w, err_w):
+            os.close(fd)
+        os.environ.update(env)
+        from . import agent
+        try:
+            code = agent.main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code or 0)
+
+
+def _run(request: dict, stdin_fd: int, pending: bytearray) -> tuple[int, bytes, bytes] | None:
+    """Fork one command and collect its output; None when stdin ended meanwhile (the command is
+    killed: nobody will read its reply). Input arriving meanwhile is kept in ``pending``."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(out_r)
+        os.close(err_r)
+        _child(list(request["argv"]), dict(request.get("env") or {}), out_w, err_w)
+    os.close(out_w)
+    os.close(err_w)
+    bufs = {out_r: bytearray(), err_r: bytearray()}
+    sel = selectors.DefaultSelector()
+    for fd in (out_r, err_r, stdin_fd):
+        sel.register(fd, selectors.EVENT_READ)
+    ended = False
+    try:
+        while len(sel.get_map()) > (stdin_fd in sel.get_map()):    # a pipe still open
+            for key, _ in sel.select():
+                data = os.read(key.fd, 1 << 16)
+                if key.fd == stdin_fd:
+                    pending += data
+                    if not data:
+                        ended = True
+                        os.kill(pid, signal.SIGKILL)
+                        sel.unregister(stdin_fd)
+                elif data:
+                    bufs[key.fd] += data
+                else:
+                    sel.unregister(key.fd)
+    finally:
+        sel.close()
+        os.close(out_r)
+        os.close(err_r)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return None if ended else (code, bytes(bufs[out_r]), bytes(bufs[err_r]))
+
+
+def serve(stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+    """Answer requests on ``stdin_fd`` with replies on ``stdout_fd`` until end of input."""
+    reply_fd = os.dup(stdout_fd)
+    os.dup2(2, stdout_fd)               # stray prints of this process go to stderr, never into a reply
+    for name in WARM:
+        importlib.import_module(name)
+    gc.collect()
+    gc.freeze()                          # children's collections leave the inherited objects' pages shared
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    pending = bytearray()
+    while True:
+        while b"\n" not in pending:
+            if len(pending) > MAX_HEADER:
+                print("netslo session: request line too long", file=sys.stderr)
+                return 2
+            data = os.read(stdin_fd, 1 << 16)
+            if not data:
+                return 0
+            pending += data
+        line, _, rest = bytes(pending).partition(b"\n")
+        pending = bytearray(rest)
+        try:
+            request = json.loads(line)
+            argv = request["argv"]
+            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+                raise ValueError("argv: expected a list of strings")
+        except (ValueError, KeyError, TypeError) as e:
+            code, out, err = 2, b"", f"netslo session: bad request ({e})\n".encode()
+        else:
+            done = _run(request, stdin_fd, pending)
+            if done is None:
+                return 0
+            code, out, err = done
+        header = json.dumps({"rc": code, "out": len(out), "err": len(err)}).encode() + b"\n"
+        _write_all(reply_fd, header + out + err)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def parse_reply(buf: bytearray) -> tuple[int, bytes, bytes] | None:
+    """One complete reply taken off the front of ``buf`` (rc, stdout, stderr), or None if incomplete."""
+    nl = buf.find(b"\n")
+    if nl < 0:
+        return None
+    header = json.loads(bytes(buf[:nl]))
+    end = nl + 1 + header["out"] + header["err"]
+    if len(buf) < end:
+        return None
+    out = bytes(buf[nl + 1:nl + 1 + header["out"]])
+    err = bytes(buf[nl + 1 + header["out"]:end])
+    del buf[:end]
+    return header["rc"], out, err
+
+
+def request_line(argv: list[str], env: dict[str, str] | None = None) -> bytes:
+    return json.dumps({"argv": list(argv), "env": dict(env or {})}).encode() + b"\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv:
+        print(f"netslo.agent session: takes no arguments, got {' '.join(argv)}", file=sys.stderr)
+        return 2
+    return serve()

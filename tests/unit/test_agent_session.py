@@ -1,0 +1,154 @@
+"""The warm agent session (``python -m netslo.agent session``) and its client (``kube_session``).
+
+The session runs here as a real process; the client speaks to it through the same four calls it uses
+on a Kubernetes exec stream (write_stdin, update, read_channel, is_open), here over the process's
+pipes (``PipeStream``): on a cluster the kind tier runs it for every probe."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from netslo.agent_session import parse_reply, request_line
+from netslo.errors import InfrastructureError
+from netslo.providers.kube_session import AgentSessions
+from netslo.samples import SampleSet
+
+CLOSED_PORT = "127.0.0.1:9"
+
+
+def probe_argv(count: int = 5) -> list[str]:
+    return ["probe", "udp", "--target", CLOSED_PORT, "--count", str(count), "--interval", "1ms", "--wait", "50ms",
+            "--out", "-"]
+
+
+class PipeStream:
+    """A session process behind the exec stream's client interface."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, "-m", "netslo.agent", "session"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.chan = {1: bytearray(), 2: bytearray()}
+
+    def write_stdin(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def update(self, timeout: float) -> None:
+        fds = {self.proc.stdout.fileno(): 1, self.proc.stderr.fileno(): 2}
+        ready, _, _ = select.select(list(fds), [], [], timeout)
+        for fd in ready:
+            self.chan[fds[fd]] += os.read(fd, 1 << 16)
+
+    def read_channel(self, n: int) -> bytes:
+        data, self.chan[n][:] = bytes(self.chan[n]), b""
+        return data
+
+    def is_open(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class PipeApi:
+    def __init__(self):
+        self.opened: list[PipeStream] = []
+
+    def open_exec(self, namespace, pod, container, command, stdin):
+        assert command == ["python", "-m", "netslo.agent", "session"] and stdin
+        self.opened.append(PipeStream())
+        return self.opened[-1]
+
+
+def test_a_session_answers_requests_one_after_another_and_ends_with_its_input():
+    p = subprocess.Popen([sys.executable, "-m", "netslo.agent", "session"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    buf = bytearray()
+
+    def call(argv, env=None):
+        p.stdin.write(request_line(argv, env))
+        p.stdin.flush()
+        while (reply := parse_reply(buf)) is None:
+            data = p.stdout.read1(1 << 16)
+            assert data, p.stderr.read().decode()
+            buf.extend(data)
+        return reply
+
+    rc, out, err = call(probe_argv())
+    samples = SampleSet.from_bytes(out)
+    assert rc == 0 and len(samples) == 5 and not buf
+    rc, out, err = call(["probe", "nope", "--target", CLOSED_PORT, "--out", "-"])
+    assert rc == 2 and out == b"" and b"invalid choice: 'nope'" in err
+    p.stdin.write(b'{"argv": "probe"}\n')
+    p.stdin.flush()
+    while (reply := parse_reply(buf)) is None:
+        buf.extend(p.stdout.read1(1 << 16))
+    assert reply[0] == 2 and b"bad request" in reply[2]
+    rc, out, _ = call(probe_argv(3))             # still serving after the errors
+    assert rc == 0 and len(SampleSet.from_bytes(out)) == 3
+    p.stdin.close()
+    assert p.wait(10) == 0
+
+
+def test_the_end_of_input_kills_a_running_command():
+    p = subprocess.Popen([sys.executable, "-m", "netslo.agent", "session"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(request_line(probe_argv(count=100_000)))    # 100 s of schedule
+    p.stdin.flush()
+    time.sleep(2.0)
+    children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+    assert children, "the command should be running in a child"
+    p.stdin.close()
+    assert p.wait(10) == 0 and p.stdout.read() == b""
+    deadline = time.monotonic() + 5
+    while any(os.path.exists(f"/proc/{c}") for c in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(os.path.exists(f"/proc/{c}") for c in children)
+
+
+def test_the_client_keeps_one_warm_session_per_pod_and_opens_another_only_when_busy():
+    api = PipeApi()
+    sessions = AgentSessions(api, "netslo-x", "agent")
+    try:
+        sessions.warm("client")
+        for _ in range(3):
+            res = sessions.call("client", probe_argv(), {}, timeout=30)
+            assert res.returncode == 0 and len(SampleSet.from_bytes(res.stdout)) == 5
+        assert len(api.opened) == 1
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(sessions.call("client", probe_argv(200), {}, 30)))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [r.returncode for r in results] == [0, 0] and len(api.opened) == 2
+    finally:
+        sessions.close()
+    assert all(not s.is_open() for s in api.opened)
+
+
+def test_a_command_past_its_timeout_is_an_infrastructure_error_and_its_session_is_replaced():
+    api = PipeApi()
+    sessions = AgentSessions(api, "netslo-x", "agent")
+    try:
+        with pytest.raises(InfrastructureError, match="no answer within 1s"):
+            sessions.call("client", probe_argv(count=100_000), {}, timeout=1.0)
+        assert not api.opened[0].is_open()
+        res = sessions.call("client", probe_argv(), {"NETSLO_X": "1"}, timeout=30)
+        assert res.returncode == 0 and len(api.opened) == 2
+    finally:
+        sessions.close()
