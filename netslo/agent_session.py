@@ -29,8 +29,9 @@ import os
 import selectors
 import signal
 import sys
+import traceback
 
-from .forkserver import WARM
+from .forkserver import WARM, exit_child
 
 PR_SET_PDEATHSIG = 1
 MAX_HEADER = 1 << 20
@@ -56,16 +57,10 @@ def _child(argv: list[str], env: dict[str, str], out_w: int, err_w: int) -> None
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:
-        import traceback
         traceback.print_exc()
         code = 1
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(code or 0)
+        exit_child(code)
 
 
 def _run(request: dict, stdin_fd: int, pending: bytearray) -> tuple[int, bytes, bytes] | None:

@@ -80,12 +80,17 @@ def _child(request: dict, fds: list[int]) -> None:
         traceback.print_exc()
         code = 1
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(code or 0)
+        exit_child(code)
+
+
+def exit_child(code) -> None:
+    """End a forked child with ``code`` (None: 0) after flushing its stdio; no clean-up of the parent's."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code or 0)
 
 
 def serve(path: str, ready: str) -> None:
