@@ -42,28 +42,33 @@ def netslo_cluster(netslo_options):
 
 
 @pytest.fixture(scope="session")
-def netslo_responder(netslo_cluster):
+def netslo_gate_pods(netslo_cluster):
+    """name -> pod of the gate's standard pods, made together (``add_pods``: on Kubernetes created at
+    once and awaited with one watch): the responder ``server`` and ``client-same`` on the first node,
+    ``client-cross`` on the second (when there is one)."""
+    nodes = netslo_cluster.nodes
+    wanted = [("server", nodes[0]), ("client-same", nodes[0])] + ([("client-cross", nodes[1])] if len(nodes) > 1 else [])
+    return {p.name: p for p in netslo_cluster.add_pods([{"name": n, "node": node} for n, node in wanted])}
+
+
+@pytest.fixture(scope="session")
+def netslo_responder(netslo_cluster, netslo_gate_pods):
     """(pod, ports) of the responder pod on the first node, running udp/tcp/http responders."""
-    pod = netslo_cluster.add_pod("server", netslo_cluster.nodes[0])
+    pod = netslo_gate_pods["server"]
     return pod, netslo_cluster.start_responders(pod)
 
 
 @pytest.fixture(scope="session")
-def netslo_client_for(netslo_cluster):
+def netslo_client_for(netslo_cluster, netslo_gate_pods):
     """placement -> client pod: same-node shares the responder's node, cross-node uses another."""
-    pods = {}
-
     def get(placement: str):
-        if placement not in pods:
-            if placement == "same-node":
-                pods[placement] = netslo_cluster.add_pod("client-same", netslo_cluster.nodes[0])
-            elif placement == "cross-node":
-                if len(netslo_cluster.nodes) < 2:
-                    skip("nodes", "cross-node placement needs at least 2 nodes")
-                pods[placement] = netslo_cluster.add_pod("client-cross", netslo_cluster.nodes[1])
-            else:
-                raise ValueError(f"placement: value {placement!r} — expected same-node or cross-node")
-        return pods[placement]
+        if placement == "same-node":
+            return netslo_gate_pods["client-same"]
+        if placement == "cross-node":
+            if "client-cross" not in netslo_gate_pods:
+                skip("nodes", "cross-node placement needs at least 2 nodes")
+            return netslo_gate_pods["client-cross"]
+        raise ValueError(f"placement: value {placement!r} — expected same-node or cross-node")
 
     return get
 

@@ -61,6 +61,12 @@ class Cluster(abc.ABC):
                 annotations: dict | None = None) -> Pod:
         """Create a pod on ``node`` able to run agent probes; returns once it is ready."""
 
+    def add_pods(self, requests: list[dict]) -> list[Pod]:
+        """Several pods (each request: ``add_pod``'s arguments as a dict), in the order asked; a
+        provider that can create them together and wait for them at once overrides this."""
+        return [self.add_pod(r["name"], r["node"], **{k: v for k, v in r.items() if k not in ("name", "node")})
+                for r in requests]
+
     @abc.abstractmethod
     def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http")) -> dict[str, int]:
         """Start the responders in ``pod``; returns protocol -> port once they listen."""

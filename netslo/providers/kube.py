@@ -25,7 +25,7 @@ from ..phase_times import timed_call
 from . import kube_manifests as km
 from . import kube_reap
 from .base import RESPONDER_PORTS, Cluster, Pod
-from .kube_wait import Hopeless, pod_summary, wait_deleted, wait_nodes_ready, wait_pod, watch_until
+from .kube_wait import Hopeless, pod_summary, wait_deleted, wait_nodes_ready, wait_pods, watch_until
 from .kube_session import AgentSessions
 from .kubeapi import KubeApi, tail
 
@@ -175,7 +175,6 @@ class KubeCluster(Cluster):
         return "unknown"
 
     # ---- pods -------------------------------------------------------------------------------
-    @timed_call("pods")
     def add_pod(self, name: str, node: str, *, host_network: bool = False,
                 annotations: dict | None = None, responders=None) -> Pod:
         """Create an agent pod on ``node`` and wait until it is Ready (all responders listening).
@@ -184,31 +183,48 @@ class KubeCluster(Cluster):
         (those share the node's ports). Placement uses the node's ``kubernetes.io/hostname`` label,
         which is not always its name (cloud providers).
         """
+        return self.add_pods([dict(name=name, node=node, host_network=host_network, annotations=annotations,
+                                   responders=responders)])[0]
+
+    @timed_call("pods")
+    def add_pods(self, requests: list[dict]) -> list[Pod]:
+        """Create several agent pods together (each request: ``add_pod``'s arguments as a dict) and
+        wait for all of them with one watch of the run's pods; the pods, in the order asked."""
         if self._closed:
             raise InfrastructureError(f"cluster of run {self.run_id} is closed")
-        if node not in self.nodes:
-            raise SpecError("node", node, f"one of {', '.join(self.nodes)}")
-        if name in self._pods:
-            raise SpecError("pod name", name, "a name not used before in this run")
-        if responders is None:
-            responders = () if host_network else km.BASIC_RESPONDERS
-        hostname = self._node_objs.get(node, {}).get("metadata", {}).get("labels", {}).get(
-            "kubernetes.io/hostname", node)
-        manifest = km.agent_pod_manifest(name, self.run_id, hostname, image=self.image,
-                                         pull_policy=self.pull_policy, host_network=host_network,
-                                         annotations=annotations, responders=responders)
-        pod_name = manifest["metadata"]["name"]
-        self.api.create(manifest, what=f"create pod {self.namespace}/{pod_name}")
-        obj = wait_pod(self.api, self.namespace, pod_name, self.pod_timeout)
-        st = obj.get("status", {})
-        if st.get("hostIP") and obj["spec"].get("nodeName") != node:
-            raise InfrastructureError(f"pod {pod_name}: scheduled on {obj['spec'].get('nodeName')}, not {node}")
-        pod = Pod(name=name, node=node, ip=st.get("podIP", ""), host_network=host_network,
-                  annotations=dict(manifest["metadata"]["annotations"]))
-        self._pods[name] = pod
-        self._responders[name] = tuple(responders)
-        self._sessions.warm(pod_name)     # the agent imports while the caller goes on
-        return pod
+        manifests = []
+        for r in requests:
+            name, node = r["name"], r["node"]
+            if node not in self.nodes:
+                raise SpecError("node", node, f"one of {', '.join(self.nodes)}")
+            if name in self._pods or any(m[0]["name"] == name for m in manifests):
+                raise SpecError("pod name", name, "a name not used before in this run")
+            responders = r.get("responders")
+            if responders is None:
+                responders = () if r.get("host_network") else km.BASIC_RESPONDERS
+            hostname = self._node_objs.get(node, {}).get("metadata", {}).get("labels", {}).get(
+                "kubernetes.io/hostname", node)
+            manifests.append((r, tuple(responders), km.agent_pod_manifest(
+                name, self.run_id, hostname, image=self.image, pull_policy=self.pull_policy,
+                host_network=bool(r.get("host_network")), annotations=r.get("annotations"),
+                responders=responders)))
+        for _, _, manifest in manifests:
+            self.api.create(manifest, what=f"create pod {self.namespace}/{manifest['metadata']['name']}")
+        names = [m["metadata"]["name"] for _, _, m in manifests]
+        objs = wait_pods(self.api, self.namespace, names, f"{km.RUN_LABEL}={self.run_id}", self.pod_timeout)
+        pods = []
+        for (r, responders, manifest), obj in zip(manifests, objs):
+            st = obj.get("status", {})
+            if st.get("hostIP") and obj["spec"].get("nodeName") != r["node"]:
+                raise InfrastructureError(f"pod {manifest['metadata']['name']}: scheduled on "
+                                          f"{obj['spec'].get('nodeName')}, not {r['node']}")
+            pod = Pod(name=r["name"], node=r["node"], ip=st.get("podIP", ""), host_network=bool(r.get("host_network")),
+                      annotations=dict(manifest["metadata"]["annotations"]))
+            self._pods[pod.name] = pod
+            self._responders[pod.name] = responders
+            self._sessions.warm(manifest["metadata"]["name"])     # the agent imports while the caller goes on
+            pods.append(pod)
+        return pods
 
     def k8s_pod_name(self, pod: Pod) -> str:
         return km.k8s_name(pod.name)

@@ -222,6 +222,27 @@ def wait_pod(api, namespace: str, name: str, timeout: float) -> dict:
     return seen["pod"]
 
 
+def wait_pods(api, namespace: str, names: list[str], selector: str, timeout: float,
+              clock=time.monotonic) -> list[dict]:
+    """Watch the pods of ``selector`` in ``namespace`` until every one of ``names`` is Ready (one
+    watch for all); their objects in that order. An image that can never start fails at once; the
+    error names the pods not ready with their status and the last events of the first of them."""
+    if len(names) == 1:
+        return [wait_pod(api, namespace, names[0], timeout)]
+    waiting: list[str] = []
+    seen: dict[str, dict] = {}
+
+    def check(objects):
+        seen.update(objects)
+        waiting[:] = [n for n in names if n not in objects or not pod_ready(objects[n])[0]]
+        return not waiting, "; ".join(f"pod {n}: {pod_ready(objects[n])[1] if n in objects else 'not created'}"
+                                      for n in waiting) or f"{len(names)} pods Ready"
+    watch_until(api, "pod", f"pods {', '.join(names)} in {namespace}", timeout, check,
+                namespace=namespace, selector=selector, clock=clock,
+                explain=lambda _: _events(api, namespace, waiting[0]) if waiting else [])
+    return [seen[n] for n in names]
+
+
 def wait_nodes_ready(api, component: str, timeout: float) -> list[dict]:
     """Watch the nodes until there is one and every one is Ready; the node objects."""
     seen: dict[str, list] = {"nodes": []}

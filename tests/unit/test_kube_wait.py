@@ -200,3 +200,26 @@ def test_nodes_wait_reports_each_node_not_ready():
     assert str(e.value).startswith("cluster nodes: not ready after 2s; last status: Ready=False (KubeletNotReady: "
                                    "container runtime network not ready")
     assert callable(wait_nodes_ready)
+
+
+def _ready_pod(name, rv, ready):
+    return {"metadata": {"name": name, "resourceVersion": rv},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_pods_created_together_are_awaited_with_one_watch():
+    from netslo.providers.kube_wait import wait_pods
+    api = FakeApi([_ready_pod("a", "1", False), _ready_pod("b", "1", True)], "1",
+                  [[("MODIFIED", _ready_pod("c", "2", True)), ("MODIFIED", _ready_pod("a", "3", True))]])
+    objs = wait_pods(api, "ns", ["a", "b"], "run=r", 60)
+    assert [o["metadata"]["name"] for o in objs] == ["a", "b"] and objs[0]["metadata"]["resourceVersion"] == "3"
+    assert [c[0] for c in api.calls] == ["list", "watch"]
+
+
+def test_pods_not_ready_in_time_are_named_with_their_status():
+    from netslo.providers.kube_wait import wait_pods
+    clock = FakeClock()
+    api = FakeApi([_ready_pod("a", "1", True), _ready_pod("b", "1", False)], "1", [], clock=clock)
+    with pytest.raises(InfrastructureError, match=r"^pods a, b, c in ns: not ready after 5s; last status: pod b: .*; "
+                                                  r"pod c: not created; events of b: FailedScheduling"):
+        wait_pods(api, "ns", ["a", "b", "c"], "run=r", 5, clock=clock)
