@@ -35,22 +35,28 @@ class AgentSession:
     def call(self, argv: list[str], env: dict[str, str], timeout: float) -> ExecResult:
         """Run one agent command; its exit code, stdout and stderr. The caller holds ``lock``."""
         what = f"{self.where}: {' '.join(argv[:3])}"
-        self.ws.write_stdin(request_line(argv, env))
         deadline = time.monotonic() + timeout
-        while True:
-            reply = parse_reply(self._out)
-            if reply is not None:
-                return ExecResult(*reply)
-            if not self.ws.is_open():
-                raise InfrastructureError(f"{what}: the session ended ({tail(bytes(self._err))})")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.close()
-                raise InfrastructureError(f"{what}: no answer within {timeout:.0f}s "
-                                          f"(session stderr: {tail(bytes(self._err), 1)})")
-            self.ws.update(timeout=min(left, 5.0))
-            self._out += self.ws.read_channel(1)
-            self._err += self.ws.read_channel(2)
+        try:
+            self.ws.write_stdin(request_line(argv, env))
+            while True:
+                reply = parse_reply(self._out)
+                if reply is not None:
+                    return ExecResult(*reply)
+                if not self.ws.is_open():
+                    raise InfrastructureError(f"{what}: the session ended ({tail(bytes(self._err))})")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.close()
+                    raise InfrastructureError(f"{what}: no answer within {timeout:.0f}s "
+                                              f"(session stderr: {tail(bytes(self._err), 1)})")
+                self.ws.update(timeout=min(left, 5.0))
+                self._out += self.ws.read_channel(1)
+                self._err += self.ws.read_channel(2)
+        except InfrastructureError:
+            raise
+        except Exception as e:     # the stream broke (websocket closed, connection reset)
+            raise InfrastructureError(f"{what}: the exec stream failed ({type(e).__name__}: {e}; "
+                                      f"session stderr: {tail(bytes(self._err), 1)})") from e
 
     def close(self) -> None:
         try:
