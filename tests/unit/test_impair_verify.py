@@ -120,3 +120,34 @@ def test_no_line_claims_a_configured_sd():
     base = path(1)
     v = judge(imp, realized(imp, base, 3, verify.CALIBRATION_COUNT), base, "uml")
     assert not [c.name for c in v.checks if " sd" in c.name]
+
+
+class Pod:
+    def __init__(self, name):
+        self.name = name
+
+
+class Cluster:
+    def environment(self):
+        return {"kernel": "uml 6.1.176"}
+
+
+def test_verify_sends_the_longer_calibration_and_does_not_repeat_an_unresolved_one(monkeypatch):
+    """verify() measures as many requests as calibration_count asks; a calibration that only cannot be
+    verified (no check missed) is not measured again: that is the path's resolution, not chance."""
+    base = path(1)
+    asked = []
+
+    def measure(cluster, client, server, ports, count, *args, **kw):
+        asked.append(count)
+        return realized(imp, base, 3 + len(asked), count)
+
+    monkeypatch.setattr(verify, "measure", measure)
+    client = Pod("client")
+    for imp, want in ((preset("bursty-loss"), [5500]), (preset("wired-lan"), [verify.CALIBRATION_COUNT])):
+        asked.clear()
+        v = verify.verify(Cluster(), client, Pod("server"), {}, [(client, imp.with_direction(d))
+                                                                 for d in ("egress", "ingress")], base)
+        assert asked == want, (imp.name, asked)
+        assert v.first is None and not v.failed
+    assert v.unresolved and not v.ok      # wired-lan, as in user-mode-linux
