@@ -34,8 +34,8 @@ baseline (the path with nothing applied) must lie outside the check's band, with
 drift and sampling: a delay quantile's configured shift over the baseline must exceed the band below
 plus the path drift and the baseline CI (the shift this path resolves); a count check's interval must
 exclude the baseline's own count. A check that cannot is "cannot be verified here" (naming the
-resolution), which raises ``InfrastructureError`` as well: never "verified". Count checks make the
-calibration longer when that lets them fail (up to ``MAX_CALIBRATION_COUNT``).
+resolution), which raises ``InfrastructureError`` as well: never "verified". A loss check makes the
+calibration longer when that lets it fail (up to ``MAX_CALIBRATION_COUNT``).
 """
 
 from __future__ import annotations
