@@ -13,7 +13,7 @@ import pytest
 
 from netslo.errors import InfrastructureError
 from netslo.impair import capability, netem, verify
-from netslo.impair.spec import parse, preset
+from netslo.impair.spec import PRESETS, parse, preset
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,6 +116,22 @@ def test_verification_fails_when_nothing_is_applied(env):
     assert not v.ok and v.first is not None and not v.first.ok, "both calibrations must miss"
     both = r"impairment not realized: fttc-uplink up one-way delay.*\(first calibration: fttc-uplink up one-way"
     with pytest.raises(InfrastructureError, match=both + r" delay.*measured again\)"):
+        v.raise_if_not_realized()
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_each_preset_verified_against_nothing_applied_is_never_verified(env, name):
+    """Each preset's verification, as the gate runs it (both directions of the client), on the path with
+    nothing applied: "not realized" or "cannot be verified here", and not one check [ok]."""
+    c, imp, server, client, ports = env
+    base = verify.measure(c, client, server, ports)
+    spec = preset(name)
+    v = verify.verify(c, client, server, ports, [(client, spec.with_direction(d)) for d in ("egress", "ingress")],
+                      base)
+    print(v.message())
+    assert v.checks and not v.ok
+    assert not [ch.line() for ch in v.checks if ch.verified or "[ok]" in ch.line()]
+    with pytest.raises(InfrastructureError, match="impairment (not realized|cannot be verified here)"):
         v.raise_if_not_realized()
 
 
