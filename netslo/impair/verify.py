@@ -29,12 +29,14 @@ that is really wrong misses both.
 Failure raises ``InfrastructureError('impairment not realized: configured X, measured Y; ...')``
 naming both calibrations: the test errors, no SLO verdict is given.
 
-Every check must be able to fail when the impairment is absent. The same statistic taken on the
+A check counts only if it could fail with the impairment absent: the same statistic taken on the
 baseline (the path with nothing applied) must lie outside the check's band, with room for its own
 drift and sampling: a delay quantile's configured shift over the baseline must exceed the band below
 plus the path drift and the baseline CI (the shift this path resolves); a count check's interval must
-exclude the baseline's own count. A check that cannot is "cannot be verified here" (naming the
-resolution), which raises ``InfrastructureError`` as well: never "verified". A loss check makes the
+exclude the baseline's own count. A check that cannot is shown "cannot be verified here" (naming the
+resolution), never "ok", and does not count. An impairment is verified when no check missed and every
+direction it affects has at least one check that counts; a direction without one makes the whole
+verification "cannot be verified here", an ``InfrastructureError`` as well. A loss check makes the
 calibration longer when that lets it fail (up to ``MAX_CALIBRATION_COUNT``).
 """
 
@@ -99,6 +101,7 @@ class Check:
     ok: bool
     detail: str = ""
     unresolved: str = ""   # why the check could not fail without the impairment ("" = it could)
+    direction: str = ""    # the path direction it judges (up/down)
 
     @property
     def verified(self) -> bool:
@@ -123,8 +126,15 @@ class Verification:
 
     @property
     def ok(self) -> bool:
-        """Every check met and able to fail: the impairment is verified."""
-        return all(c.verified for c in self.checks)
+        """Verified: no check missed, and each direction judged has a met check that could have failed
+        with nothing applied (a check that could not is shown as such and does not count)."""
+        return not self.failed and not self.unverifiable
+
+    @property
+    def unverifiable(self) -> list[str]:
+        """Directions judged only by checks that could not have failed with nothing applied."""
+        dirs = dict.fromkeys(c.direction for c in self.checks)
+        return [d for d in dirs if not any(c.verified for c in self.checks if c.direction == d)]
 
     @property
     def failed(self) -> list:
@@ -143,9 +153,9 @@ class Verification:
         again = f" (first calibration: {self.first.misses()}; measured again)" if self.first else ""
         if self.failed:
             return "impairment not realized: " + self.misses() + again
-        if self.unresolved:
-            return ("impairment cannot be verified here: "
-                    + "; ".join(f"{c.name}: {c.unresolved}" for c in self.unresolved) + again)
+        if self.unverifiable:
+            return ("impairment cannot be verified here: " + "; ".join(
+                f"{c.name}: {c.unresolved}" for c in self.unresolved if c.direction in self.unverifiable) + again)
         return "impairment realized" + again + ": " + "; ".join(c.line() for c in self.checks)
 
     def raise_if_not_realized(self) -> None:
@@ -269,7 +279,8 @@ def check_direction(imp: Impairment, samples: SampleSet, baseline: SampleSet, di
     got = np.sort(one_way(samples, direction))
     base = np.sort(one_way(baseline, direction))
     if len(got) < 50 or len(base) < 50:
-        return [Check(f"{tag} samples", ">= 50 one-way delays", f"{len(got)} (baseline {len(base)})", False)]
+        return [Check(f"{tag} samples", ">= 50 one-way delays", f"{len(got)} (baseline {len(base)})", False,
+                      direction=direction)]
     fmt = units.format_duration
     if imp.delay or imp.jitter or imp.rate:
         exp = np.sort(expected_delays(imp, base, wire_bytes, interval))
@@ -295,7 +306,7 @@ def check_direction(imp: Impairment, samples: SampleSet, baseline: SampleSet, di
                 f"calibrations, plus the P{q:g} CIs): nothing applied would pass too")
             checks.append(Check(f"{tag} one-way delay P{q:g}", fmt(want), fmt(est), want - below <= est <= want + above,
                                 f"tolerance -{fmt(below)}/+{fmt(above)}, shift {fmt(shift)} "
-                                f"{'<=' if unresolved else '>'} resolution {fmt(resolves)}", unresolved))
+                                f"{'<=' if unresolved else '>'} resolution {fmt(resolves)}", unresolved, direction))
     if imp.expected_loss or imp.corrupt:
         p_loss, p_path, base_lost = _loss_probabilities(imp, baseline, direction)
         lost, n = loss_counts(samples, direction)
@@ -312,7 +323,7 @@ def check_direction(imp: Impairment, samples: SampleSet, baseline: SampleSet, di
         checks.append(Check(f"{tag} loss", units.format_percent(p_loss),
                             f"{units.format_percent(lost / max(n, 1))} ({lost}/{n})", lo * scale <= lost <= hi * scale,
                             f"{COUNT_CONFIDENCE:.1%} interval {lo * scale:.0f}..{hi * scale:.0f} lost, "
-                            f"path alone {null[0]}..{null[1]}", unresolved))
+                            f"path alone {null[0]}..{null[1]}", unresolved, direction))
     if imp.duplicate:
         received = int((samples.rows["recv_ns"] >= 0).sum())
         dups = int(samples.rows["dups"].sum())
@@ -323,7 +334,7 @@ def check_direction(imp: Impairment, samples: SampleSet, baseline: SampleSet, di
                             f"{units.format_percent(dups / max(received, 1))} ({dups}/{received})",
                             lo <= dups <= hi, f"{COUNT_CONFIDENCE:.1%} interval {lo}..{hi}, path alone "
                             f"{null[0]}..{null[1]}", "" if _apart(lo, hi, null) else
-                            "the unimpaired path's own duplicates fall inside the interval"))
+                            "the unimpaired path's own duplicates fall inside the interval", direction))
     if imp.reorder:
         skipped = int((got < imp.delay / 2).sum())
         share = imp.reorder_share
@@ -333,7 +344,7 @@ def check_direction(imp: Impairment, samples: SampleSet, baseline: SampleSet, di
                             f"{units.format_percent(skipped / len(got))} ({skipped}/{len(got)})",
                             lo <= skipped <= hi, f"{COUNT_CONFIDENCE:.1%} interval {lo}..{hi}, path alone "
                             f"{null[0]}..{null[1]}", "" if _apart(lo, hi, null) else
-                            f"the unimpaired path's delays below {fmt(imp.delay / 2)} fall inside the interval"))
+                            f"the unimpaired path's delays below {fmt(imp.delay / 2)} fall inside the interval", direction))
     return checks
 
 
