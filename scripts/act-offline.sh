@@ -21,10 +21,13 @@
 #                  when it cannot fetch). Filled from $NETSLO_ACTIONS_SRC, a directory of git repositories
 #                  of the actions, <owner>+<repo>/repo or <owner>/<repo>[.git], for every
 #                  `uses: <owner>/<repo>@<sha>` in .github/workflows/*.yml and action.yml.
-#   cache/tool_cache/Python/<version>/x64(.complete)
-#                  a runner tool cache for actions/setup-python, made from this machine's python3.11
-#                  (in host mode act sets RUNNER_TOOL_CACHE to <action-cache-path>/tool_cache), so
-#                  setup-python finds its interpreter and downloads nothing
+#   cache/tool_cache/Python/<version>/x64(.complete), cache/tool_cache/go/<version>/x64(.complete)
+#                  a runner tool cache for actions/setup-python (from this machine's python3.11) and
+#                  actions/setup-go (from its Go; the workflows pin the same version): in host mode act
+#                  sets RUNNER_TOOL_CACHE to <action-cache-path>/tool_cache, so neither downloads
+# Note: act's -n (dry run) in host mode still executes the `run:` steps and node actions of a job
+# (v0.2.89; only local actions and file commands such as GITHUB_PATH are skipped): dry-run gate.yml
+# (its work is in the local action), not selftest.yml.
 #   the user $NETSLO_ACT_USER (netslo-runner) with passwordless sudo (and the docker group if there is one)
 # Nothing here starts a docker engine or a cluster; the gate's offline toolchain is scripts/kind-offline.sh,
 # selected in the workflows by the action input `toolchain: offline` (gate.yml: --input toolchain=offline or
@@ -214,6 +217,19 @@ python_tool_cache() {
   touch "$dest.complete"
 }
 
+go_tool_cache() {  # actions/setup-go finds go-version in <tool cache>/go/<version>/x64 (selftest's lint job)
+  local goroot ver dest
+  command -v go >/dev/null || return 0
+  goroot=$(go env GOROOT); ver=$(go env GOVERSION); ver=${ver#go}
+  dest=$CACHE/tool_cache/go/$ver/x64
+  [[ -f $dest.complete ]] && return
+  say "tool cache: Go $ver from $goroot"
+  rm -rf "$dest"; mkdir -p "$dest"
+  tar -C "$goroot" -cf - . | tar -C "$dest" -xf -
+  "$dest/bin/go" version >/dev/null || die "tool cache go $ver incomplete"
+  touch "$dest.complete"
+}
+
 cmd_prepare() {
   require_root
   install_node
@@ -222,6 +238,7 @@ cmd_prepare() {
   chown "$ACT_USER:" "$ACT_HOME/artifacts" "$ACT_HOME/actcache" "$ACT_HOME/work"
   fill_action_cache
   python_tool_cache
+  go_tool_cache
   build_act   # last: it may wait for /tmp/netslo-heavy.lock
   chown -R "$ACT_USER:" "$CACHE" "$ACT_HOME/artifacts" "$ACT_HOME/actcache" "$ACT_HOME/work"
   [[ -d $ACT_HOME/rebuilt ]] && chown -R "$ACT_USER:" "$ACT_HOME/rebuilt"
@@ -271,5 +288,5 @@ case ${1:-} in
   prepare) cmd_prepare ;;
   act) shift; cmd_act "$@" ;;
   status) cmd_status ;;
-  *) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
