@@ -42,6 +42,12 @@ PYTHON_MINOR=${NETSLO_ACT_PYTHON:-3.11}   # the version the workflows ask action
 ACT_HOME=${NETSLO_ACT_HOME:-/var/cache/netslo/act}
 ACT_USER=${NETSLO_ACT_USER:-netslo-runner}
 ACTIONS_SRC=${NETSLO_ACTIONS_SRC:-}
+# act's artifact server (v0.2.89) speaks the upload protocol of actions/upload-artifact v5 but not of the
+# node24 releases the workflows pin: v6's blob upload is refused ("Error unauthorized", nektos/act issue
+# 6021) and v7's CreateArtifact carries a field the server rejects (mime_type: HTTP 500). Under act, the
+# pinned upload-artifact therefore runs as v5.0.0 built from its sources (host mode runs any node action
+# with the node on PATH); the workflows keep their pins. OWNER/REPO=SHA of the commit act runs instead.
+ACT_SUBSTITUTES=(actions/upload-artifact=330a01c490aca151604b8cf639adc76d48f6c5d4)   # v5.0.0
 ACT=$ACT_HOME/bin/act
 CACHE=$ACT_HOME/cache
 NODE_DIR=$ACT_HOME/node
@@ -129,8 +135,8 @@ tree_complete() {  # SRC SHA: every blob of the commit's tree is in SRC
 # that are there, `npm ci` (its package-lock.json, npm registry) and `npm run release` (ncc, as the
 # action's package.json builds dist/). The result is not the committed bundle byte for byte; act runs it
 # through --local-repository OWNER/REPO@SHA=DIR (recorded in local-repositories).
-rebuild_dist() {  # SRC OWNER REPO SHA
-  local src=$1 owner=$2 repo=$3 sha=$4 dir mode type oid path
+rebuild_dist() {  # SRC OWNER REPO SHA [PINNED_SHA: the ref act is asked for, default SHA]
+  local src=$1 owner=$2 repo=$3 sha=$4 pinned=${5:-$4} dir mode type oid path
   dir=$ACT_HOME/rebuilt/$owner-$repo@$sha
   if [[ ! -f $dir/.rebuilt ]]; then
     say "rebuilding $owner/$repo@$sha: the snapshot lacks $(git -C "$src" ls-tree -r "$sha" | awk '$2 == "blob" {print $3, $4}' \
@@ -161,8 +167,10 @@ rebuild_dist() {  # SRC OWNER REPO SHA
   fi
   mkdir -p "$CACHE"
   touch "$ACT_HOME/local-repositories"
-  grep -qxF "$owner/$repo@$sha=$dir" "$ACT_HOME/local-repositories" || echo "$owner/$repo@$sha=$dir" >> "$ACT_HOME/local-repositories"
-  say "action: $owner/$repo@$sha rebuilt from its sources in $dir"
+  grep -v "^$owner/$repo@$pinned=" "$ACT_HOME/local-repositories" > "$ACT_HOME/local-repositories.new" || true
+  echo "$owner/$repo@$pinned=$dir" >> "$ACT_HOME/local-repositories.new"
+  mv "$ACT_HOME/local-repositories.new" "$ACT_HOME/local-repositories"
+  say "action: $owner/$repo@$pinned runs $owner/$repo@$sha rebuilt from its sources in $dir"
 }
 
 fill_action_cache() {
@@ -179,9 +187,14 @@ fill_action_cache() {
     if ! src=$(action_source "$owner" "$repo"); then
       say "missing: $owner/$repo (no git repository for it in $ACTIONS_SRC)"; missing=1; continue
     fi
-    git -C "$src" cat-file -e "$sha^{commit}" 2>/dev/null || { say "missing: $a (commit not in $src)"; missing=1; continue; }
-    if ! tree_complete "$src" "$sha"; then
-      rebuild_dist "$src" "$owner" "$repo" "$sha" || missing=1
+    local sub build=$sha
+    for sub in "${ACT_SUBSTITUTES[@]}"; do [[ ${sub%=*} == "$owner/$repo" ]] && build=${sub#*=}; done
+    git -C "$src" cat-file -e "$build^{commit}" 2>/dev/null || { say "missing: $owner/$repo@$build (commit not in $src)"; missing=1; continue; }
+    if [[ $build != "$sha" ]]; then
+      say "$a runs as $owner/$repo@$build under act (its artifact server; see ACT_SUBSTITUTES)"
+    fi
+    if [[ $build != "$sha" ]] || ! tree_complete "$src" "$sha"; then
+      rebuild_dist "$src" "$owner" "$repo" "$build" "$sha" || missing=1
       continue
     fi
     [[ -d $bare ]] || git init -q --bare "$bare"
