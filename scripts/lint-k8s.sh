@@ -6,6 +6,7 @@
 #      schemas of the pinned Kubernetes version (kubernetes-validate, strict: unknown fields are errors)
 #   3. the committed kind configs equal what the kind provider writes; CNI data files load
 #   4. bash -n on the scripts
+#   5. bash -n (and shellcheck) on the run: blocks of the composite action, action.yml
 # No cluster and no network beyond the Go module proxy / PyPI (for the first install of the tools).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -102,6 +103,25 @@ then say "kind configs and CNI data files consistent"; else fail=1; fi
 for f in scripts/*.sh scripts/kind-offline/*.sh; do bash -n "$f" || { say "bash -n $f failed"; fail=1; }; done
 if command -v shellcheck >/dev/null; then
   if shellcheck -S warning scripts/*.sh scripts/kind-offline/*.sh; then say "shellcheck: clean"; else fail=1; fi
+fi
+
+# 5. the composite action's run: blocks (actionlint checks only how workflows call it): bash -n, and
+#    with shellcheck where it is installed; ${{ }} expressions are replaced by a word first
+if "$PY" - "$gen" <<'EOF'
+import re, sys, yaml
+steps = yaml.safe_load(open("action.yml"))["runs"]["steps"]
+for i, step in enumerate(steps):
+    if "run" in step:
+        with open(f"{sys.argv[1]}/action-step-{i:02d}.sh", "w") as f:
+            f.write("#!/usr/bin/env bash\n# " + step.get("name", "") + "\n" + re.sub(r"\$\{\{.*?\}\}", "X", step["run"]))
+EOF
+then
+  for f in "$gen"/action-step-*.sh; do bash -n "$f" || { say "action.yml: bash -n failed: $(sed -n 2p "$f")"; fail=1; }; done
+  if command -v shellcheck >/dev/null; then
+    if shellcheck -S warning "$gen"/action-step-*.sh; then say "action.yml run blocks: shellcheck clean"; else fail=1; fi
+  fi
+else
+  say "action.yml: cannot read its steps"; fail=1
 fi
 
 if ((fail)); then say "FAILED"; exit 1; fi
