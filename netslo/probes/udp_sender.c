@@ -3,7 +3,7 @@
  * Sends request seq at START_NS + seq * INTERVAL_NS (CLOCK_MONOTONIC, ns) whatever happened to
  * earlier ones, records the actual send time, reads replies between sends (one recvmsg each, so
  * every reply gets its own receive time) and writes one row per request to stdout, in seq order,
- * once the row is final (sent WAIT_NS ago: later replies are "late"). A row is netslo's SAMPLE_DTYPE:
+ * once the row is final (sent WAIT_NS ago: later replies are "late"). A row is netslo.samples.USER_DTYPE:
  * 73 bytes, packed, little-endian. Memory is a ring of rows covering WAIT_NS of requests, so a
  * run of any length holds a bounded number of rows. The last line on stderr is
  * "done late=L send_errors=E" (L: replies to rows already written).
@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "rows are written in the host's byte order, which SAMPLE_DTYPE requires to be little-endian"
+#error "rows are written in the host's byte order, which USER_DTYPE requires to be little-endian"
 #endif
 
 struct __attribute__((packed)) row {
@@ -42,7 +42,7 @@ struct __attribute__((packed)) row {
     int64_t arrival;
     uint16_t dups;
 };
-_Static_assert(sizeof(struct row) == 73, "row must match netslo.samples.SAMPLE_DTYPE");
+_Static_assert(sizeof(struct row) == 73, "row must match netslo.samples.USER_DTYPE");
 
 enum { HDR = 52, REQ = 1, REPLY = 2, MAX_DGRAM = 65536 };
 #define SPIN_NS 200000LL        /* below this distance to the next send: spin (reading replies) */
