@@ -68,6 +68,18 @@ def enable(sock: socket.socket, tx: bool = True) -> str:
     return USER
 
 
+def hold_rx() -> socket.socket | None:
+    """A socket that only asks for RX stamps, to be closed after a run. The kernel stamps received
+    packets only while some socket asks (a host-wide switch, turned on a moment after the first
+    asks and off when the last closes), so a run whose own sockets come and go (a connection per
+    request) holds one open to keep the switch on; None if the kernel refuses."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if enable(sock, tx=False) == USER:
+        sock.close()
+        return None
+    return sock
+
+
 def rx_stamp(ancdata) -> int:
     """The kernel receive stamp (CLOCK_REALTIME ns) among recvmsg's control messages, -1 if none."""
     for level, kind, data in ancdata:

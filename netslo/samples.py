@@ -46,7 +46,7 @@ SAMPLE_DTYPE = np.dtype([
 ])
 APP_FIELDS = compact.ADDED     # user-space field -> its twin at the timestamps source's clock point
 USER_DTYPE = np.dtype([(n, SAMPLE_DTYPE[n]) for n in SAMPLE_DTYPE.names if n not in APP_FIELDS])
-"""The rows before kernel timestamps (format-1 files, the compiled sender's 73-byte records)."""
+"""The rows before kernel timestamps (format-1 files written before them)."""
 
 
 def timestamps(meta: dict) -> str:

@@ -1,7 +1,7 @@
 """The ``udp`` probe with its send loop compiled (``--sender native``): for high rates.
 
-Same wire format, rows (one per scheduled request, ``samples.USER_DTYPE`` from the C loop: user-space
-timestamps only, meta ``timestamps: user``), streaming and FIN
+Same wire format, rows (one per scheduled request, ``samples.SAMPLE_DTYPE``), kernel timestamps
+(``netslo.kstamps``, in C; the metadata's ``timestamps`` etc. as the Python sender's), streaming and FIN
 exchange as ``netslo.probes.udp``; the schedule, the sends and the reads of replies run in
 ``udp_sender.c``, built on first use with the system's C compiler and cached. Python's loop keeps
 its schedule to ~20 000 requests/s (timer error P99 of a few hundred µs there); the compiled loop
@@ -60,12 +60,12 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
             str(spec.tos), str(flow), str(now_ns() + START_AFTER_NS), str(wait_ns),
             str(-1 if spec.cpu is None else spec.cpu)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    width, pending, first = samples.USER_DTYPE.itemsize, b"", 0
+    width, pending, first = samples.SAMPLE_DTYPE.itemsize, b"", 0
     try:
         while data := proc.stdout.read1(READ_BYTES):
             pending += data
             whole = len(pending) - len(pending) % width
-            got = samples.from_user_rows(np.frombuffer(pending[:whole], dtype=samples.USER_DTYPE))
+            got = np.frombuffer(pending[:whole], dtype=samples.SAMPLE_DTYPE)
             pending = pending[whole:]
             if len(got):
                 if got["seq"][0] != first or got["seq"][-1] != first + len(got) - 1:
@@ -92,6 +92,10 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     set_seen(rows, state)
     rows.late += int(tail["late"])
     meta = spec.meta()
-    meta.update(flow=flow, fin_answered=state["fin"] is not None, late_responses=rows.late, timestamps="user",
-                send_errors=int(tail["send_errors"]))
+    got, server = int(tail["received"]), int(tail["server_kernel"])
+    meta.update(flow=flow, fin_answered=state["fin"] is not None, late_responses=rows.late,
+                send_errors=int(tail["send_errors"]), timestamps=tail["timestamps"],
+                server_timestamps="kernel" if got and server >= got else ("user" if not server else "mixed"),
+                kernel_tx_missing=int(tail["tx_missing"]), kernel_rx_missing=int(tail["rx_missing"]),
+                kernel_clock_error_ns=int(tail["clock_error_ns"]))
     return rows.finish(meta)

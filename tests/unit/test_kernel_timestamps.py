@@ -10,19 +10,21 @@ import numpy as np
 import pytest
 
 from netslo import kstamps, stats
-from netslo.probes import ProbeSpec, udp
+from netslo.probes import ProbeSpec, tcp, udp, udp_native
+from netslo.responders import tcp as tcp_responder
 from netslo.responders import udp as udp_responder
 
 N = 400
 
 
 @contextlib.contextmanager
-def _responder():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+def _responder(module=udp_responder, kind=socket.SOCK_DGRAM):
+    with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     stopping, ready = threading.Event(), threading.Event()
-    t = threading.Thread(target=udp_responder.serve, args=(port, "127.0.0.1", ready.set, stopping.is_set), daemon=True)
+    t = threading.Thread(target=module.serve, args=(port, "127.0.0.1"), kwargs={"ready": ready.set, "stop": stopping.is_set},
+                         daemon=True)
     t.start()
     assert ready.wait(10)
     try:
@@ -32,8 +34,10 @@ def _responder():
         t.join(10)
 
 
-def _probe(port: int):
-    return udp.run(ProbeSpec("udp", "127.0.0.1", port, count=N, interval=0.0005, req_bytes=64, resp_bytes=64, wait=0.3))
+def _probe(port: int, sender: str = "python"):
+    spec = ProbeSpec("udp", "127.0.0.1", port, count=N, interval=0.0005, req_bytes=64, resp_bytes=64, wait=0.3,
+                     sender=sender)
+    return (udp_native if sender == "native" else udp).run(spec)
 
 
 def _answered(s):
@@ -41,11 +45,14 @@ def _answered(s):
     return r[r["recv_ns"] >= 0]
 
 
-def test_rows_use_kernel_stamps_inside_the_user_space_times():
+@pytest.mark.parametrize("sender", ["python", "native"])
+def test_rows_use_kernel_stamps_inside_the_user_space_times(sender):
     """Fails when the kernel's stamps are not used, silently or not: the source, the responder's,
     no answered request without its stamps, every stamp strictly inside the user-space times."""
+    if sender == "native" and udp_native.sender()[0] is None:
+        pytest.skip(f"native sender: {udp_native.sender()[1]}")
     with _responder() as port:
-        s = _probe(port)
+        s = _probe(port, sender)
     m = s.meta
     assert (m["timestamps"], m["server_timestamps"]) == (kstamps.KERNEL, kstamps.KERNEL)
     assert m["kernel_tx_missing"] == 0 and m["kernel_rx_missing"] == 0
@@ -116,3 +123,22 @@ def test_enable_reports_what_the_kernel_accepted(refuse, source):
     sock = _Refusing(refuse)
     assert kstamps.enable(sock) == source
     assert all(opt not in refuse for opt, _ in sock.set)
+
+
+@pytest.mark.parametrize("protocol, source", [("tcp-rr", kstamps.KERNEL), ("tcp-crr", kstamps.KERNEL_RX)])
+def test_tcp_probes_use_kernel_stamps_inside_the_user_space_times(protocol, source):
+    """tcp-rr: TX stamp of the request's last byte (OPT_ID counts bytes) and RX stamp of the read
+    that completed the answer; tcp-crr: RX stamps (send_ns stays before connect)."""
+    with _responder(tcp_responder, socket.SOCK_STREAM) as port:
+        s = tcp.run(ProbeSpec(protocol, "127.0.0.1", port, count=N, interval=0.001, req_bytes=100, resp_bytes=100,
+                              wait=0.3))
+    m = s.meta
+    assert (m["timestamps"], m["kernel_tx_missing"], m["kernel_rx_missing"]) == (source, 0, 0)
+    r = _answered(s)
+    assert len(r) >= 0.95 * N and np.all(r["recv_ns"] < r["recv_app_ns"])
+    if source == kstamps.KERNEL:
+        assert np.all(r["send_app_ns"] < r["send_ns"]) and np.all(r["send_ns"] < r["recv_ns"])
+    else:
+        assert np.array_equal(r["send_ns"], r["send_app_ns"])
+    a = stats.analyze(s)
+    assert a.get("rtt.p50").value < a.get("rtt_app.p50").value
