@@ -63,6 +63,8 @@ class Stamps:
                 if t >= row["send_app_ns"]:     # else not this row's packet: its user-space time stays
                     row["send_ns"] = t
                     self.tx += 1
+            while self.waiting and (oldest := next(iter(self.waiting))) < key:
+                del self.waiting[oldest]        # stamps come in key order: an older one is not coming
 
     def downgrade(self, source: str) -> None:
         """Use ``source`` (``kernel-rx``) from now on: the warm-up flow got no TX stamp."""
