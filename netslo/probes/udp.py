@@ -60,8 +60,8 @@ class Stamps:
             row = self.waiting.pop(key, None)
             if row is not None:
                 t = self.clock.to_mono(stamp)
-                if t >= row["send_app_ns"]:     # else not this row's packet: its user-space time stays
-                    row["send_ns"] = t
+                if row["send_app_ns"] <= t and not 0 <= row["recv_ns"] <= t:   # else not this row's packet:
+                    row["send_ns"] = t                                          # its user-space time stays
                     self.tx += 1
             while self.waiting and (oldest := next(iter(self.waiting))) < key:
                 del self.waiting[oldest]        # stamps come in key order: an older one is not coming
@@ -114,6 +114,8 @@ def _drain(sock, flow, rows, state) -> None:
                 stamps.rx += 1
             else:
                 state["rx_missing"] += 1
+            if row["send_ns"] >= row["recv_ns"]:       # a TX stamp that cannot be this request's
+                row["send_ns"] = row["send_app_ns"]
             state["tx_missing"] += bool(stamps.source == kstamps.KERNEL and row["send_ns"] == row["send_app_ns"])
         row["srv_rx_ns"] = rx
         row["srv_tx_ns"] = tx

@@ -106,6 +106,20 @@ def test_a_path_without_tx_stamps_is_found_on_the_warm_up(monkeypatch):
     assert np.array_equal(r["send_ns"], r["send_app_ns"]) and np.all(r["recv_ns"] < r["recv_app_ns"])
 
 
+def test_tx_stamps_paired_with_the_wrong_requests_are_refused_and_counted(monkeypatch):
+    """Each TX stamp reported under the previous request's OPT_ID key (as if the kernel had counted
+    one more datagram than the probe): the stamps come after those requests' answers, so every one
+    is refused, already on the warm-up flow, which moves the socket to kernel-rx: the rows keep
+    their user-space send times and the metadata says so."""
+    real = kstamps.read_tx
+    monkeypatch.setattr(kstamps, "read_tx", lambda sock: [(key - 1, stamp) for key, stamp in real(sock) if key])
+    with _responder() as port:
+        s = _probe(port)
+    r = _answered(s)
+    assert s.meta["timestamps"] == kstamps.KERNEL_RX and len(r) > 0.9 * N
+    assert np.array_equal(r["send_ns"], r["send_app_ns"]) and np.all(r["send_ns"] < r["recv_ns"])
+
+
 class _Refusing:
     def __init__(self, refuse):
         self.refuse, self.set = refuse, []
