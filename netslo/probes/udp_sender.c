@@ -138,7 +138,10 @@ static void drain_tx(int fd) {
         int64_t seq = seq_of_key[key & ring_mask];
         if (seq < lo_seq) continue;                 /* its row is already written */
         struct row *r = &ring[seq & ring_mask];
-        if (r->seq == seq && stamp >= r->send_app_ns) { r->send_ns = stamp; tx_used++; }
+        if (r->seq == seq && stamp >= r->send_app_ns && !(r->recv_ns >= 0 && stamp >= r->recv_ns)) {
+            r->send_ns = stamp;         /* else not this request's packet: its user-space time stays */
+            tx_used++;
+        }
     }
 }
 static unsigned char out[OUT_BYTES];
