@@ -2,10 +2,12 @@
 
 The kernel's Documentation/networking/timestamping.rst defines the clock points used here:
 
-  TX  ``SOF_TIMESTAMPING_TX_SOFTWARE``: taken by the driver just before the packet goes to the
-      device (``skb_tx_timestamp``; on a veth pair inside ``veth_xmit``), reported on the socket's
-      error queue with ``SOF_TIMESTAMPING_OPT_ID`` (a per-socket counter of sent datagrams, 0 for
-      the first send after the option is set) and ``SOF_TIMESTAMPING_OPT_TSONLY`` (no payload).
+  TX  ``SOF_TIMESTAMPING_TX_SCHED``: taken when the packet enters the device's queueing layer
+      (``__dev_queue_xmit``), before the packet scheduler: the sender's egress qdisc (netem,
+      shaping, a CNI's bandwidth limit) is inside the round trip, which the driver's stamp
+      (``TX_SOFTWARE``, after the qdisc) would leave out. Reported on the socket's error queue with
+      ``SOF_TIMESTAMPING_OPT_ID`` (a per-socket counter of sent datagrams, 0 for the first send
+      after the option is set) and ``SOF_TIMESTAMPING_OPT_TSONLY`` (no payload).
   RX  ``SOF_TIMESTAMPING_RX_SOFTWARE``: taken when the packet enters the kernel's receive path
       (``netif_receive_skb``), before any protocol or socket work, reported as a control message
       with the datagram. ``SO_TIMESTAMPNS`` gives the same receive point where ``SO_TIMESTAMPING``
@@ -33,11 +35,11 @@ SO_TIMESTAMPNS = 35             # SO_TIMESTAMPNS_OLD (asm-generic/socket.h); SCM
 SO_TIMESTAMPING = 37            # SO_TIMESTAMPING_OLD; SCM_TIMESTAMPING is the same
 IP_RECVERR = 11
 SO_EE_ORIGIN_TIMESTAMPING = 4
-SCM_TSTAMP_SND = 0              # ee_info of a TX stamp taken at the device (the others: SCHED 1, ACK 2)
+SCM_TSTAMP_SCHED = 1            # ee_info of a TX stamp taken before the qdisc (the others: SND 0, ACK 2)
 
-TX_SOFTWARE, RX_SOFTWARE, SOFTWARE = 1 << 1, 1 << 3, 1 << 4
-OPT_ID, OPT_TSONLY = 1 << 7, 1 << 11
-FLAGS = TX_SOFTWARE | RX_SOFTWARE | SOFTWARE | OPT_ID | OPT_TSONLY
+RX_SOFTWARE, SOFTWARE = 1 << 3, 1 << 4
+OPT_ID, TX_SCHED, OPT_TSONLY = 1 << 7, 1 << 8, 1 << 11
+FLAGS = TX_SCHED | RX_SOFTWARE | SOFTWARE | OPT_ID | OPT_TSONLY
 RX_FLAGS = RX_SOFTWARE | SOFTWARE
 
 KERNEL, KERNEL_RX, USER = "kernel", "kernel-rx", "user"
@@ -91,8 +93,8 @@ def rx_stamp(ancdata) -> int:
 
 
 def read_tx(sock: socket.socket) -> list[tuple[int, int]]:
-    """Every TX stamp waiting on ``sock``'s error queue as (OPT_ID key, CLOCK_REALTIME ns), device
-    stamps (``SCM_TSTAMP_SND``) only; other error-queue messages are read and dropped."""
+    """Every TX stamp waiting on ``sock``'s error queue as (OPT_ID key, CLOCK_REALTIME ns), stamps
+    before the qdisc (``SCM_TSTAMP_SCHED``) only; other error-queue messages are read and dropped."""
     out = []
     while True:
         try:
@@ -110,7 +112,7 @@ def read_tx(sock: socket.socket) -> list[tuple[int, int]]:
                 stamp = sec * 1_000_000_000 + nsec
             elif level in (socket.IPPROTO_IP, socket.IPPROTO_IPV6) and len(data) >= EXTENDED_ERR.size:
                 e_no, origin, _t, _c, _p, info, key_ = EXTENDED_ERR.unpack_from(data)
-                if e_no == errno.ENOMSG and origin == SO_EE_ORIGIN_TIMESTAMPING and info == SCM_TSTAMP_SND:
+                if e_no == errno.ENOMSG and origin == SO_EE_ORIGIN_TIMESTAMPING and info == SCM_TSTAMP_SCHED:
                     key = key_
         if key is not None and stamp > 0:
             out.append((key, stamp))

@@ -7,7 +7,7 @@
 RTT = from the start of the request (connect or first write) to the last byte of the answer.
 
 Kernel timestamps (``netslo.kstamps``, docs/metrics.md), detected per connection: tcp-rr's
-send_ns is the kernel's TX stamp of the request's last byte (``SOF_TIMESTAMPING_TX_SOFTWARE`` with
+send_ns is the kernel's TX stamp of the request's last byte (``SOF_TIMESTAMPING_TX_SCHED`` with
 ``OPT_ID``, whose key on a stream socket counts bytes: one stamp per send call, at its last byte),
 recv_ns the RX stamp the kernel reports with the read that completed the answer (that of the
 newest segment in the read: an earlier answer completed in the same read gets a stamp no earlier

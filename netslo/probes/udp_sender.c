@@ -11,7 +11,7 @@
  * (L: replies to rows already written).
  *
  * Kernel timestamps as netslo/kstamps.py (the kernel's Documentation/networking/timestamping.rst):
- * SO_TIMESTAMPING with TX_SOFTWARE | RX_SOFTWARE | SOFTWARE | OPT_ID | OPT_TSONLY, else RX only;
+ * SO_TIMESTAMPING with TX_SCHED | RX_SOFTWARE | SOFTWARE | OPT_ID | OPT_TSONLY, else RX only;
  * send_ns / recv_ns are the kernel's TX (error queue, OPT_ID key = count of successful sends) and
  * RX (control message) stamps mapped onto CLOCK_MONOTONIC, send_app_ns / recv_app_ns the loop's
  * own clock readings; a row without its stamp keeps the user-space time and is counted.
@@ -102,7 +102,7 @@ static void read_offset(void) {
 static int64_t mono_of(const struct timespec *ts) { return ts->tv_sec * 1000000000LL + ts->tv_nsec - clock_offset; }
 
 static void enable_stamps(int fd) {
-    int all = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE |
+    int all = SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE |
               SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY;
     int rx = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE, one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING_OLD, &all, sizeof all) == 0) source = KERNEL;
@@ -130,7 +130,7 @@ static void drain_tx(int fd) {
             } else if (c->cmsg_level == IPPROTO_IP || c->cmsg_level == IPPROTO_IPV6) {
                 struct sock_extended_err e;
                 memcpy(&e, CMSG_DATA(c), sizeof e);
-                if (e.ee_errno == ENOMSG && e.ee_origin == SO_EE_ORIGIN_TIMESTAMPING && e.ee_info == SCM_TSTAMP_SND)
+                if (e.ee_errno == ENOMSG && e.ee_origin == SO_EE_ORIGIN_TIMESTAMPING && e.ee_info == SCM_TSTAMP_SCHED)
                     key = e.ee_data;
             }
         }

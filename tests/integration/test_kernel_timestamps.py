@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from netslo import kstamps, stats
+from netslo.impair import capability
+from netslo.kernels import uml
 from netslo.probes import ProbeSpec
 from netslo.providers.netns import NetnsCluster
 
@@ -32,3 +34,31 @@ def test_udp_probe_uses_kernel_stamps_across_nodes(path):
     assert np.all((r["send_ns"] < r["srv_rx_ns"]) & (r["srv_rx_ns"] <= r["srv_tx_ns"]) & (r["srv_tx_ns"] < r["recv_ns"]))
     a = stats.analyze(s)
     assert a.get("rtt.p50").value < a.get("rtt_app.p50").value and a.get("rtt.p99").value <= a.get("rtt_app.p99").value
+
+
+@pytest.mark.skipif(not capability.uml_available()[0], reason=capability.uml_available()[1])
+def test_the_clients_own_netem_is_inside_the_kernel_rtt():
+    """netslo's impairments sit on the client pod (upstream: eth0 egress; downstream: ingress via
+    ifb). A 5 ms netem on either is inside rtt: the TX stamp is taken before the qdisc
+    (TX_SCHED; the driver's TX_SOFTWARE stamp, after it, gave rtt P50 0.32 ms with the egress delay
+    in the user-mode-linux guest, 2026-11-26) and the RX stamp after the ifb's delay."""
+    c = uml.UmlCluster(nodes=2)
+    try:
+        a, b = c.add_pod("a", "node0"), c.add_pod("b", "node1")
+        port = c.start_responders(b, ("udp",))["udp"]
+        spec = ProbeSpec("udp", b.ip, port, count=100, interval=0.01, req_bytes=64, resp_bytes=64, wait=0.5)
+        steps = {"egress": [["tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "5ms"]],
+                 "ingress": [["tc", "qdisc", "del", "dev", "eth0", "root"], ["ip", "link", "add", "ifb9", "type", "ifb"],
+                             ["ip", "link", "set", "ifb9", "up"],
+                             ["tc", "qdisc", "add", "dev", "ifb9", "root", "netem", "delay", "5ms"],
+                             ["tc", "qdisc", "add", "dev", "eth0", "handle", "ffff:", "ingress"],
+                             ["tc", "filter", "add", "dev", "eth0", "parent", "ffff:", "protocol", "all", "u32", "match",
+                              "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", "ifb9"]]}
+        for direction, cmds in steps.items():
+            for cmd in cmds:
+                c.exec_in(a, cmd, timeout=20)
+            s = c.probe(a, spec)
+            rtt = stats.analyze(s).get("rtt.p50").value
+            assert s.meta["timestamps"] == kstamps.KERNEL and rtt >= 0.005, (direction, rtt)
+    finally:
+        c.close()
