@@ -10,7 +10,8 @@ UDP datagram (request and reply share one header, 52 bytes):
 
 TCP message (request: 24-byte header; response: 32-byte header), then payload:
   request  'NSLq' | seq u64 | req_bytes u32 | resp_bytes u32 | tos u8 | 3 reserved
-  response 'NSLr' | seq u64 | srv_rx_ns i64 | srv_tx_ns i64 | resp_bytes u32 | tos u8 | 3 reserved
+  response 'NSLr' | seq u64 | srv_rx_ns i64 | srv_tx_ns i64 | resp_bytes u32 | tos u8 | flags u8 |
+           2 reserved (flags: bit 0 as a UDP reply's, srv_rx_ns is the responder's kernel RX stamp)
   req_bytes/resp_bytes count the whole message including the header.
 """
 
@@ -28,6 +29,7 @@ UDP_FLAGS_AT = 5            # byte offset of flags
 
 TCP_REQ = struct.Struct("!4sQIIB3x")
 TCP_RESP = struct.Struct("!4sQqqIB3x")
+TCP_FLAGS_AT = 33           # byte offset of a response's flags (the first reserved byte): UDP_KERNEL_RX
 TCP_REQ_MAGIC, TCP_RESP_MAGIC = b"NSLq", b"NSLr"
 
 MAX_UDP_PAYLOAD = 65507

@@ -43,6 +43,7 @@ class _Conn:
         self.current: tuple | None = None  # (seq, rx, tx, tos, body bytes left, total bytes)
         self.dead = False
         self.source = kstamps.USER
+        self.server_kernel = 0             # responses whose srv_rx_ns is the responder's kernel stamp
         self.queued = 0                    # request bytes handed to this connection so far
         self.unstamped: deque = deque()    # (offset of a request's last byte, row) awaiting a TX stamp
 
@@ -115,6 +116,7 @@ def _feed(conn: _Conn, data: bytes, t: int, rows, kt: int = -1) -> list[tuple]:
             if len(conn.head) < wire.TCP_RESP.size:
                 break
             magic, seq, rx, tx, total, tos = wire.TCP_RESP.unpack(bytes(conn.head))
+            conn.server_kernel += bool(conn.head[wire.TCP_FLAGS_AT] & wire.UDP_KERNEL_RX)
             conn.head.clear()
             if magic != wire.TCP_RESP_MAGIC or total < wire.TCP_RESP.size or seq >= len(rows):
                 conn.dead = True
@@ -152,7 +154,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         conns.append(persistent)
     arrivals = 0
     clock = kstamps.clock()
-    counts = {"got": 0, "tx_missing": 0, "rx_missing": 0, "sources": set()}
+    counts = {"got": 0, "tx_missing": 0, "rx_missing": 0, "server_kernel": 0, "sources": set()}
     interval_ns = spec.interval_ns
     start = now_ns() + 20_000_000
     seq = 0
@@ -236,11 +238,13 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
                 c.dead = True
         for c in [c for c in conns if c.dead]:
             c.sock.close()
+            counts["server_kernel"] += c.server_kernel
             conns.remove(c)
             if c is persistent:
                 persistent = None
     for c in conns:
         c.sock.close()
+        counts["server_kernel"] += c.server_kernel
     if holder is not None:
         holder.close()
     meta = spec.meta()
@@ -250,9 +254,12 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
 
 def _stamp_meta(counts: dict) -> dict:
     """The metadata's timestamps (docs/metrics.md): the connections' source (the weakest of them),
-    the responder's (user space), the answers that kept a user-space time for lack of a stamp."""
+    the responder's RX source over its responses (kernel, user or mixed), the answers that kept a
+    user-space time for lack of a stamp."""
     order = (kstamps.USER, kstamps.KERNEL_RX, kstamps.KERNEL)
     source = min(counts["sources"], key=order.index) if counts["sources"] else kstamps.USER
-    return {"timestamps": source, "server_timestamps": kstamps.USER,
+    got, kernel = counts["got"], counts["server_kernel"]
+    server = kstamps.KERNEL if got and kernel >= got else (kstamps.USER if not kernel else "mixed")
+    return {"timestamps": source, "server_timestamps": server,
             "kernel_tx_missing": counts["tx_missing"], "kernel_rx_missing": counts["rx_missing"],
             "kernel_clock_error_ns": kstamps.clock().error if source != kstamps.USER else 0}

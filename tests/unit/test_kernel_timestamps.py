@@ -147,9 +147,11 @@ def test_tcp_probes_use_kernel_stamps_inside_the_user_space_times(protocol, sour
         s = tcp.run(ProbeSpec(protocol, "127.0.0.1", port, count=N, interval=0.001, req_bytes=100, resp_bytes=100,
                               wait=0.3))
     m = s.meta
-    assert (m["timestamps"], m["kernel_tx_missing"], m["kernel_rx_missing"]) == (source, 0, 0)
+    assert (m["timestamps"], m["server_timestamps"], m["kernel_tx_missing"], m["kernel_rx_missing"]) == \
+        (source, kstamps.KERNEL, 0, 0)
     r = _answered(s)
     assert len(r) >= 0.95 * N and np.all(r["recv_ns"] < r["recv_app_ns"])
+    assert np.all((r["srv_rx_ns"] <= r["srv_tx_ns"]) & (r["srv_tx_ns"] < r["recv_ns"]))
     if source == kstamps.KERNEL:
         assert np.all(r["send_app_ns"] < r["send_ns"]) and np.all(r["send_ns"] < r["recv_ns"])
     else:
