@@ -37,8 +37,10 @@ REFERENCES = {
     "seq": ("index",), "sched_ns": ("step",), "send_ns": ("sched_ns",), "recv_ns": ("send_ns",),
     "srv_rx_ns": ("send_ns",), "srv_tx_ns": ("srv_rx_ns",), "req_bytes": ("none",), "resp_bytes": ("none",),
     "tos_sent": ("none",), "tos_cli": ("none",), "tos_srv": ("none",), "srv_seen": ("none",),
-    "arrival": ("rank", "index"), "dups": ("none",),
+    "arrival": ("rank", "index"), "dups": ("none",), "send_app_ns": ("send_ns",), "recv_app_ns": ("recv_ns",),
 }
+# fields added later -> the field they equal in chunks written before them (``with_added``)
+ADDED = {"send_app_ns": "send_ns", "recv_app_ns": "recv_ns"}
 REFERENCED = {ref for refs in REFERENCES.values() for ref in refs if ref in REFERENCES}
 # what renumbering a chunk (SampleSet.concat) adds to a field: rows before it, or arrivals before it
 RENUMBERED = {"seq": "rows", "arrival": "ranks"}
@@ -165,6 +167,19 @@ class Chunk:
                                  lo=None if c.lo is None else c.lo + wanted,
                                  hi=None if c.hi is None else c.hi + wanted)
         return Chunk(self.rows, self.start + rows, cols)
+
+
+def with_added(chunk: Chunk) -> Chunk:
+    """``chunk`` with every ``ADDED`` field it lacks (written before the field existed) stored as
+    equal to its twin: no array, the twin's rows."""
+    missing = [name for name in ADDED if name not in chunk.columns]
+    if not missing:
+        return chunk
+    cols = dict(chunk.columns)
+    for name in missing:
+        twin = cols[ADDED[name]]
+        cols[name] = Column(presence="same:" + ADDED[name], ref=ADDED[name], lo=twin.lo, hi=twin.hi)
+    return Chunk(chunk.rows, chunk.start, cols)
 
 
 def offset_type(span: int):

@@ -7,10 +7,13 @@ For one chunk (``netslo.compact.Chunk``), ``ChunkDelays`` gives the masks and in
   srv          got and srv_rx_ns >= 0 and srv_tx_ns >= 0 (the responder's timestamps are known)
   sent         send_ns >= 0
   rtt          recv_ns - send_ns of the got rows             (the stored recv_ns offsets themselves)
+  rtt_app      recv_app_ns - send_app_ns of the got rows     (user space to user space)
   owd_up       srv_rx_ns - send_ns of the srv rows
   server_time  srv_tx_ns - srv_rx_ns of the srv rows
   owd_down     recv_ns - srv_tx_ns of the srv rows
-  timer_error  send_ns - sched_ns of the sent rows
+  timer_error  send_app_ns - sched_ns of the sent rows
+A user-space field (``samples.APP_FIELDS``) left unknown (-1) by a probe that records one clock point
+per event reads as its twin (send_ns, recv_ns): the same clock point there.
 Values are in row order, int64 with the wrap-around of numpy's int64 arithmetic (as on raw rows).
 ``bounds`` gives, from the chunk headers alone, an interval holding every value of a series over
 a whole set, so a series can be collected into the narrowest type before it is read.
@@ -22,14 +25,15 @@ from functools import cached_property
 
 import numpy as np
 
-from .compact import Chunk
+from .compact import ADDED, Chunk
 from .order_stats import seconds
 
 INT64 = (-2**63, 2**63 - 1)
 # series -> (field, reference field): the value is field - reference, on the rows of the mask
-DIFFERENCES = {"rtt": ("recv_ns", "send_ns", "got"), "owd_up": ("srv_rx_ns", "send_ns", "srv"),
-               "server_time": ("srv_tx_ns", "srv_rx_ns", "srv"), "timer_error": ("send_ns", "sched_ns", "sent")}
-SERIES = ("rtt", "owd_up", "owd_down", "server_time", "timer_error")
+DIFFERENCES = {"rtt": ("recv_ns", "send_ns", "got"), "rtt_app": ("recv_app_ns", "send_app_ns", "got"),
+               "owd_up": ("srv_rx_ns", "send_ns", "srv"), "server_time": ("srv_tx_ns", "srv_rx_ns", "srv"),
+               "timer_error": ("send_app_ns", "sched_ns", "sent")}
+SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "server_time", "timer_error")
 
 
 class ChunkDelays:
@@ -58,9 +62,18 @@ class ChunkDelays:
     def sent(self) -> np.ndarray:
         return self.nonneg("send_ns")
 
+    def value(self, name: str) -> np.ndarray:
+        """Every row's ``name`` (int64); a user-space field where unknown: its twin's."""
+        v = self.chunk.values(name)
+        if name in ADDED:
+            v = np.where(v == -1, self.chunk.values(ADDED[name]), v)
+        return v
+
     def difference(self, name: str, ref: str, mask: np.ndarray) -> np.ndarray:
         """``name - ref`` on the rows of ``mask`` (a subset of the rows where ``name`` is known)."""
         ch = self.chunk
+        if name in ADDED or ref in ADDED:
+            return (self.value(name) - self.value(ref))[mask]
         if ch.columns[name].ref != ref:
             return (ch.values(name) - ch.values(ref))[mask]
         rel, present = self._stored(name)
@@ -90,7 +103,7 @@ class ChunkDelays:
             return None
         field, ref, _ = DIFFERENCES[name]
         c = self.chunk.columns[field]
-        if c.ref != ref or not np.array_equal(self.mask(name), self.chunk.present(field)):
+        if field in ADDED or ref in ADDED or c.ref != ref or not np.array_equal(self.mask(name), self.chunk.present(field)):
             return None
         return c.base, c.span, c.offsets, self.chunk.count(field)
 
@@ -138,8 +151,22 @@ def _field_bounds(chunks, name: str, ref: str) -> tuple[int, int] | None:
     return None if lo is None else (lo, hi)
 
 
+def _app_delta(chunks, name: str) -> tuple[int, int]:
+    """Interval of (user-space field ``name`` - its twin) over every row, 0 included (unknown rows)."""
+    b = _field_bounds(chunks, name, ADDED[name]) if name in ADDED else None
+    return (min(b[0], 0), max(b[1], 0)) if b is not None else (0, 0)
+
+
 def bounds(chunks, name: str) -> tuple[int, int] | None:
     """An interval holding every value of series ``name`` over ``chunks`` (None: no value at all)."""
+    field, ref, _ = DIFFERENCES.get(name, (None, None, None))
+    if field in ADDED or ref in ADDED:
+        base = _field_bounds(chunks, ADDED.get(field, field), ADDED.get(ref, ref))
+        if base is None:
+            return None
+        (f0, f1), (r0, r1) = _app_delta(chunks, field), _app_delta(chunks, ref)
+        lo, hi = base[0] + f0 - r1, base[1] + f1 - r0
+        return (lo, hi) if INT64[0] <= lo and hi <= INT64[1] else INT64
     if name != "owd_down":
         field, ref, _ = DIFFERENCES[name]
         b = _field_bounds(chunks, field, ref)

@@ -22,7 +22,7 @@ import zipfile
 
 import numpy as np
 
-from .compact import Chunk, Column, offset_type
+from .compact import Chunk, Column, offset_type, with_added
 
 FORMAT = "netslo-samples"
 VERSION = 2
@@ -121,5 +121,5 @@ def read(source) -> tuple[list[Chunk] | None, np.ndarray | None, dict]:
                 cols[name] = Column(presence=presence, ref=d["ref"], base=d["base"], span=d["span"],
                                     offsets=offsets, step=d["step"], rank_start=d["rank_start"],
                                     lo=d["lo"], hi=d["hi"])
-            chunks.append(Chunk(ch["rows"], ch["start"], cols))
+            chunks.append(with_added(Chunk(ch["rows"], ch["start"], cols)))
     return chunks, None, meta

@@ -7,10 +7,12 @@ across machines only RTT (one clock: the client's) is meaningful and ``meta['sha
 Fields (``-1`` = unknown / did not happen):
   seq          request sequence number, 0..n-1 in schedule order
   sched_ns     when the open-loop schedule wanted the request sent
-  send_ns      when the client started sending it (timer error = send_ns - sched_ns)
-  recv_ns      when the client had the full matching response; -1 = lost / failed
-  srv_rx_ns    when the responder had the full request
-  srv_tx_ns    when the responder started sending the response
+  send_ns      when the request left, at the clock point of ``meta['timestamps']`` (``netslo.kstamps``):
+               the kernel's TX stamp (kernel), else the user-space time just before send
+  recv_ns      when the matching response arrived, at the same source's clock point: the kernel's
+               RX stamp (kernel, kernel-rx), else the user-space time after recv; -1 = lost / failed
+  srv_rx_ns    when the responder had the request (its kernel RX stamp where it has one)
+  srv_tx_ns    when the responder started sending the response (user space, just before send)
   req_bytes    request payload size (bytes, application layer)
   resp_bytes   response payload size received (bytes)
   tos_sent     IP TOS byte the client set on the request
@@ -19,6 +21,11 @@ Fields (``-1`` = unknown / did not happen):
   srv_seen     1 the responder got the request, 0 it did not, -1 unknown (splits loss up/down)
   arrival      index of this response in client arrival order, -1 if none (reordering)
   dups         extra copies of the response the client received (duplicates)
+  send_app_ns  the client's user-space time just before send (timer error = send_app_ns - sched_ns)
+  recv_app_ns  the client's user-space time when it had the response (rtt_app = recv_app_ns - send_app_ns)
+
+With ``meta['timestamps']`` absent or ``user`` (every set recorded before kernel stamps, and every
+probe but udp) send_ns == send_app_ns and recv_ns == recv_app_ns. docs/metrics.md defines the metrics.
 """
 
 from __future__ import annotations
@@ -35,13 +42,33 @@ SAMPLE_DTYPE = np.dtype([
     ("req_bytes", "<u4"), ("resp_bytes", "<u4"),
     ("tos_sent", "<i2"), ("tos_srv", "<i2"), ("tos_cli", "<i2"),
     ("srv_seen", "<i1"), ("arrival", "<i8"), ("dups", "<u2"),
+    ("send_app_ns", "<i8"), ("recv_app_ns", "<i8"),
 ])
+APP_FIELDS = compact.ADDED     # user-space field -> its twin at the timestamps source's clock point
+USER_DTYPE = np.dtype([(n, SAMPLE_DTYPE[n]) for n in SAMPLE_DTYPE.names if n not in APP_FIELDS])
+"""The rows before kernel timestamps (format-1 files written before them)."""
+
+
+def timestamps(meta: dict) -> str:
+    """The clock points of a set's send_ns/recv_ns (``netslo.kstamps.SOURCES``; ``user`` when unrecorded)."""
+    return meta.get("timestamps", "user")
+
+
+def from_user_rows(rows: np.ndarray) -> np.ndarray:
+    """``USER_DTYPE`` rows as ``SAMPLE_DTYPE`` rows: the user-space fields are send_ns and recv_ns."""
+    out = np.empty(len(rows), dtype=SAMPLE_DTYPE)
+    for name in USER_DTYPE.names:
+        out[name] = rows[name]
+    for app, twin in APP_FIELDS.items():
+        out[app] = rows[twin]
+    return out
 
 
 def empty(n: int) -> np.ndarray:
     """n rows with every 'unknown' field set to -1 and counters to 0."""
     rows = np.zeros(n, dtype=SAMPLE_DTYPE)
-    for name in ("recv_ns", "srv_rx_ns", "srv_tx_ns", "tos_srv", "tos_cli", "srv_seen", "arrival"):
+    for name in ("recv_ns", "srv_rx_ns", "srv_tx_ns", "tos_srv", "tos_cli", "srv_seen", "arrival",
+                 "send_app_ns", "recv_app_ns"):
         rows[name] = -1
     rows["seq"] = np.arange(n)
     return rows
@@ -53,7 +80,7 @@ CHUNK_ROWS = 1 << 18        # rows per compact chunk (about 2.5 MB of offsets at
 class SampleSet:
     """Raw samples of one probe run plus what describes it (protocol, endpoints, clock, sizes...).
 
-    Held either as structured ``rows`` (what probes fill in place; 73 bytes per request) or as
+    Held either as structured ``rows`` (what probes fill in place; 89 bytes per request) or as
     compact chunks (``netslo.compact``; what files, streamed runs and the analysis use, a few bytes
     per request). Each form is derived from the other on demand and exactly: ``rows`` of a compact
     set is built (and then kept) on first use, ``chunks()`` of a rows set is encoded on each call so
@@ -119,6 +146,8 @@ class SampleSet:
         chunks, rows, meta = sample_file.read(source)
         if rows is None:
             return cls(meta=meta, chunks=chunks)
+        if rows.dtype == USER_DTYPE:
+            rows = from_user_rows(rows)
         if rows.dtype != SAMPLE_DTYPE:
             raise ValueError(f"samples: dtype {rows.dtype} — expected netslo SAMPLE_DTYPE")
         return cls(rows, meta)

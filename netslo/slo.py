@@ -41,8 +41,8 @@ from .errors import SpecError
 from .probes import SENDERS
 from .stats import Estimate
 
-DELAY_SERIES = ("rtt", "owd_up", "owd_down", "ipdv", "ipdv_up", "ipdv_down", "pdv", "server_time",
-                "timer_error")
+DELAY_SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "ipdv", "ipdv_app", "ipdv_up", "ipdv_down", "pdv",
+                "server_time", "timer_error")
 DELAY_STATS = ("min", "mean", "p50", "p90", "p99", "p99.9", "max")
 FRACTION_METRICS = ("loss", "loss_up", "loss_down", "dup", "reorder")
 POINT_DELAY_METRICS = ("rfc3550",)

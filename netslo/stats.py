@@ -166,6 +166,10 @@ def reorder_count(seq_in_arrival_order: np.ndarray) -> int:
 def analyze(samples: SampleSet, confidence: float = DEFAULT_CONFIDENCE) -> Analysis:
     """Compute RTT, one-way delay, jitter, loss, duplicate and reorder statistics from raw rows.
 
+    ``rtt``, ``owd_*``, ``ipdv*`` and ``pdv`` are at the clock points of ``meta['timestamps']``
+    (kernel TX to kernel RX where the probe had kernel stamps); ``rtt_app`` and ``ipdv_app`` are
+    user space to user space, the application-visible time (docs/metrics.md).
+
     Works on the compact chunks (``SampleSet.chunks()``), one delay series at a time, and finds
     only the order statistics the estimates need, counted or partitioned on integer ns
     (``netslo.order_stats``): 10 M requests take about 70 MB beyond their 100 MB of samples, not
@@ -200,6 +204,12 @@ def analyze(samples: SampleSet, confidence: float = DEFAULT_CONFIDENCE) -> Analy
     m.update(_describe_ipdv(chunks, "rtt", n, confidence, "ipdv"))
     m.update(_estimates("pdv", received, lambda r: float(seconds(rtt_at[r]) - rtt_min),
                         pdv_moments, confidence))
+    if samples.meta.get("timestamps", "user") == "user":   # the same clock points: the same values
+        m.update({k.replace("rtt.", "rtt_app.", 1).replace("ipdv.", "ipdv_app.", 1): v for k, v in m.items()
+                  if k.startswith(("rtt.", "ipdv."))})
+    else:
+        m.update(_describe_series(chunks, "rtt_app", n, confidence))
+        m.update(_describe_ipdv(chunks, "rtt_app", n, confidence, "ipdv_app"))
 
     if jitter is None:
         j, c["reordered"] = _arrival_order_fallback(chunks)

@@ -5,10 +5,13 @@ UDP datagram (request and reply share one header, 52 bytes):
   client_send_ns i64 | srv_rx_ns i64 | srv_tx_ns i64 | resp_bytes u32
   type: 1 request, 2 reply, 3 fin (asks which seqs arrived), 4 fin-reply (payload: zlib bitmap)
   tos: on a reply, the TOS byte the responder saw on the request (255 = unknown).
+  flags: on a reply, bit 0 (UDP_KERNEL_RX) = srv_rx_ns is the responder's kernel RX stamp
+  (``netslo.kstamps``), else its user-space time after recv.
 
 TCP message (request: 24-byte header; response: 32-byte header), then payload:
   request  'NSLq' | seq u64 | req_bytes u32 | resp_bytes u32 | tos u8 | 3 reserved
-  response 'NSLr' | seq u64 | srv_rx_ns i64 | srv_tx_ns i64 | resp_bytes u32 | tos u8 | 3 reserved
+  response 'NSLr' | seq u64 | srv_rx_ns i64 | srv_tx_ns i64 | resp_bytes u32 | tos u8 | flags u8 |
+           2 reserved (flags: bit 0 as a UDP reply's, srv_rx_ns is the responder's kernel RX stamp)
   req_bytes/resp_bytes count the whole message including the header.
 """
 
@@ -21,9 +24,12 @@ UDP_MAGIC = b"NSL1"
 UDP_HDR = struct.Struct("!4sBBBBQQqqqI")
 UDP_REQ, UDP_REPLY, UDP_FIN, UDP_FIN_REPLY = 1, 2, 3, 4
 TOS_UNKNOWN = 255
+UDP_KERNEL_RX = 1
+UDP_FLAGS_AT = 5            # byte offset of flags
 
 TCP_REQ = struct.Struct("!4sQIIB3x")
 TCP_RESP = struct.Struct("!4sQqqIB3x")
+TCP_FLAGS_AT = 33           # byte offset of a response's flags (the first reserved byte): UDP_KERNEL_RX
 TCP_REQ_MAGIC, TCP_RESP_MAGIC = b"NSLq", b"NSLr"
 
 MAX_UDP_PAYLOAD = 65507
@@ -36,8 +42,8 @@ class WireError(ValueError):
 
 
 def pack_udp(kind: int, flow: int, seq: int, send_ns: int = 0, rx_ns: int = 0, tx_ns: int = 0,
-             resp_bytes: int = 0, tos: int = TOS_UNKNOWN, size: int = 0) -> bytes:
-    head = UDP_HDR.pack(UDP_MAGIC, kind, 0, tos, 0, flow, seq, send_ns, rx_ns, tx_ns, resp_bytes)
+             resp_bytes: int = 0, tos: int = TOS_UNKNOWN, size: int = 0, flags: int = 0) -> bytes:
+    head = UDP_HDR.pack(UDP_MAGIC, kind, flags, tos, 0, flow, seq, send_ns, rx_ns, tx_ns, resp_bytes)
     return head + bytes(max(0, size - len(head)))
 
 

@@ -5,6 +5,14 @@
 - ``tcp-crr``: a new connection per request; the RTT includes the handshake (send_ns is taken just
   before ``connect``), the connection is closed after the answer.
 RTT = from the start of the request (connect or first write) to the last byte of the answer.
+
+Kernel timestamps (``netslo.kstamps``, docs/metrics.md), detected per connection: tcp-rr's
+send_ns is the kernel's TX stamp of the request's last byte (``SOF_TIMESTAMPING_TX_SCHED`` with
+``OPT_ID``, whose key on a stream socket counts bytes: one stamp per send call, at its last byte),
+recv_ns the RX stamp the kernel reports with the read that completed the answer (that of the
+newest segment in the read: an earlier answer completed in the same read gets a stamp no earlier
+than its own). tcp-crr keeps send_ns before ``connect`` (a handshake has no data to stamp) and
+takes RX stamps (``kernel-rx``). send_app_ns / recv_app_ns hold the user-space times.
 """
 
 from __future__ import annotations
@@ -14,12 +22,13 @@ import select
 import socket
 from collections import deque
 
-from .. import samples, stream, wire
+from .. import kstamps, samples, stream, wire
 from ..sockopts import set_nodelay, set_tos
 from ..timing import now_ns, pin_cpu, set_timer_slack
 from . import ProbeSpec
 
 RECV_CHUNK = 1 << 20
+MAX_UNSTAMPED = 4096        # requests of one connection awaiting their TX stamp, at most
 
 
 class _Conn:
@@ -33,6 +42,33 @@ class _Conn:
         self.head = bytearray()
         self.current: tuple | None = None  # (seq, rx, tx, tos, body bytes left, total bytes)
         self.dead = False
+        self.source = kstamps.USER
+        self.server_kernel = 0             # responses whose srv_rx_ns is the responder's kernel stamp
+        self.queued = 0                    # request bytes handed to this connection so far
+        self.unstamped: deque = deque()    # (offset of a request's last byte, row) awaiting a TX stamp
+
+    def stamp(self, tx: bool) -> None:
+        """Ask for kernel stamps (TX too when ``tx``: only once the connection exists, OPT_ID
+        counts from the next byte written)."""
+        self.source = kstamps.enable(self.sock, tx)
+
+    def add(self, data: bytes, row) -> None:
+        """Queue one request; its row waits for the TX stamp of its last byte."""
+        self.out += data
+        self.queued += len(data)
+        if self.source == kstamps.KERNEL and row is not None:
+            self.unstamped.append((self.queued - 1, row))
+            if len(self.unstamped) > MAX_UNSTAMPED:   # a path whose driver does not stamp: keep no rows alive
+                self.unstamped.popleft()
+
+    def read_tx(self, clock) -> None:
+        """Give every request whose last byte a waiting TX stamp covers that stamp."""
+        for key, stamp in kstamps.read_tx(self.sock):
+            t = clock.to_mono(stamp)
+            while self.unstamped and self.unstamped[0][0] <= key:
+                row = self.unstamped.popleft()[1]
+                if t >= row["send_app_ns"]:
+                    row["send_ns"] = t
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -46,6 +82,8 @@ def _request(seq: int, spec: ProbeSpec) -> bytes:
 
 
 def _open(spec: ProbeSpec, blocking: bool) -> _Conn:
+    """A connection with kernel stamps asked for: TX and RX once connected (``blocking``), RX only
+    for a connection per request (OPT_ID needs a connected socket; its handshake has no data)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     set_nodelay(sock, spec.nodelay)
     set_tos(sock, spec.tos)
@@ -53,16 +91,22 @@ def _open(spec: ProbeSpec, blocking: bool) -> _Conn:
         sock.settimeout(5.0)
         sock.connect((spec.host, spec.port))
         sock.setblocking(False)
-        return _Conn(sock, True)
+        conn = _Conn(sock, True)
+        conn.stamp(tx=True)
+        return conn
     sock.setblocking(False)
+    conn = _Conn(sock, False)
+    conn.stamp(tx=False)
     rc = sock.connect_ex((spec.host, spec.port))
     if rc not in (0, errno.EINPROGRESS):
         raise OSError(rc, errno.errorcode.get(rc, "connect failed"))
-    return _Conn(sock, rc == 0)
+    conn.connected = rc == 0
+    return conn
 
 
-def _feed(conn: _Conn, data: bytes, t: int, rows) -> list[tuple]:
-    """Parse answer bytes; fill rows of completed seqs; return (seq, row or None) of each."""
+def _feed(conn: _Conn, data: bytes, t: int, rows, kt: int = -1) -> list[tuple]:
+    """Parse answer bytes; fill rows of completed seqs (recv_app_ns ``t``, recv_ns the kernel's RX
+    stamp ``kt`` when >= 0, else ``t``); return (seq, row or None) of each."""
     done, i, n = [], 0, len(data)
     while i < n:
         if conn.current is None:
@@ -72,6 +116,7 @@ def _feed(conn: _Conn, data: bytes, t: int, rows) -> list[tuple]:
             if len(conn.head) < wire.TCP_RESP.size:
                 break
             magic, seq, rx, tx, total, tos = wire.TCP_RESP.unpack(bytes(conn.head))
+            conn.server_kernel += bool(conn.head[wire.TCP_FLAGS_AT] & wire.UDP_KERNEL_RX)
             conn.head.clear()
             if magic != wire.TCP_RESP_MAGIC or total < wire.TCP_RESP.size or seq >= len(rows):
                 conn.dead = True
@@ -85,7 +130,7 @@ def _feed(conn: _Conn, data: bytes, t: int, rows) -> list[tuple]:
         if left == 0:
             row = rows[seq]
             if row is not None:         # None: its block is already written (streamed run), late
-                row["recv_ns"], row["srv_rx_ns"], row["srv_tx_ns"] = t, rx, tx
+                row["recv_ns"], row["recv_app_ns"], row["srv_rx_ns"], row["srv_tx_ns"] = kt if kt >= 0 else t, t, rx, tx
                 row["resp_bytes"], row["tos_srv"], row["srv_seen"] = total, tos, 1
             conn.current = None
             done.append((seq, row))
@@ -103,10 +148,13 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     rows = stream.RowStream(n, settle_ns=int(spec.wait * 1e9), sink=sink,
                             defaults={"req_bytes": max(spec.req_bytes, wire.TCP_REQ.size), "tos_sent": spec.tos})
     conns: list[_Conn] = []
+    holder = kstamps.hold_rx() if per_request else None
     persistent = None if per_request else _open(spec, blocking=True)
     if persistent:
         conns.append(persistent)
     arrivals = 0
+    clock = kstamps.clock()
+    counts = {"got": 0, "tx_missing": 0, "rx_missing": 0, "server_kernel": 0, "sources": set()}
     interval_ns = spec.interval_ns
     start = now_ns() + 20_000_000
     seq = 0
@@ -116,7 +164,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         if seq < n and t >= start + seq * interval_ns:
             row = rows[seq]
             row["sched_ns"] = start + seq * interval_ns
-            row["send_ns"] = t
+            row["send_ns"] = row["send_app_ns"] = t     # send_ns: until the kernel's TX stamp comes
             if seq % stream.RETIRE_EVERY == 0:
                 rows.retire(t)
             try:
@@ -128,7 +176,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
                         persistent = _open(spec, blocking=True)
                         conns.append(persistent)
                     c = persistent
-                c.out += _request(seq, spec)
+                c.add(_request(seq, spec), row)
                 c.pending.append(seq)
             except OSError:
                 pass  # request failed: stays lost
@@ -160,30 +208,58 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
                 pass
             except OSError:
                 c.dead = True
+            if c.source == kstamps.KERNEL:
+                c.read_tx(clock)
         for c in r:
+            if c.source == kstamps.KERNEL:   # (a waiting TX stamp also makes the socket readable)
+                c.read_tx(clock)
             try:
-                data = c.sock.recv(RECV_CHUNK)
+                data, anc, _f, _a = c.sock.recvmsg(RECV_CHUNK, kstamps.CMSG_SPACE)
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError:
-                data = b""
+                data, anc = b"", []
             t2 = now_ns()
             if not data:
                 c.dead = True
                 continue
-            for s, row in _feed(c, data, t2, rows):
+            kt = clock.to_mono(kstamps.rx_stamp(anc)) if c.source != kstamps.USER else -1
+            for s, row in _feed(c, data, t2, rows, kt):
                 if row is not None:
                     row["arrival"] = arrivals
                     arrivals += 1
+                    counts["got"] += 1
+                    counts["rx_missing"] += bool(c.source != kstamps.USER and kt < 0)
+                    counts["tx_missing"] += bool(c.source == kstamps.KERNEL and row["send_ns"] == row["send_app_ns"])
+                    counts["sources"].add(c.source)
                 if c.pending and c.pending[0] == s:
                     c.pending.popleft()
             if per_request and not c.pending:
                 c.dead = True
         for c in [c for c in conns if c.dead]:
             c.sock.close()
+            counts["server_kernel"] += c.server_kernel
             conns.remove(c)
             if c is persistent:
                 persistent = None
     for c in conns:
         c.sock.close()
-    return rows.finish(spec.meta())
+        counts["server_kernel"] += c.server_kernel
+    if holder is not None:
+        holder.close()
+    meta = spec.meta()
+    meta.update(_stamp_meta(counts))
+    return rows.finish(meta)
+
+
+def _stamp_meta(counts: dict) -> dict:
+    """The metadata's timestamps (docs/metrics.md): the connections' source (the weakest of them),
+    the responder's RX source over its responses (kernel, user or mixed), the answers that kept a
+    user-space time for lack of a stamp."""
+    order = (kstamps.USER, kstamps.KERNEL_RX, kstamps.KERNEL)
+    source = min(counts["sources"], key=order.index) if counts["sources"] else kstamps.USER
+    got, kernel = counts["got"], counts["server_kernel"]
+    server = kstamps.KERNEL if got and kernel >= got else (kstamps.USER if not kernel else "mixed")
+    return {"timestamps": source, "server_timestamps": server,
+            "kernel_tx_missing": counts["tx_missing"], "kernel_rx_missing": counts["rx_missing"],
+            "kernel_clock_error_ns": kstamps.clock().error if source != kstamps.USER else 0}

@@ -1,6 +1,7 @@
 """The ``udp`` probe with its send loop compiled (``--sender native``): for high rates.
 
-Same wire format, rows (one per scheduled request, ``samples.SAMPLE_DTYPE``), streaming and FIN
+Same wire format, rows (one per scheduled request, ``samples.SAMPLE_DTYPE``), kernel timestamps
+(``netslo.kstamps``, in C; the metadata's ``timestamps`` etc. as the Python sender's), streaming and FIN
 exchange as ``netslo.probes.udp``; the schedule, the sends and the reads of replies run in
 ``udp_sender.c``, built on first use with the system's C compiler and cached. Python's loop keeps
 its schedule to ~20 000 requests/s (timer error P99 of a few hundred µs there); the compiled loop
@@ -91,6 +92,10 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     set_seen(rows, state)
     rows.late += int(tail["late"])
     meta = spec.meta()
+    got, server = int(tail["received"]), int(tail["server_kernel"])
     meta.update(flow=flow, fin_answered=state["fin"] is not None, late_responses=rows.late,
-                send_errors=int(tail["send_errors"]))
+                send_errors=int(tail["send_errors"]), timestamps=tail["timestamps"],
+                server_timestamps="kernel" if got and server >= got else ("user" if not server else "mixed"),
+                kernel_tx_missing=int(tail["tx_missing"]), kernel_rx_missing=int(tail["rx_missing"]),
+                kernel_clock_error_ns=int(tail["clock_error_ns"]))
     return rows.finish(meta)

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from ..phase_times import timed_call
+from ..samples import timestamps
 
 SCHEMA_VERSION = 1
 
@@ -35,6 +36,8 @@ def outcome_record(test_id: str, outcome, samples_file: str | None) -> dict:
         "seconds": round(outcome.seconds, 3),
         "samples_file": samples_file,
         "notes": list(getattr(outcome, "notes", [])),
+        "timestamps": timestamps(outcome.samples.meta),   # clock points of rtt/owd (docs/metrics.md)
+        "timestamps_missing": sum(outcome.samples.meta.get(k, 0) for k in ("kernel_tx_missing", "kernel_rx_missing")),
         "environment": outcome.environment,   # per record: e.g. kernel differs between host and UML tests
     }
 

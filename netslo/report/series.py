@@ -2,8 +2,9 @@
 regression tests that need samples, not summaries.
 
 ``series(samples, "rtt")`` returns exactly the values whose nearest-rank percentiles are
-``analyze(samples).metrics["rtt.p99"]`` etc. Names: rtt, owd_up, owd_down, ipdv, ipdv_up, ipdv_down,
-pdv, server_time, timer_error (delays, seconds; ipdv* are absolute values) and loss (0/1 per request).
+``analyze(samples).metrics["rtt.p99"]`` etc. Names: rtt, rtt_app, owd_up, owd_down, ipdv, ipdv_app,
+ipdv_up, ipdv_down, pdv, server_time, timer_error (delays, seconds; ipdv* are absolute values) and loss
+(0/1 per request).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from ..order_stats import seconds
 from ..samples import SampleSet
 
 NS = 1e-9
-DELAY_SERIES = ("rtt", "owd_up", "owd_down", "ipdv", "ipdv_up", "ipdv_down", "pdv", "server_time",
-                "timer_error")
+DELAY_SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "ipdv", "ipdv_app", "ipdv_up", "ipdv_down", "pdv",
+                "server_time", "timer_error")
 
 
 def _joined(parts, dtype) -> np.ndarray:
@@ -52,8 +53,8 @@ def series(samples: SampleSet, name: str) -> np.ndarray:
         return np.empty(0)
     if name in delays.SERIES:
         return seconds(_joined((ChunkDelays(ch).series(name) for ch in chunks), np.int64))
-    if name in ("ipdv", "ipdv_up", "ipdv_down"):
-        of = {"ipdv": "rtt", "ipdv_up": "owd_up", "ipdv_down": "owd_down"}[name]
+    if name in ("ipdv", "ipdv_app", "ipdv_up", "ipdv_down"):
+        of = {"ipdv": "rtt", "ipdv_app": "rtt_app", "ipdv_up": "owd_up", "ipdv_down": "owd_down"}[name]
         return _joined((delays.ipdv_seconds(x, pair) for x, pair in delays.pairs(chunks, of)), np.float64)
     if name == "pdv":
         rtt = series(samples, "rtt")

@@ -44,15 +44,21 @@ def markdown(records: list[dict], environment: dict, tally=None) -> str:
     env = ", ".join(f"{k}={v}" for k, v in environment.items() if k in
                     ("provider", "datapath", "cni", "nodes", "pod_mtu", "kernel", "congestion_control"))
     lines = [f"### netslo SLO gate: {head}", "", f"Environment: {env}", "",
-             "| test | verdict | samples | checks (value, 95% CI, threshold) |", "|---|---|---:|---|"]
+             "| test | verdict | samples | timestamps | checks (value, 95% CI, threshold) |", "|---|---|---:|---|---|"]
     for r in records:
         checks = "<br>".join(check_cell(c) for c in r["checks"]) or "–"
         lines.append(f"| `{r['scenario']}` | {'✅ pass' if r['verdict'] == 'pass' else '❌ ' + r['verdict']} | "
-                     f"{r['counts']['sent']} | {checks} |")
+                     f"{r['counts']['sent']} | {timestamps_cell(r)} | {checks} |")
     lines.append("")
     if tally is not None:
         lines.append(tally.markdown())
     return "\n".join(lines)
+
+
+def timestamps_cell(rec: dict) -> str:
+    """The clock points of a record's rtt (docs/metrics.md), with the answers that lacked a kernel stamp."""
+    missing = rec.get("timestamps_missing", 0)
+    return rec.get("timestamps", "user") + (f" ({missing} stamps missing)" if missing else "")
 
 
 def terminal_row(rec: dict) -> str:
@@ -66,7 +72,7 @@ def terminal_row(rec: dict) -> str:
     loss = m.get("loss", {}).get("value")
     return (f"{rec['scenario']:<28} {rec['verdict']:<5} rtt p50 {fmt('rtt.p50'):>8} p99 {fmt('rtt.p99'):>8}  "
             f"|ipdv| p99 {fmt('ipdv.p99'):>8}  loss {units.format_percent(loss) if loss is not None else '-':>6}  "
-            f"n={rec['counts']['sent']}")
+            f"n={rec['counts']['sent']} ts={rec.get('timestamps', 'user')}")
 
 
 def append_to_step_summary(text: str) -> Path | None:

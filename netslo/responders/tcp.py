@@ -4,7 +4,9 @@ Serves both persistent (RR) and connection-per-request (CRR) clients. TCP_NODELA
 ``nodelay=False``. A message larger than ``wire.MAX_TCP_MESSAGE`` or with a bad header closes only
 that connection; at most ``MAX_CONNECTIONS`` connections are served at once and an idle one is
 closed after ``IDLE_TIMEOUT_S``. The TOS field of a response echoes the value from the request header (user space
-cannot read the TOS of TCP segments the way IP_RECVTOS does for UDP).
+cannot read the TOS of TCP segments the way IP_RECVTOS does for UDP). srv_rx_ns is the kernel's RX stamp
+the read that completed the request came with (``netslo.kstamps``; flag ``wire.UDP_KERNEL_RX`` at
+``wire.TCP_FLAGS_AT``) where the kernel gives one, else the user-space time after it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from .. import wire
+from .. import kstamps, wire
 from ..sockopts import set_nodelay
 from ..timing import now_ns
 
@@ -21,25 +23,33 @@ MAX_CONNECTIONS = 512        # concurrent connections; more are closed at once
 IDLE_TIMEOUT_S = 30.0        # a connection silent this long mid-message (or between messages) is closed
 
 
-def _recv_exact(conn: socket.socket, n: int, buf: bytearray | None = None) -> bytes | None:
-    """Read exactly n bytes (or discard them into a scratch buffer when buf is given)."""
+def _recv_exact(conn: socket.socket, n: int, buf: bytearray | None = None, stamp: list | None = None) -> bytes | None:
+    """Read exactly n bytes (or discard them into a scratch buffer when buf is given); ``stamp[0]``
+    becomes the kernel RX stamp (CLOCK_REALTIME ns) of the last read that had one."""
     if buf is not None:
         view = memoryview(buf)
         left = n
         while left:
-            got = conn.recv_into(view, min(left, len(buf)))
+            got, anc, _f, _a = conn.recvmsg_into([view[:min(left, len(buf))]], kstamps.CMSG_SPACE)
             if not got:
                 return None
+            _note(stamp, anc)
             left -= got
         return b""
     parts, left = [], n
     while left:
-        chunk = conn.recv(left)
+        chunk, anc, _f, _a = conn.recvmsg(left, kstamps.CMSG_SPACE)
         if not chunk:
             return None
+        _note(stamp, anc)
         parts.append(chunk)
         left -= len(chunk)
     return b"".join(parts)
+
+
+def _note(stamp: list | None, anc) -> None:
+    if stamp is not None and (k := kstamps.rx_stamp(anc)) >= 0:
+        stamp[0] = k
 
 
 def serve_connection(conn: socket.socket, nodelay: bool = True, slots: threading.Semaphore | None = None) -> None:
@@ -47,23 +57,30 @@ def serve_connection(conn: socket.socket, nodelay: bool = True, slots: threading
     scratch = bytearray(CHUNK)
     zeros = bytes(CHUNK)
     conn.settimeout(IDLE_TIMEOUT_S)
+    stamp, clock = [-1], kstamps.clock()
     try:
         set_nodelay(conn, nodelay)
+        kstamps.enable(conn, tx=False)
         while True:
-            head = _recv_exact(conn, wire.TCP_REQ.size)
+            stamp[0] = -1
+            head = _recv_exact(conn, wire.TCP_REQ.size, stamp=stamp)
             if head is None:
                 return
             magic, seq, req_bytes, resp_bytes, tos = wire.TCP_REQ.unpack(head)
             if (magic != wire.TCP_REQ_MAGIC or not wire.TCP_REQ.size <= req_bytes <= wire.MAX_TCP_MESSAGE
                     or not wire.TCP_RESP.size <= resp_bytes <= wire.MAX_TCP_MESSAGE):
                 return
-            if _recv_exact(conn, req_bytes - wire.TCP_REQ.size, scratch) is None:
+            if _recv_exact(conn, req_bytes - wire.TCP_REQ.size, scratch, stamp) is None:
                 return
             rx = now_ns()
+            if stamp[0] >= 0:
+                clock.refresh()
+                rx = clock.to_mono(stamp[0])
             body = resp_bytes - wire.TCP_RESP.size
             tx = now_ns()
-            conn.sendall(wire.TCP_RESP.pack(wire.TCP_RESP_MAGIC, seq, rx, tx, resp_bytes, tos)
-                         + zeros[:min(body, CHUNK)])
+            head = bytearray(wire.TCP_RESP.pack(wire.TCP_RESP_MAGIC, seq, rx, tx, resp_bytes, tos))
+            head[wire.TCP_FLAGS_AT] = wire.UDP_KERNEL_RX if stamp[0] >= 0 else 0
+            conn.sendall(bytes(head) + zeros[:min(body, CHUNK)])
             body -= min(body, CHUNK)
             while body > 0:
                 conn.sendall(zeros[:min(body, CHUNK)])

@@ -1,5 +1,9 @@
 """UDP echo responder (irtt-like): replies with its rx/tx timestamps (ns) and the TOS it saw.
 
+rx is the kernel's RX stamp of the request where the kernel gives one (``netslo.kstamps``; the
+reply's flag ``wire.UDP_KERNEL_RX`` says so), else the user-space time after recv; tx is the
+user-space time just before send (a reply cannot carry its own kernel TX stamp).
+
 Keeps, per flow, a bitmap of the sequence numbers that arrived so the probe can split loss into
 upstream and downstream (FIN exchange). Memory is bounded: at most ``MAX_FLOWS`` flows (oldest
 evicted; a segmented LRU protects established flows) and ``wire.MAX_FIN_SEQS`` tracked sequence numbers per flow; anything malformed is dropped.
@@ -10,7 +14,7 @@ from __future__ import annotations
 import socket
 from collections import OrderedDict
 
-from .. import wire
+from .. import kstamps, wire
 from ..sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
 from ..timing import now_ns
 
@@ -72,8 +76,9 @@ class FlowTable:
         return bytes(entry[0]) if entry else b""
 
 
-def handle(data: bytes, tos_seen: int, rx_ns: int, table: FlowTable) -> bytes | None:
-    """One datagram in -> the reply to send (or None to drop). Pure function of input and table."""
+def handle(data: bytes, tos_seen: int, rx_ns: int, table: FlowTable, kernel_rx: bool = False) -> bytes | None:
+    """One datagram in -> the reply to send (or None to drop). Pure function of input and table;
+    ``kernel_rx``: ``rx_ns`` is a kernel RX stamp."""
     try:
         kind, _tos, flow, seq, send_ns, _rx, _tx, resp = wire.unpack_udp(data)
     except wire.WireError:
@@ -82,7 +87,8 @@ def handle(data: bytes, tos_seen: int, rx_ns: int, table: FlowTable) -> bytes | 
         table.mark(flow, seq)
         size = min(max(resp, wire.UDP_HDR.size), wire.MAX_UDP_PAYLOAD)
         tos = tos_seen if 0 <= tos_seen <= 255 else wire.TOS_UNKNOWN
-        return wire.pack_udp(wire.UDP_REPLY, flow, seq, send_ns, rx_ns, 0, size, tos, size)
+        return wire.pack_udp(wire.UDP_REPLY, flow, seq, send_ns, rx_ns, 0, size, tos, size,
+                             flags=wire.UDP_KERNEL_RX if kernel_rx else 0)
     if kind == wire.UDP_FIN:
         blob = wire.pack_bitmap(bytearray(table.bitmap(flow)))
         head = wire.pack_udp(wire.UDP_FIN_REPLY, flow, seq, send_ns, rx_ns, 0, len(blob))
@@ -98,6 +104,8 @@ def serve(port: int, bind: str = "0.0.0.0", ready=None, stop=None) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
     sock.bind((bind, port))
     enable_recv_tos(sock)
+    stamps = kstamps.enable(sock, tx=False) != kstamps.USER
+    clock = kstamps.clock()
     if stop is not None:
         sock.settimeout(0.2)
     table = FlowTable()
@@ -107,14 +115,18 @@ def serve(port: int, bind: str = "0.0.0.0", ready=None, stop=None) -> None:
         ready()
     while not (stop and stop()):
         try:
-            data, anc, _flags, addr = sock.recvmsg(wire.MAX_UDP_PAYLOAD, CMSG_SPACE)
+            data, anc, _flags, addr = sock.recvmsg(wire.MAX_UDP_PAYLOAD, CMSG_SPACE + kstamps.CMSG_SPACE)
         except socket.timeout:
             continue
         except OSError:
             continue
         rx = now_ns()
+        stamp = kstamps.rx_stamp(anc) if stamps else -1
+        if stamp >= 0:
+            clock.refresh()
+            rx = clock.to_mono(stamp)
         tos_seen = tos_from_ancillary(anc)
-        reply = handle(data, tos_seen, rx, table)
+        reply = handle(data, tos_seen, rx, table, kernel_rx=stamp >= 0)
         if reply is None:
             continue
         mark = tos_seen if tos_seen >= 0 else 0

@@ -106,3 +106,20 @@ def test_native_sender_for_another_protocol_is_one_line():
     with pytest.raises(ValueError, match=r"sender: value 'native' — expected 'python' \(the compiled sender is for protocol udp only, not tcp-rr\)"):
         from netslo.probes import run
         run(ProbeSpec("tcp-rr", "127.0.0.1", 9, sender="native"))
+
+
+def test_native_rows_use_kernel_stamps_inside_the_user_space_times(path):
+    """As the Python sender (tests/unit/test_kernel_timestamps.py): kernel TX/RX stamps at both ends,
+    none missing, each strictly inside the loop's own clock readings."""
+    c, srv, cli, port = path
+    s = c.probe(cli, ProbeSpec("udp", srv.ip, port, count=N, interval=INTERVAL, req_bytes=64, resp_bytes=64,
+                               wait=0.5, sender="native"))
+    m = s.meta
+    assert (m["timestamps"], m["server_timestamps"], m["kernel_tx_missing"], m["kernel_rx_missing"]) == \
+        ("kernel", "kernel", 0, 0)
+    r = s.rows[s.rows["recv_ns"] >= 0]
+    assert len(r) == N
+    assert np.all(r["send_app_ns"] < r["send_ns"]) and np.all(r["recv_ns"] < r["recv_app_ns"])
+    assert np.all(r["send_app_ns"] >= r["sched_ns"])
+    a = stats.analyze(s)
+    assert a.get("rtt.p50").value < a.get("rtt_app.p50").value

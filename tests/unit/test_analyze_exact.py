@@ -36,10 +36,15 @@ def reference_analyze(s: SampleSet, confidence: float = 0.95) -> Analysis:
         m.update(describe(np.abs(ipdv(down)), confidence, "ipdv_down"))
     m.update(describe(np.abs(ipdv(rtt_by_seq)), confidence, "ipdv"))
     m.update(describe(pdv(rtt), confidence, "pdv"))
+    send_app = np.where(r["send_app_ns"] == -1, r["send_ns"], r["send_app_ns"])   # unknown: the twin's
+    recv_app = np.where(r["recv_app_ns"] == -1, r["recv_ns"], r["recv_app_ns"])
+    app_by_seq = np.where(got, (recv_app - send_app) * ns, np.nan)
+    m.update(describe(app_by_seq[got], confidence, "rtt_app"))
+    m.update(describe(np.abs(ipdv(app_by_seq)), confidence, "ipdv_app"))
     order = np.argsort(np.where(got, r["arrival"], np.iinfo(np.int64).max), kind="stable")[:got.sum()]
     j = rfc3550_jitter(rtt_by_seq[order])
     m["rfc3550"] = Estimate(j, j, j, int(got.sum()))
-    m.update(describe(((r["send_ns"] - r["sched_ns"]) * ns)[r["send_ns"] >= 0], confidence, "timer_error"))
+    m.update(describe(((send_app - r["sched_ns"]) * ns)[r["send_ns"] >= 0], confidence, "timer_error"))
     received = int(got.sum())
     up_lost = int(((r["srv_seen"] == 0) & ~got).sum())
     down_lost = int(((r["srv_seen"] == 1) & ~got).sum())
@@ -56,8 +61,10 @@ def reference_analyze(s: SampleSet, confidence: float = 0.95) -> Analysis:
                         "reordered": reordered})
 
 
-def messy_rows(rng, n: int, quantum: int = 1, reorder: bool = False, extreme: bool = False) -> np.ndarray:
-    """Heavy-tailed RTTs, loss, unknown server timestamps, unsent rows, duplicates, loss split."""
+def messy_rows(rng, n: int, quantum: int = 1, reorder: bool = False, extreme: bool = False,
+               kernel: bool = False) -> np.ndarray:
+    """Heavy-tailed RTTs, loss, unknown server timestamps, unsent rows, duplicates, loss split;
+    ``kernel``: user-space times around the send/recv stamps (a few unknown: the twin's)."""
     r = samples.empty(n)
     r["sched_ns"] = np.arange(n) * 2_000_000 + 10**12
     r["send_ns"] = r["sched_ns"] + rng.integers(0, 300_000, n) // quantum * quantum
@@ -80,6 +87,10 @@ def messy_rows(rng, n: int, quantum: int = 1, reorder: bool = False, extreme: bo
     if extreme:
         r["recv_ns"][rng.random(n) < 0.01] = 2**62
         r["send_ns"][rng.random(n) < 0.01] = -5
+    if kernel:
+        r["send_app_ns"] = np.where(r["send_ns"] >= 0, r["send_ns"] - rng.integers(500, 20_000, n), -1)
+        r["recv_app_ns"] = np.where(r["recv_ns"] >= 0, r["recv_ns"] + rng.integers(500, 90_000, n), -1)
+        r["send_app_ns"][rng.random(n) < 0.01] = -1
     return r
 
 
@@ -97,13 +108,15 @@ def assert_identical(new: Analysis, ref: Analysis) -> None:
 
 
 @pytest.mark.parametrize("chunk_rows", [1 << 18, 97])
-@pytest.mark.parametrize("shape", [{}, {"quantum": 1000}, {"reorder": True}, {"extreme": True}])
+@pytest.mark.parametrize("shape", [{}, {"quantum": 1000}, {"reorder": True}, {"extreme": True}, {"kernel": True},
+                                   {"kernel": True, "extreme": True}])
 @pytest.mark.parametrize("shared_clock", [True, False])
 def test_same_results_as_the_sorted_computation(monkeypatch, chunk_rows, shape, shared_clock):
     monkeypatch.setattr(samples, "CHUNK_ROWS", chunk_rows)
     rng = np.random.default_rng(chunk_rows + len(shape))
+    meta = {"shared_clock": shared_clock, **({"timestamps": "kernel"} if shape.get("kernel") else {})}
     for n in (1, 2, 3, 10, 500, 4000):
-        s = SampleSet(messy_rows(rng, n, **shape), {"shared_clock": shared_clock})
+        s = SampleSet(messy_rows(rng, n, **shape), meta)
         assert_identical(stats.analyze(s), reference_analyze(s))
         compact_set = SampleSet.from_bytes(s.to_bytes())
         assert_identical(stats.analyze(compact_set), reference_analyze(s))

@@ -308,3 +308,51 @@ def test_offline_cli_help_works():
     import sys
     run = subprocess.run([sys.executable, "-m", "netslo.report.regression", "--help"], capture_output=True, text=True)
     assert run.returncode == 0 and "--min-effect" in run.stdout and "100%" in run.stdout, run.stderr
+
+
+# ---- baselines recorded at other clock points (issue 30) -----------------------------------------
+
+def kernel_samples(app_rtt_s: np.ndarray, kernel_share: float = 0.4) -> SampleSet:
+    """``make_samples`` with kernel stamps: the user-space RTT is ``app_rtt_s``, the kernel's
+    ``kernel_share`` of it (the rest split between the client's send and receive paths)."""
+    s = make_samples(app_rtt_s)
+    r = s.rows
+    app = (np.asarray(app_rtt_s) * 1e9).astype(np.int64)
+    stack = app - (app * kernel_share).astype(np.int64)
+    r["send_app_ns"], r["recv_app_ns"] = r["send_ns"], r["recv_ns"]
+    r["send_ns"] = r["send_app_ns"] + stack * 3 // 10
+    r["recv_ns"] = r["recv_app_ns"] - (stack - stack * 3 // 10)
+    s.meta["timestamps"] = "kernel"
+    return s
+
+
+@pytest.mark.parametrize("kernel_side", ["current", "baseline"])
+def test_a_baseline_of_the_other_definition_is_converted_and_said(tmp_path, kernel_side):
+    """User-space baseline vs kernel current (or the reverse): rtt is compared as rtt_app, which
+    both keep, so the same application times are neither an improvement nor a regression (compared
+    silently, the kernel's 0.4x of 1 ms would be one of 0.6 ms); one-way delays are refused; both
+    reports say so."""
+    user, kernel = make_samples(lognormal(10, median=1e-3)), kernel_samples(lognormal(11, median=1e-3))
+    base, cur = (user, kernel) if kernel_side == "current" else (kernel, user)
+    policy = reg.Policy(n_boot=1000, metrics=("rtt.p50", "rtt.p99", "owd_up.p99", "loss"))
+    rep = reg.compare(run_of(**{TEST_A: base}), run_of(**{TEST_A: cur}), policy)
+    assert all(c.verdict == reg.UNCHANGED for c in rep.comparisons) and not rep.failed
+    assert {c.metric for c in rep.comparisons} == {"rtt.p50", "rtt.p99", "loss"}
+    p50 = next(c for c in rep.comparisons if c.metric == "rtt.p50")
+    app = lognormal(11 if kernel_side == "current" else 10, median=1e-3)
+    assert p50.current == pytest.approx(float(np.quantile(app, 0.5)), rel=0.02)
+    note = rep.definitions[TEST_A]
+    assert note["converted"] == ["rtt.p50", "rtt.p99"] and note["refused"] == ["owd_up.p99"]
+    assert note["baseline" if kernel_side == "baseline" else "current"] == ["kernel"]
+    j, m = rep.write(tmp_path)
+    assert json.loads(j.read_text())["timestamps_differ"][TEST_A]["refused"] == ["owd_up.p99"]
+    assert "other clock points" in m.read_text() and "refused owd_up.p99" in m.read_text()
+
+
+def test_same_definition_on_both_sides_compares_rtt_itself():
+    rep = reg.compare(run_of(**{TEST_A: kernel_samples(lognormal(10))}),
+                      run_of(**{TEST_A: kernel_samples(10 * lognormal(11))}), FAST)
+    assert not rep.definitions
+    p50 = next(c for c in rep.comparisons if c.metric == "rtt.p50")
+    assert p50.verdict == reg.REGRESSED
+    assert p50.current == pytest.approx(0.4 * 10 * float(np.quantile(lognormal(11), 0.5)), rel=0.02)   # kernel rtt

@@ -117,6 +117,13 @@ def markdown(report) -> str:
     if report.rerun is not None:
         lines += [f"Re-measured in this session because they looked regressed ({len(report.rerun.samples)}): "
                   + ", ".join(f"`{t}`" for t in sorted(report.rerun.samples)), ""]
+    if report.definitions:
+        lines += ["⚠️ Baseline recorded at other clock points (`timestamps`, docs/metrics.md): " + "; ".join(
+            f"`{t}` baseline {'/'.join(d['baseline'])}, current {'/'.join(d['current'])}: "
+            + (f"converted {', '.join(d['converted'])} (compared as rtt_app / ipdv_app, user space to user space, "
+               f"which both keep)" if d["converted"] else "nothing converted")
+            + (f"; refused {', '.join(d['refused'])} (not compared: defined at one clock point only)"
+               if d["refused"] else "") for t, d in sorted(report.definitions.items())), ""]
     changes = report.environment_changes()
     if changes:
         lines += ["⚠️ The environment differs from the baseline: " + "; ".join(changes), ""]

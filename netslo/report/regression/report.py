@@ -15,6 +15,7 @@ from ..series import series, split_metric
 from .blocks import block_requests
 from .canaries import explained_by_host, host_noise, index_canary, spread_canary
 from .comparison import compare_index, compare_metric, compare_spread, holm
+from .definitions import Definitions
 from .policy import HOST_NOISE, IMPROVED, INSUFFICIENT, NOT_CONFIRMED, REGRESSED, SPREAD, Policy
 from .runs import Run
 
@@ -30,6 +31,7 @@ class Report:
     only_current: list = field(default_factory=list)    # new tests (no baseline)
     rerun: Run | None = None                            # re-measured tests (see confirm())
     excused: dict = field(default_factory=dict)         # missing test -> why that is on purpose
+    definitions: dict = field(default_factory=dict)     # test -> timestamps differ: converted/refused metrics
 
     @property
     def missing(self) -> list:
@@ -75,6 +77,7 @@ class Report:
             "missing": self.missing,
             "excused": self.excused,
             "only_current": self.only_current,
+            "timestamps_differ": self.definitions,
             "rerun": sorted(self.rerun.samples) if self.rerun else [],
         }
 
@@ -95,13 +98,15 @@ class Report:
 
 def compare(baseline: Run, current: Run, policy: Policy = Policy(), baseline_label: str = "") -> Report:
     """Every metric of every test found in both runs (plus the gate index when the baseline has
-    enough runs); Holm over all comparisons with enough data."""
+    enough runs); Holm over all comparisons with enough data. A test whose baseline was recorded
+    at other clock points (``timestamps``) compares rtt and ipdv as rtt_app and ipdv_app and
+    refuses the one-way series (``definitions``); the report says which."""
     rng = np.random.default_rng(policy.seed)
     comps = []
     common = [t for t in current.samples if t in baseline.samples]
     family_bound = (len(common) + 1) * len(policy.metrics)
     boot = replace(policy, n_boot=max(policy.n_boot, math.ceil(2 * family_bound / policy.alpha)))
-    noisy, timers, sides, ratios = {}, {}, {}, {}
+    noisy, timers, sides, ratios, notes = {}, {}, {}, {}, {}
     spread_series: dict = {m: {} for m in policy.metrics}   # metric -> {test: (base parts, cur parts)}
     for test in common:
         timers[test] = ([series(s, "timer_error") for s in baseline.samples[test]],
@@ -110,9 +115,15 @@ def compare(baseline: Run, current: Run, policy: Policy = Policy(), baseline_lab
         canary = (spread_canary(*timers[test]) if spread else host_noise(*timers[test], policy))
         noisy[test], ratios[test] = canary["noisier"], canary.get("ratio", 1.0)
         block = block_requests(baseline.samples[test] + current.samples[test], policy.block_s)
-        cache = {}
+        cache, defs, converted, refused = {}, Definitions.of(baseline.samples[test], current.samples[test]), [], []
         for metric in policy.metrics:
-            name, _ = split_metric(metric)
+            asked, _ = split_metric(metric)
+            name = defs.series_name(asked)
+            if name is None:
+                refused.append(metric)
+                continue
+            if name != asked:
+                converted.append(metric)
             if name not in cache:
                 cache[name] = ([series(s, name) for s in baseline.samples[test]],
                                [series(s, name) for s in current.samples[test]])
@@ -128,6 +139,8 @@ def compare(baseline: Run, current: Run, policy: Policy = Policy(), baseline_lab
             comp.timer_p50, comp.timer_p99 = canary["p50"], canary["p99"]
             comps.append(comp)
         sides.clear()
+        if defs.differ:
+            notes[test] = defs.note(converted, refused)
     if policy.gate_index:
         for metric, per_test in spread_series.items():
             comp = compare_index(metric, per_test, current, baseline, policy)
@@ -161,7 +174,7 @@ def compare(baseline: Run, current: Run, policy: Policy = Policy(), baseline_lab
             c.verdict = IMPROVED
     return Report(policy, comps, baseline, current, baseline_label,
                   only_baseline=sorted(set(baseline.samples) - set(current.samples)),
-                  only_current=sorted(set(current.samples) - set(baseline.samples)))
+                  only_current=sorted(set(current.samples) - set(baseline.samples)), definitions=notes)
 
 
 def suspected(report: Report) -> list[str]:
