@@ -4,7 +4,6 @@ that gives none falls back with the metadata saying which timestamps were used."
 
 import contextlib
 import socket
-import threading
 
 import numpy as np
 import pytest
@@ -14,6 +13,8 @@ from netslo.probes import ProbeSpec, tcp, udp, udp_native
 from netslo.responders import tcp as tcp_responder
 from netslo.responders import udp as udp_responder
 
+from .local_responder import serving
+
 N = 400
 
 
@@ -22,16 +23,8 @@ def _responder(module=udp_responder, kind=socket.SOCK_DGRAM):
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    stopping, ready = threading.Event(), threading.Event()
-    t = threading.Thread(target=module.serve, args=(port, "127.0.0.1"), kwargs={"ready": ready.set, "stop": stopping.is_set},
-                         daemon=True)
-    t.start()
-    assert ready.wait(10)
-    try:
+    with serving(module.serve, port):
         yield port
-    finally:
-        stopping.set()
-        t.join(10)
 
 
 def _probe(port: int, sender: str = "python"):

@@ -15,6 +15,8 @@ from netslo.responders import udp as udp_responder
 from netslo.samples import SampleSet
 from netslo.units import format_duration, format_percent
 
+from .local_responder import serving
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -27,16 +29,8 @@ def _serving(serve, monkeypatch):
     """A responder ``serve(port, "127.0.0.1", ready=, stop=)`` in a thread, small stream blocks; the port."""
     monkeypatch.setattr(stream, "BLOCK_ROWS", 256)
     monkeypatch.setattr(stream, "RETIRE_EVERY", 64)
-    port, stopping, ready = _free_port(), threading.Event(), threading.Event()
-    t = threading.Thread(target=serve, args=(port, "127.0.0.1"), kwargs={"ready": ready.set, "stop": stopping.is_set},
-                         daemon=True)
-    t.start()
-    assert ready.wait(10)
-    try:
+    with serving(serve, _free_port()) as port:
         yield port
-    finally:
-        stopping.set()
-        t.join(10)
 
 
 def test_udp_probe_streams_chunks_to_the_out_file(tmp_path, monkeypatch, capsys):
