@@ -16,7 +16,7 @@ One command at a time (a client wanting two at once opens two sessions). At end 
 ends; a command still running then is killed, and a child never outlives the session
 (PR_SET_PDEATHSIG). Nothing but replies is written to the session's stdout (its own fd 1 is moved
 to stderr at start). ``request_line`` and ``parse_reply`` are the client's side of the framing
-(``KubeApi.session`` speaks it over the exec stream).
+(``providers.kube_session`` speaks it over the exec stream).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import signal
 import sys
 import traceback
 
-from .forkserver import WARM, exit_child
+from .forkserver import WARM, exit_child, exit_code
 
 PR_SET_PDEATHSIG = 1
 MAX_HEADER = 1 << 20
@@ -55,7 +55,7 @@ def _child(argv: list[str], env: dict[str, str], out_w: int, err_w: int) -> None
         try:
             code = agent.main(argv)
         except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            code = exit_code(e)
     except BaseException:
         traceback.print_exc()
         code = 1

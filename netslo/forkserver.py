@@ -75,12 +75,17 @@ def _child(request: dict, fds: list[int]) -> None:
             runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            code = exit_code(e)
     except BaseException:
         traceback.print_exc()
         code = 1
     finally:
         exit_child(code)
+
+
+def exit_code(e: SystemExit) -> int:
+    """The process exit code a ``SystemExit`` stands for (None: 0; a message: 1)."""
+    return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
 
 
 def exit_child(code) -> None:

@@ -150,8 +150,8 @@ def exec_in_pod(args, command: list[str]) -> int:
     from . import podns
     if not command:
         raise SpecError("command", "(none)", "a command after --, e.g. -- sysctl -n net.ipv4.tcp_congestion_control")
-    where = podns.find(podns.check_ip(args.pod_ip), args.netns_dir or podns.NETNS_RUN_DIR)
-    path = os.path.join(args.netns_dir or podns.NETNS_RUN_DIR, where.name)
+    netns_dir = args.netns_dir or podns.NETNS_RUN_DIR
+    path = os.path.join(netns_dir, podns.find(podns.check_ip(args.pod_ip), netns_dir).name)
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
