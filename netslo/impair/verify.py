@@ -366,11 +366,12 @@ def measure(cluster, client, server, ports, count: int = CALIBRATION_COUNT,
 
 def calibration_count(imps: dict, baseline: SampleSet, count: int) -> int:
     """``count``, or more where a loss check needs more requests to be able to fail (at most
-    ``MAX_CALIBRATION_COUNT``); ``imps`` maps a direction to its Impairment."""
+    ``MAX_CALIBRATION_COUNT``: a loss no such calibration tells from none adds nothing, its check says
+    so); ``imps`` maps a direction to its Impairment."""
     for d, imp in imps.items():
         if imp.expected_loss or imp.corrupt:
             p_loss, p_path, _ = _loss_probabilities(imp, baseline, d)
-            count = max(count, loss_count_needed(p_loss, p_path, _deflation(imp)) or MAX_CALIBRATION_COUNT)
+            count = max(count, loss_count_needed(p_loss, p_path, _deflation(imp)) or count)
     return count
 
 

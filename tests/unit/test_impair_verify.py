@@ -164,3 +164,11 @@ def test_verify_sends_the_longer_calibration_and_does_not_repeat_an_unresolved_o
         assert asked == want, (imp.name, asked)
         assert v.first is None and not v.failed
     assert v.unresolved and v.ok and not v.unverifiable    # wired-lan, as in user-mode-linux: P10 does not count
+
+
+def test_a_loss_no_calibration_can_tell_from_none_does_not_lengthen_it():
+    """0.01 % loss needs more than MAX_CALIBRATION_COUNT requests: measuring the maximum would not let
+    its check fail, so the calibration keeps its length and the check says it cannot be verified."""
+    imp = replace(preset("wired-lan"), loss=0.0001)
+    assert verify.loss_count_needed(imp.expected_loss, 0.0) is None
+    assert verify.calibration_count({"up": imp}, path(1), 1000) == 1000
