@@ -3,7 +3,7 @@
     python -m netslo.agent serve udp|tcp|http|ws|tls|mqtt|proxy --port P [--bind ADDR] [--ready-file F]
                           [--no-nodelay] [--tls-dir D] [--upstream HOST:PORT]
     python -m netslo.agent probe udp|tcp-rr|tcp-crr|http|http-new|ws|wss|https|https-new|
-                          mqtt-qos0|mqtt-qos1|mqtt-qos2|icmp --target HOST:PORT
+                          mqtt-qos0|mqtt-qos1|mqtt-qos2|icmp --target HOST:PORT|[IPV6]:PORT
                           [--count N] [--interval 2ms] [--req-size 1k] [--resp-size 1k]
                           [--tos EF|46|0xb8...] [--no-nodelay] [--wait 1s] [--cpu N] [--progress] --out FILE|-
                           [--sender python|native]   (udp: native = the compiled send loop)
@@ -26,6 +26,7 @@ import sys
 
 from . import units
 from .endpoint import parse_target
+from .families import ANY
 from .errors import SpecError
 from .probes import MODULES, SENDERS
 from .responders.kinds import KINDS
@@ -41,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run a responder")
     s.add_argument("protocol", choices=SERVE_PROTOCOLS)
     s.add_argument("--port", type=int, required=True)
-    s.add_argument("--bind", default="0.0.0.0")
+    s.add_argument("--bind", default=ANY, help="address to listen on (default '::': both families)")
     s.add_argument("--ready-file", help="created once the responder listens")
     s.add_argument("--no-nodelay", action="store_true", help="leave Nagle on (TCP)")
     s.add_argument("--tls-dir", help="tls: directory with ca.pem/server.pem/server.key (default $NETSLO_TLS_DIR)")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from .errors import SpecError
+from .families import parse_host_port
 
 
 def parse_target(text: str, field: str = "--target") -> tuple[str, int]:
-    """'10.244.1.5:7001' -> ('10.244.1.5', 7001); SpecError naming ``field`` otherwise."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SpecError(field, text, "HOST:PORT with a port 1..65535")
-    return host, int(port)
+    """'10.244.1.5:7001' -> ('10.244.1.5', 7001), '[fd00::5]:7001' -> ('fd00::5', 7001); SpecError
+    naming ``field`` otherwise (``families.parse_host_port``)."""
+    return parse_host_port(text, field)

@@ -22,6 +22,7 @@ CATEGORIES = {
     "tool": "a program the test needs is not installed (iperf3, mosquitto, iptables, ...)",
     "capability": "the protocol or provider cannot measure a metric the test needs (e.g. one-way delay without a shared clock)",
     "limitation": "a known CNI limitation from netslo.qos.limits (always declared)",
+    "ip_family": "the cluster has no address of the IP family a scenario needs (e.g. IPv6 on an IPv4-only cluster)",
 }
 ALWAYS_DECLARED = frozenset({"limitation"})
 _PREFIX = re.compile(r"^(?:Skipped: )?netslo\[([a-z_]+)\]: ")

@@ -20,6 +20,7 @@ import sys
 import time
 
 from .. import phase_times, units, wire
+from ..families import host_port, socket_family
 
 FRAME_BYTES = 4 * 1024 * 1024
 TCP_INFO_LEN = 232
@@ -45,7 +46,7 @@ def tcp_info(sock: socket.socket) -> dict:
 def run(host: str, port: int, duration: float, omit: float, cc: str | None, sndbuf: int | None,
         sample: float) -> dict:
     """Send for ``duration`` seconds; return throughput and TCP_INFO statistics."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket_family(host), socket.SOCK_STREAM)
     if cc:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
     if sndbuf:
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
 def bulk(cluster, client, server, ports, duration: float = 6.0, omit: float = 1.0, cc: str | None = None,
          sndbuf: str | None = None) -> dict:
     """Run one bulk flow from ``client`` to ``server``'s TCP responder where the pods run."""
-    args = ["bulk", "--target", f"{server.ip}:{ports['tcp']}", "--duration", f"{duration}s",
+    args = ["bulk", "--target", host_port(server.ip, ports['tcp']), "--duration", f"{duration}s",
             "--omit", f"{omit}s"]
     if cc:
         args += ["--cc", cc]

@@ -15,6 +15,7 @@ import socket
 import aiohttp
 
 from .. import samples, stream, tlsca
+from ..families import url_host
 from ..sockopts import set_nodelay, set_tos
 from ..timing import now_ns, pin_cpu
 from . import ProbeSpec
@@ -36,7 +37,7 @@ async def _run(spec: ProbeSpec, rows) -> None:
     connector = aiohttp.TCPConnector(force_close=per_request, limit=0,
                                      socket_factory=_socket_factory(spec))
     tls = spec.protocol.startswith("https")
-    url = f"{'https' if tls else 'http'}://{spec.host}:{spec.port}/rr"
+    url = f"{'https' if tls else 'http'}://{url_host(spec.host)}:{spec.port}/rr"
     if tls:  # TLS 1.3 against the run's CA (netslo.tlsca); no session resumption: full handshakes
         tls_args = {"ssl": tlsca.client_context(), "server_hostname": tlsca.SERVER_NAME}
     else:

@@ -23,6 +23,7 @@ import socket
 from collections import deque
 
 from .. import kstamps, samples, stream, wire
+from ..families import socket_family
 from ..sockopts import set_nodelay, set_tos
 from ..timing import now_ns, pin_cpu, set_timer_slack
 from . import ProbeSpec
@@ -84,7 +85,7 @@ def _request(seq: int, spec: ProbeSpec) -> bytes:
 def _open(spec: ProbeSpec, blocking: bool) -> _Conn:
     """A connection with kernel stamps asked for: TX and RX once connected (``blocking``), RX only
     for a connection per request (OPT_ID needs a connected socket; its handshake has no data)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket_family(spec.host), socket.SOCK_STREAM)
     set_nodelay(sock, spec.nodelay)
     set_tos(sock, spec.tos)
     if blocking:

@@ -21,6 +21,7 @@ import socket
 import numpy as np
 
 from .. import kstamps, samples, stream, wire
+from ..families import socket_family
 from ..sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
 from ..timing import now_ns, pin_cpu, set_timer_slack
 from . import ProbeSpec
@@ -238,7 +239,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     FIN bitmap to split its loss anyway; returns the set (metadata only when ``sink`` writes a file)."""
     pin_cpu(spec.cpu)
     set_timer_slack(1)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock = socket.socket(socket_family(spec.host), socket.SOCK_DGRAM)
     sock.connect((spec.host, spec.port))
     enable_recv_tos(sock)
     set_tos(sock, spec.tos)

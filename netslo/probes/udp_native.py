@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import native, samples, stream, wire
+from ..families import socket_family
 from ..errors import InfrastructureError, Unsupported
 from ..timing import now_ns
 from . import ProbeSpec
@@ -53,7 +54,8 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         raise Unsupported(f"sender native: {why}", "tool")
     n = spec.count
     size = max(spec.req_bytes, wire.UDP_HDR.size)
-    host, wait_ns = socket.gethostbyname(spec.host), int(spec.wait * 1e9)
+    host = spec.host if ":" in spec.host else socket.gethostbyname(spec.host)   # an IPv6 address as it is
+    wait_ns = int(spec.wait * 1e9)
     rows = stream.RowStream(n, settle_ns=wait_ns, sink=sink, keep_all=n <= wire.MAX_FIN_SEQS)
     flow = int.from_bytes(os.urandom(8), "big")
     argv = [str(exe), host, str(spec.port), str(n), str(spec.interval_ns), str(size), str(spec.resp_bytes),
@@ -83,7 +85,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         raise InfrastructureError(f"native UDP sender exited with {code} after {first} of {n} rows: {err[-300:]}")
     tail = dict(kv.split("=") for kv in err.splitlines()[-1].split()[1:])
     state = {"arrivals": 0, "received": 0, "fin": None}
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock = socket.socket(socket_family(host), socket.SOCK_DGRAM)
     sock.connect((host, spec.port))
     try:
         ask_fin(sock, flow, rows, state)

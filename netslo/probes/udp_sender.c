@@ -18,6 +18,7 @@
  *
  * Wire format: netslo/wire.py (52-byte big-endian header, magic "NSL1").
  *
+ * HOST: an IPv4 or IPv6 address (IPv6 without brackets); the DSCP goes out as TOS or traffic class.
  * usage: udp_sender HOST PORT COUNT INTERVAL_NS SIZE RESP_BYTES TOS FLOW START_NS WAIT_NS CPU
  *        (CPU -1: not pinned)
  */
@@ -197,6 +198,11 @@ static void drain(int fd, uint64_t flow, int64_t sent) {
         r->tos_srv = buf[6] == 255 ? -1 : buf[6];
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
             if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) r->tos_cli = *(unsigned char *)CMSG_DATA(c);
+            else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+                int tclass;
+                memcpy(&tclass, CMSG_DATA(c), sizeof tclass);
+                r->tos_cli = (int16_t)(tclass & 0xff);
+            }
             else if (source != USER && c->cmsg_level == SOL_SOCKET &&
                      (c->cmsg_type == SO_TIMESTAMPING_OLD || c->cmsg_type == SO_TIMESTAMPNS_OLD)) {
                 struct timespec ts;
@@ -253,15 +259,24 @@ int main(int argc, char **argv) {
     seq_of_key = calloc((size_t)cap, sizeof *seq_of_key);
     if (!seq_of_key) { perror("udp_sender: keys"); return 3; }
 
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    /* HOST is an IPv4 or an IPv6 address (no brackets): the socket takes its family */
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (fd < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        fprintf(stderr, "udp_sender: cannot connect a UDP socket to %s:%d: %s\n", host, port, strerror(errno));
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
+    int v6 = strchr(host, ':') != NULL;
+    int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM, 0);
+    int parsed = v6 ? inet_pton(AF_INET6, host, &a6.sin6_addr) : inet_pton(AF_INET, host, &a.sin_addr);
+    if (fd < 0 || parsed != 1 ||
+        (v6 ? connect(fd, (struct sockaddr *)&a6, sizeof a6) : connect(fd, (struct sockaddr *)&a, sizeof a)) != 0) {
+        fprintf(stderr, "udp_sender: cannot connect a UDP socket to %s port %d: %s\n", host, port, strerror(errno));
         return 3;
     }
     int one = 1, rcvbuf = 4 * 1024 * 1024;
     setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
     setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+    if (v6) {   /* IPv6: the traffic class carries the DSCP (netslo/sockopts.py) */
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof tos);
+    }
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     fcntl(1, F_SETPIPE_SZ, 1 << 20);  /* where stdout is a pipe: room for a second of rows */
     enable_stamps(fd);

@@ -21,6 +21,7 @@ import aiohttp
 
 from .. import payload, samples, stream, tcpinfo, tlsca, wire
 from ..errors import SpecError
+from ..families import url_host
 from ..sockopts import set_nodelay
 from ..timing import now_ns, pin_cpu
 from . import ProbeSpec
@@ -32,7 +33,7 @@ TCP_INFO_MAX_ROWS = 10_000   # TCP_INFO rows kept at most (every k-th answer bey
 
 async def _run(spec: ProbeSpec, rows, meta: dict) -> None:
     tls = spec.protocol == "wss"
-    url = f"{'wss' if tls else 'ws'}://{spec.host}:{spec.port}/ws"
+    url = f"{'wss' if tls else 'ws'}://{url_host(spec.host)}:{spec.port}/ws"
     extra = {"ssl": tlsca.client_context(), "server_hostname": tlsca.SERVER_NAME} if tls else {}
     connector = aiohttp.TCPConnector(limit=0, socket_factory=_socket_factory(spec))
     timeout = aiohttp.ClientTimeout(total=None, connect=10.0)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 
-from ..errors import InfrastructureError
+from ..errors import InfrastructureError, Unsupported
+from ..families import IPV4, check as check_family, host_port
 from ..phase_times import scheduled, timed_call
 from ..probes import ProbeSpec
 from ..samples import SampleSet
@@ -22,13 +23,29 @@ RESPONDER_PORTS = {"udp": 7000, "tcp": 7001, "http": 7080,
 
 @dataclass
 class Pod:
-    """A pod (or, with ``host_network``, the node itself) as the tests see it."""
+    """A pod (or, with ``host_network``, the node itself) as the tests see it. ``ip``: its IPv4
+    address (its IPv6 one on an IPv6-only cluster); ``ip6``: its IPv6 address, "" when it has none."""
 
     name: str
     node: str
     ip: str
     host_network: bool = False
     annotations: dict = field(default_factory=dict)
+    ip6: str = ""
+
+    def address(self, family: str) -> str:
+        """The pod's address of ``family`` ("ipv4" or "ipv6"); Unsupported (skip category
+        ``ip_family``) naming the pod when it has none of that family."""
+        check_family(family)
+        if family == IPV4:
+            found = self.ip if self.ip and ":" not in self.ip else ""
+        else:
+            found = self.ip6 or (self.ip if ":" in self.ip else "")
+        if not found:
+            raise Unsupported(f"pod {self.name} has no {family} address: the cluster gives its pods none "
+                              f"(pod addresses: {', '.join(a for a in (self.ip, self.ip6) if a) or 'none'})",
+                              "ip_family")
+        return found
 
 
 @dataclass(frozen=True)
@@ -50,6 +67,7 @@ class Cluster(abc.ABC):
     emulated: bool = False
     shared_clock: bool = False  # True when every pod reads the same CLOCK_MONOTONIC (one kernel)
     datapath: str = ""          # what SLO selectors call 'datapath' (netns datapath or CNI name)
+    families: tuple[str, ...] = (IPV4,)   # IP families its pods have addresses of (netslo.families)
 
     @property
     @abc.abstractmethod
@@ -86,7 +104,7 @@ class Cluster(abc.ABC):
     @timed_call("probing")
     def probe(self, pod: Pod, spec: ProbeSpec) -> SampleSet:
         """Run one probe in ``pod`` and return its raw samples."""
-        args = ["probe", spec.protocol, "--target", f"{spec.host}:{spec.port}",
+        args = ["probe", spec.protocol, "--target", host_port(spec.host, spec.port),
                 "--count", str(spec.count), "--interval", f"{spec.interval * 1e6:.3f}us",
                 "--req-size", str(spec.req_bytes), "--resp-size", str(spec.resp_bytes),
                 "--tos", f"0x{spec.tos:02x}", "--wait", f"{spec.wait:.6f}s", "--out", "-"]

@@ -6,12 +6,20 @@ Layout for a run with id ``RID`` (6 hex digits) and N nodes:
     nsl-RID-node<i>      a node: ``eth0`` 172.18.0.(10+i)/24 on the underlay, IP forwarding on
     nsl-RID-<pod>        a pod: ``eth0`` on a veth pair whose other end lives in its node
 
-Datapaths (pod CIDR 10.244.<i>.0/24 on node i):
-  bridge   kindnet/host-gw-like: node bridge ``cni0`` 10.244.i.1/24; cross-node routes via node IPs
-  routed   Calico-like: pod /32, default route via 169.254.1.1 answered by proxy-ARP on the host
-           veth ``cali<k>``, one /32 route per pod on the node; cross-node routes via node IPs
+Datapaths (pod CIDR 10.244.<i>.0/24 and fd00:10:244:<i>::/64 on node i):
+  bridge   kindnet/host-gw-like: node bridge ``cni0`` 10.244.i.1/24 and fd00:10:244:i::1/64;
+           cross-node routes via node IPs
+  routed   Calico-like: pod /32 (and /128), default route via 169.254.1.1 answered by proxy-ARP (IPv6:
+           via the link-local fe80::ecee:eeff:feee:eeee, Calico's, on the host veth ``cali<k>``), one
+           /32 (/128) route per pod on the node; cross-node routes via node IPs
   vxlan    Flannel-like overlay: bridge as above plus VXLAN ``flannel.1`` (VNI 1, port 4789) with
-           static FDB/neighbour entries; pod MTU 1450
+           static FDB/neighbour entries; IPv6 pods' packets ride the same IPv4 tunnel (routes via the
+           remote VTEP's link-local, a permanent neighbour); pod MTU 1450
+
+IP families (``ip_family``): ``dual`` (both, the default), ``ipv4`` or ``ipv6`` pods; nodes always
+carry the IPv4 underlay (``eth0`` also gets fd00:172:18::(10+i)/64 when IPv6 is on). IPv6 addresses
+are added without duplicate address detection (``nodad``, ``accept_dad=0`` on nodes), so they are
+usable at once, as a CNI's are.
 
 Every namespace carries the run id; ``/run/netslo/RID/owner.pid`` names the owning process. A later
 run (or ``python -m netslo.agent reap``) removes namespaces, processes, state and temp files of dead owners.
@@ -21,6 +29,7 @@ It is an emulation: reports say ``emulated`` and never claim to be a real CNI.
 from __future__ import annotations
 
 import atexit
+import ipaddress
 import os
 import platform
 import re
@@ -37,6 +46,7 @@ from pyroute2 import netns
 
 from .. import evidence, forkserver, netns_access, scratch
 from ..errors import InfrastructureError, SpecError, Unsupported
+from ..families import IPV4, IPV6, families_of
 from ..phase_times import timed_call
 from ..procs import CHILD_CWD, LIVE_RUNS, alive, child_env, owned_elsewhere_or_here
 from . import DATAPATHS
@@ -46,6 +56,10 @@ STATE_ROOT = Path("/run/netslo")
 NETNS_DIR = Path("/run/netns")
 NAME_RE = re.compile(r"^nsl-([0-9a-f]{6})-")
 UNDERLAY = "172.18.0.{}"
+UNDERLAY6 = "fd00:172:18::{}"
+POD6 = "fd00:10:244:{}::{}"                 # node index, host number (written as hex digits; see _v6)
+CALICO_GATEWAY6 = "fe80::ecee:eeff:feee:eeee"   # the link-local Calico gives every host veth
+IFA_F_NODAD = 0x02
 VXLAN_MTU = 1450
 FORKSERVER_START_S = 30.0
 # how each probe process starts: a report key, so a regression report against baselines measured
@@ -82,12 +96,19 @@ def pids_in_netns(name: str) -> list[int]:
 
 
 def _target_ip(argv: list[str]) -> str | None:
-    """The first IPv4 address in ``argv`` ('--target 10.244.0.2:7001' or a bare address), or None."""
+    """The first IP address in ``argv`` ('--target 10.244.0.2:7001', '--target [fd00::2]:7001' or
+    a bare address of either family), or None."""
     for arg in argv:
-        m = re.fullmatch(r"(\d{1,3}(?:\.\d{1,3}){3})(?::\d+)?", arg)
+        m = (re.fullmatch(r"(\d{1,3}(?:\.\d{1,3}){3})(?::\d+)?", arg)
+             or re.fullmatch(r"\[([0-9a-fA-F:.]+)\]:\d+", arg) or re.fullmatch(r"([0-9a-fA-F]*:[0-9a-fA-F:.]+)", arg))
         if m:
             return m.group(1)
     return None
+
+
+def _v6(address: str) -> str:
+    """An IPv6 address in its canonical text (RFC 5952), as the kernel and peers print it."""
+    return str(ipaddress.IPv6Address(address))
 
 
 def _kill_all(pids: list[int], grace: float = 1.0) -> None:
@@ -182,9 +203,11 @@ class NetnsCluster(Cluster):
     shared_clock = True
 
     def __init__(self, nodes: int = 2, datapath: str = "bridge", run_id: str | None = None,
-                 fork_responders: bool = False):
+                 fork_responders: bool = False, ip_family: str = "dual"):
         if datapath not in DATAPATHS:
             raise SpecError("--netslo-datapath", datapath, f"one of {', '.join(DATAPATHS)}")
+        self.families = families_of(ip_family)
+        self.ip_family = ip_family
         if not isinstance(nodes, int) or not 1 <= nodes <= 16:
             raise SpecError("--netslo-nodes", nodes, "a whole number 1..16")
         require_privileges()
@@ -250,14 +273,30 @@ class NetnsCluster(Cluster):
         return idx
 
     # -- topology
+    @property
+    def v6(self) -> bool:
+        return IPV6 in self.families
+
+    @property
+    def v4(self) -> bool:
+        return IPV4 in self.families
+
+    def _addr6(self, ipr, index: int, address: str, prefixlen: int) -> None:
+        """An IPv6 address usable at once (no duplicate address detection)."""
+        ipr.addr("add", index=index, address=address, prefixlen=prefixlen, flags=IFA_F_NODAD)
+
     def _build(self) -> None:
         sw_ns = self._create_ns("sw")
         with netns_access.rtnl(sw_ns) as sw:
-            sw.link("add", ifname="br0", kind="bridge")
+            # no multicast snooping: IPv6 neighbour discovery is multicast, and a snooping bridge
+            # would forward it by group memberships the pods have not reported yet
+            sw.link("add", ifname="br0", kind="bridge", br_mcast_snooping=0)
             self._up(sw, "br0")
             self._up(sw, "lo")
             for i in range(self.node_count):
                 node_ns = self._create_ns(f"node{i}")
+                # before its devices exist: they take the namespace's defaults (accept_dad=0)
+                self.sysctl(node_ns, self._node_sysctls())
                 sw.link("add", ifname=f"n{i}", kind="veth", peer={"ifname": "eth0", "net_ns_fd": node_ns})
                 idx = sw.link_lookup(ifname=f"n{i}")[0]
                 br = sw.link_lookup(ifname="br0")[0]
@@ -265,15 +304,24 @@ class NetnsCluster(Cluster):
         for i in range(self.node_count):
             self._build_node(i)
 
+    def _node_sysctls(self) -> dict[str, str]:
+        """A node's forwarding and filter settings (and, with IPv6, no duplicate address detection)."""
+        out = {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "0",
+               "net.ipv4.conf.default.rp_filter": "0"}
+        if self.v6:
+            out.update({"net.ipv6.conf.all.forwarding": "1", "net.ipv6.conf.default.accept_dad": "0",
+                        "net.ipv6.conf.all.accept_dad": "0"})
+        return out
+
     def _build_node(self, i: int) -> None:
         ns = self.ns_name(f"node{i}")
-        self.sysctl(ns, {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "0",
-                         "net.ipv4.conf.default.rp_filter": "0"})
         self._next_host[i] = 2
         with netns_access.rtnl(ns) as ipr:
             self._up(ipr, "lo")
             eth = self._up(ipr, "eth0")
             ipr.addr("add", index=eth, address=UNDERLAY.format(10 + i), prefixlen=24)
+            if self.v6:
+                self._addr6(ipr, eth, UNDERLAY6.format(10 + i), 64)
             if self.datapath == "routed":
                 # proxy-ARP answers only for targets routed out of another interface (as on a
                 # Calico node, whose default route covers 169.254.1.1): give it such a route.
@@ -282,9 +330,12 @@ class NetnsCluster(Cluster):
                 # A fixed address: a bridge left to itself takes its ports' lowest MAC, so a new pod
                 # would move the gateway's MAC under the pods that cached it (their frames to the old
                 # address are dropped as PACKET_OTHERHOST until the neighbour entry expires).
-                ipr.link("add", ifname="cni0", kind="bridge", mtu=self.mtu, address=self._gateway_mac(i))
+                ipr.link("add", ifname="cni0", kind="bridge", mtu=self.mtu, address=self._gateway_mac(i),
+                         br_mcast_snooping=0)
                 br = self._up(ipr, "cni0")
                 ipr.addr("add", index=br, address=f"10.244.{i}.1", prefixlen=24)
+                if self.v6:
+                    self._addr6(ipr, br, POD6.format(i, 1), 64)
             if self.datapath == "vxlan":
                 ipr.link("add", ifname="flannel.1", kind="vxlan", vxlan_id=1, vxlan_port=4789,
                          vxlan_local=UNDERLAY.format(10 + i), vxlan_learning=0, mtu=VXLAN_MTU,
@@ -300,13 +351,24 @@ class NetnsCluster(Cluster):
                               state=0x80)  # NUD_PERMANENT
                     ipr.route("add", dst=f"10.244.{j}.0/24", gateway=f"10.244.{j}.0", oif=vx,
                               flags=4)  # RTNH_F_ONLINK
+                    if self.v6:   # IPv6 inside the same IPv4 tunnel: via the remote VTEP's link-local
+                        ipr.neigh("add", dst=self._vtep_ll6(j), lladdr=self._vtep_mac(j), ifindex=vx,
+                                  state=0x80, family=10)  # NUD_PERMANENT, AF_INET6
+                        ipr.route("add", dst=f"{POD6.format(j, '')}/64", gateway=self._vtep_ll6(j), oif=vx)
                 else:
                     ipr.route("add", dst=f"10.244.{j}.0/24", gateway=UNDERLAY.format(10 + j))
+                    if self.v6:
+                        ipr.route("add", dst=f"{POD6.format(j, '')}/64", gateway=UNDERLAY6.format(10 + j))
 
     @staticmethod
     def _vtep_mac(i: int) -> str:
         """MAC of node i's VXLAN device (10.244.i.0); 0a:58 + the IPv4 address, as CNI plugins do."""
         return f"0a:58:0a:f4:{i:02x}:00"
+
+    @staticmethod
+    def _vtep_ll6(i: int) -> str:
+        """The link-local address node i's VXLAN device forms from its MAC (EUI-64)."""
+        return f"fe80::858:aff:fef4:{i:02x}00"
 
     @staticmethod
     def _gateway_mac(i: int) -> str:
@@ -323,7 +385,8 @@ class NetnsCluster(Cluster):
         i = self._node_index(node)
         node_ns = self.ns_name(f"node{i}")
         if host_network:
-            pod = Pod(name, node, UNDERLAY.format(10 + i), True, dict(annotations or {}))
+            ip6 = _v6(UNDERLAY6.format(10 + i)) if self.v6 else ""
+            pod = Pod(name, node, UNDERLAY.format(10 + i) if self.v4 else ip6, True, dict(annotations or {}), ip6)
             self._pods[name], self._pod_ns[name] = pod, node_ns
             return pod
         k = self._next_host[i]
@@ -331,6 +394,7 @@ class NetnsCluster(Cluster):
             raise InfrastructureError(f"node {node}: pod CIDR 10.244.{i}.0/24 is full")
         self._next_host[i] = k + 1
         ip = f"10.244.{i}.{k}"
+        ip6 = _v6(POD6.format(i, k)) if self.v6 else ""
         pod_ns = self._create_ns(name)
         host_if = f"cali{k}" if self.datapath == "routed" else f"veth{k}"
         with netns_access.rtnl(node_ns) as ipr:
@@ -339,9 +403,12 @@ class NetnsCluster(Cluster):
             hidx = ipr.link_lookup(ifname=host_if)[0]
             if self.datapath == "routed":
                 ipr.link("set", index=hidx, state="up")
+                if self.v6:   # the pods' IPv6 gateway: Calico's link-local on every host veth
+                    self._addr6(ipr, hidx, CALICO_GATEWAY6, 64)
+                    ipr.route("add", dst=f"{ip6}/128", oif=hidx)
             else:
                 ipr.link("set", index=hidx, master=ipr.link_lookup(ifname="cni0")[0], state="up")
-        if self.datapath == "routed":
+        if self.datapath == "routed" and self.v4:
             self.sysctl(node_ns, {f"net.ipv4.conf.{host_if}.proxy_arp": "1",
                                   f"net.ipv4.neigh.{host_if}.proxy_delay": "0",
                                   f"net.ipv4.conf.{host_if}.rp_filter": "0"})
@@ -350,16 +417,22 @@ class NetnsCluster(Cluster):
         with netns_access.rtnl(pod_ns) as ipr:
             self._up(ipr, "lo")
             eth = self._up(ipr, "eth0")
-            if self.datapath == "routed":
+            if self.v4 and self.datapath == "routed":
                 ipr.addr("add", index=eth, address=ip, prefixlen=32)
                 ipr.route("add", dst="169.254.1.1/32", oif=eth, scope=253)
                 ipr.route("add", dst="0.0.0.0/0", gateway="169.254.1.1", oif=eth)
-            else:
+            elif self.v4:
                 ipr.addr("add", index=eth, address=ip, prefixlen=24)
                 ipr.route("add", dst="0.0.0.0/0", gateway=f"10.244.{i}.1")
+            if self.v6 and self.datapath == "routed":
+                self._addr6(ipr, eth, ip6, 128)
+                ipr.route("add", dst="::/0", gateway=CALICO_GATEWAY6, oif=eth)
+            elif self.v6:
+                self._addr6(ipr, eth, ip6, 64)
+                ipr.route("add", dst="::/0", gateway=POD6.format(i, 1))
         from ..qos.bandwidth import apply_annotations  # kubernetes.io/{ingress,egress}-bandwidth (issue 6)
         apply_annotations(node_ns, host_if, annotations)
-        pod = Pod(name, node, ip, False, dict(annotations or {}))
+        pod = Pod(name, node, ip if self.v4 else ip6, False, dict(annotations or {}), ip6)
         pod.host_interface = host_if
         self._pods[name], self._pod_ns[name] = pod, pod_ns
         return pod
@@ -509,9 +582,10 @@ class NetnsCluster(Cluster):
     def path_places(self, client: Pod, server_ip: str | None) -> list[evidence.Place]:
         """Namespaces on the path client pod -> client node -> server node -> server pod (each once),
         with the devices packets cross on the nodes (the pods' host veths, bridge, VXLAN, eth0)."""
-        at_ip = [p for p in self._pods.values() if p.ip == server_ip]
+        at_ip = [p for p in self._pods.values() if server_ip in (p.ip, p.ip6)]
         server = next((p for p in at_ip if not p.host_network), at_ip[0] if at_ip else None)
         node_ips = {UNDERLAY.format(10 + i): node for i, node in enumerate(self.nodes)}
+        node_ips.update({_v6(UNDERLAY6.format(10 + i)): node for i, node in enumerate(self.nodes)})
         server_node = server.node if server is not None else node_ips.get(server_ip)
         shared = {"bridge": ("cni0",), "vxlan": ("cni0", "flannel.1"), "routed": ()}[self.datapath] + ("eth0",)
 
@@ -542,6 +616,7 @@ class NetnsCluster(Cluster):
             "datapath": self.datapath + {"bridge": " (kindnet/host-gw-like)", "routed": " (Calico-like)",
                                          "vxlan": " (Flannel-like VXLAN)"}[self.datapath],
             "nodes": str(self.node_count),
+            "ip_family": self.ip_family,
             "pod_mtu": str(self.mtu),
             "kernel": f"host {platform.release()}",
             "clock": "CLOCK_MONOTONIC shared by all pods (one-way delay exact)",
@@ -588,8 +663,9 @@ class NetnsCluster(Cluster):
 class NetnsProvider:
     """Factory of NetnsCluster with the user's options."""
 
-    def __init__(self, nodes: int = 2, datapath: str = "bridge"):
-        self.nodes, self.datapath = nodes, datapath
+    def __init__(self, nodes: int = 2, datapath: str = "bridge", ip_family: str = "dual"):
+        families_of(ip_family)      # SpecError at start-up, before anything is created
+        self.nodes, self.datapath, self.ip_family = nodes, datapath, ip_family
 
     def up(self) -> NetnsCluster:
-        return NetnsCluster(nodes=self.nodes, datapath=self.datapath)
+        return NetnsCluster(nodes=self.nodes, datapath=self.datapath, ip_family=self.ip_family)

@@ -51,6 +51,8 @@ from dataclasses import dataclass
 
 from .. import units, wire
 from ..errors import SpecError
+from ..families import socket_family
+from ..sockopts import set_tos
 
 FRAME_BYTES = 1024 * 1024
 SEND_FIELDS = ("t_s", "written", "acked", "rtt_us", "rttvar_us", "min_rtt_us", "cwnd", "ssthresh",
@@ -82,7 +84,7 @@ def tcp_info(sock) -> dict:
 
 
 def _connect(host: str, port: int, cc: str | None, tos: int, sndbuf: int | None) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket_family(host), socket.SOCK_STREAM)
     if cc:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
@@ -90,7 +92,7 @@ def _connect(host: str, port: int, cc: str | None, tos: int, sndbuf: int | None)
             sock.close()
             raise SpecError("--cc", cc, f"a congestion control this kernel allows ({e.strerror})") from None
     if tos:
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos & 0xFF)
+        set_tos(sock, tos)
     if sndbuf:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
     sock.settimeout(10.0)

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 from aiohttp import web
 
+from ..families import ANY, bound_socket
 
-def run_app(app: web.Application, port: int, bind: str = "0.0.0.0", ssl_context=None, ready=None,
+
+def run_app(app: web.Application, port: int, bind: str = ANY, ssl_context=None, ready=None,
             stop=None) -> None:
-    """Serve ``app`` on ``bind:port`` (TLS when ``ssl_context``) until ``stop()`` returns True."""
+    """Serve ``app`` on ``bind:port`` (TLS when ``ssl_context``; both families on ``ANY``, one
+    socket: ``families.bound_socket``) until ``stop()`` returns True."""
 
     async def main():
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, bind, port, reuse_address=True, backlog=1024, ssl_context=ssl_context)
+        sock = bound_socket(socket.SOCK_STREAM, bind, port)
+        sock.listen(1024)
+        site = web.SockSite(runner, sock, ssl_context=ssl_context, backlog=1024)
         await site.start()
         if ready:
             ready()

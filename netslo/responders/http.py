@@ -10,6 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from .. import wire
+from ..families import ANY
 from ..timing import now_ns
 
 _ZEROS = bytes(wire.MAX_TCP_MESSAGE // 64)
@@ -38,7 +39,7 @@ def make_app() -> web.Application:
     return app
 
 
-def serve(port: int, bind: str = "0.0.0.0", ready=None, stop=None) -> None:
+def serve(port: int, bind: str = ANY, ready=None, stop=None) -> None:
     """Run until ``stop()`` returns True (checked every 0.2 s) or forever."""
     from .aioserve import run_app
     run_app(make_app(), port, bind, ready=ready, stop=stop)

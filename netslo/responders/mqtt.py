@@ -19,15 +19,17 @@ from pathlib import Path
 
 from .. import scratch
 from ..errors import InfrastructureError, Unsupported
+from ..families import ANY
 
 PR_SET_PDEATHSIG = 1
 READY_TIMEOUT_S = 10.0
 
 
 def config(port: int, bind: str, nodelay: bool) -> str:
-    """mosquitto.conf text for one listener (mosquitto 2.x option names)."""
+    """mosquitto.conf text for one listener (mosquitto 2.x option names); on ``ANY`` without an
+    address: mosquitto then listens on every address of both families."""
     return "\n".join([
-        f"listener {port} {bind}",
+        f"listener {port}" if bind in (ANY, "") else f"listener {port} {bind}",
         "allow_anonymous true",
         f"set_tcp_nodelay {'true' if nodelay else 'false'}",
         "persistence false",
@@ -45,7 +47,7 @@ def _die_with_parent() -> None:
 
 
 def _wait_listening(port: int, bind: str, proc: subprocess.Popen) -> None:
-    host = "127.0.0.1" if bind in ("0.0.0.0", "") else bind
+    host = "127.0.0.1" if bind in (ANY, "0.0.0.0", "") else bind
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -58,7 +60,7 @@ def _wait_listening(port: int, bind: str, proc: subprocess.Popen) -> None:
     raise InfrastructureError(f"mosquitto not listening on {host}:{port} after {READY_TIMEOUT_S:.0f} s")
 
 
-def serve(port: int, bind: str = "0.0.0.0", nodelay: bool = True, ready=None, stop=None) -> None:
+def serve(port: int, bind: str = ANY, nodelay: bool = True, ready=None, stop=None) -> None:
     """Run mosquitto on ``bind:port`` until ``stop()`` returns True (checked every 0.1 s)."""
     exe = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None)
     if exe is None:

@@ -15,6 +15,7 @@ import aiohttp
 from aiohttp import web
 
 from .. import wire
+from ..families import ANY, url_host
 from ..timing import now_ns
 from .aioserve import run_app
 
@@ -24,7 +25,7 @@ BACK_HEADERS = ("X-Srv-Rx-Ns", "X-Srv-Tx-Ns")
 
 def make_app(upstream: tuple[str, int]) -> web.Application:
     app = web.Application(client_max_size=wire.MAX_TCP_MESSAGE)
-    url = f"http://{upstream[0]}:{upstream[1]}/rr"
+    url = f"http://{url_host(upstream[0])}:{upstream[1]}/rr"
 
     async def start(app_):
         app_["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
@@ -54,6 +55,6 @@ def make_app(upstream: tuple[str, int]) -> web.Application:
     return app
 
 
-def serve(port: int, upstream: tuple[str, int], bind: str = "0.0.0.0", ready=None, stop=None) -> None:
+def serve(port: int, upstream: tuple[str, int], bind: str = ANY, ready=None, stop=None) -> None:
     """Run until ``stop()`` returns True (checked every 0.2 s)."""
     run_app(make_app(upstream), port, bind, None, ready, stop)

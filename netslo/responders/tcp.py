@@ -15,6 +15,7 @@ import socket
 import threading
 
 from .. import kstamps, wire
+from ..families import ANY, bound_socket
 from ..sockopts import set_nodelay
 from ..timing import now_ns
 
@@ -93,11 +94,9 @@ def serve_connection(conn: socket.socket, nodelay: bool = True, slots: threading
             slots.release()
 
 
-def serve(port: int, bind: str = "0.0.0.0", nodelay: bool = True, ready=None, stop=None) -> None:
-    """Accept loop; each connection gets a daemon thread."""
-    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind((bind, port))
+def serve(port: int, bind: str = ANY, nodelay: bool = True, ready=None, stop=None) -> None:
+    """Accept loop (both families on ``ANY``: ``families.bound_socket``); each connection gets a daemon thread."""
+    lsock = bound_socket(socket.SOCK_STREAM, bind, port)
     lsock.listen(1024)
     if stop is not None:
         lsock.settimeout(0.2)

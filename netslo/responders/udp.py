@@ -15,6 +15,7 @@ import socket
 from collections import OrderedDict
 
 from .. import kstamps, wire
+from ..families import ANY, bound_socket
 from ..sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
 from ..timing import now_ns
 
@@ -97,12 +98,11 @@ def handle(data: bytes, tos_seen: int, rx_ns: int, table: FlowTable, kernel_rx: 
     return None
 
 
-def serve(port: int, bind: str = "0.0.0.0", ready=None, stop=None) -> None:
-    """Blocking echo loop. Replies carry srv_tx_ns patched in just before sendto. ``stop()`` -> bool."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def serve(port: int, bind: str = ANY, ready=None, stop=None) -> None:
+    """Blocking echo loop (both families on ``ANY``: ``families.bound_socket``). Replies carry
+    srv_tx_ns patched in just before sendto. ``stop()`` -> bool."""
+    sock = bound_socket(socket.SOCK_DGRAM, bind, port)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
-    sock.bind((bind, port))
     enable_recv_tos(sock)
     stamps = kstamps.enable(sock, tx=False) != kstamps.USER
     clock = kstamps.clock()

@@ -14,6 +14,7 @@ import aiohttp
 from aiohttp import web
 
 from .. import payload, tlsca, wire
+from ..families import ANY
 from ..timing import now_ns
 from .aioserve import run_app
 from . import http as http_responder
@@ -46,6 +47,6 @@ def make_app() -> web.Application:
     return app
 
 
-def serve(port: int, bind: str = "0.0.0.0", tls_dir=None, tls: bool = False, ready=None, stop=None) -> None:
+def serve(port: int, bind: str = ANY, tls_dir=None, tls: bool = False, ready=None, stop=None) -> None:
     """Run until ``stop()`` returns True (checked every 0.2 s); TLS 1.3 when ``tls``."""
     run_app(make_app(), port, bind, tlsca.server_context(tls_dir) if tls else None, ready, stop)
