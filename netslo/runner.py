@@ -91,9 +91,19 @@ class Outcome:
             raise NotEnoughSamples(self.message())
 
 
+def target(scenario: Scenario, server: Pod) -> str:
+    """The server's address of the scenario's family. A scenario that reaches the runner was asked
+    for (a run that asked for IPv4 only never selects IPv6 ones), so a missing address is an
+    InfrastructureError naming it, not a skip."""
+    try:
+        return server.address(scenario.family)
+    except Unsupported as e:
+        raise InfrastructureError(f"{scenario.id}: {e}") from None
+
+
 def probe_spec(scenario: Scenario, server: Pod, ports: dict, sampling: slo_mod.Sampling, count: int) -> ProbeSpec:
     req, resp = scenario.sizes
-    return ProbeSpec(protocol=scenario.protocol, host=server.ip, port=ports[RESPONDER_OF[scenario.protocol]],
+    return ProbeSpec(protocol=scenario.protocol, host=target(scenario, server), port=ports[RESPONDER_OF[scenario.protocol]],
                      count=count, interval=scenario.interval or sampling.interval, req_bytes=req,
                      resp_bytes=resp, tos=scenario.tos, wait=sampling.wait,
                      sender=sampling.udp_sender if scenario.protocol == "udp" else "python")
@@ -226,7 +236,7 @@ def _measure(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: 
     thresholds = spec.thresholds_for({**scenario.labels(), "datapath": cluster.datapath})
     if not thresholds:  # a scenario nobody set an objective for must not pass silently
         raise SpecError(f"{spec.source}: objectives", scenario.id,
-                        "an objective whose select matches this scenario (protocol/placement/profile/datapath)")
+                        "an objective whose select matches this scenario (protocol/placement/profile/datapath/family)")
     require_measurable(thresholds, scenario, cluster)
     batches: list[SampleSet] = []
     total = 0
@@ -245,7 +255,7 @@ def _measure(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: 
         if slo_mod.INCONCLUSIVE not in verdicts or total >= sampling.max_samples:
             break
     checks = judge_all(analysis, thresholds, sampling.confidence)
-    merged.meta.update(scenario=scenario.id, server_pod=server.name, server_node=server.node)
+    merged.meta.update(scenario=scenario.id, server_pod=server.name, server_node=server.node, family=scenario.family)
     out = Outcome(scenario, merged, analysis, checks, cluster.environment(), len(batches), time.monotonic() - t0)
     progress.note(out.summary_line())
     return out

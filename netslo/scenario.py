@@ -1,8 +1,10 @@
-"""Scenarios: one measurement the gate judges = placement x protocol x message-size profile.
+"""Scenarios: one measurement the gate judges = placement x protocol x message-size profile x IP family.
 
 Profiles come from the source studies' workloads (request/response bytes, application payload):
 command & control 1 kB/1 kB, telemetry 10 kB/1 kB, image 100 kB/1 kB, plus a 64 B probe.
-UDP carries at most one datagram per request, so it has no 100k profile.
+UDP carries at most one datagram per request, so it has no 100k profile. The family (``ipv4``, the
+default, or ``ipv6``) picks which of the server pod's addresses the probe targets; an IPv4 scenario's
+id carries no family (ids and baselines from before IPv6 stay valid), an IPv6 one ends in ``-ipv6``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import itertools
 from dataclasses import dataclass
 
 from .errors import SpecError
+from .families import FAMILIES, IPV4
 
 PROFILES = {"64b": (64, 64), "1k": (1000, 1000), "10k": (10_000, 1000), "100k": (100_000, 1000)}
 PLACEMENTS = ("same-node", "cross-node")
@@ -31,11 +34,13 @@ class Scenario:
     profile: str
     interval: float | None = None
     tos: int = 0
+    family: str = IPV4
 
     def __post_init__(self):
         for name, value, allowed in (("placement", self.placement, PLACEMENTS),
                                      ("protocol", self.protocol, PROTOCOLS),
-                                     ("profile", self.profile, tuple(PROFILES))):
+                                     ("profile", self.profile, tuple(PROFILES)),
+                                     ("family", self.family, FAMILIES)):
             if value not in allowed:
                 raise SpecError(f"scenario.{name}", value, f"one of {', '.join(allowed)}")
         if self.protocol == "udp" and self.profile not in UDP_PROFILES:
@@ -43,8 +48,9 @@ class Scenario:
 
     @property
     def id(self) -> str:
-        """Readable test id, e.g. 'cross-node-udp-1k'."""
-        return f"{self.placement}-{self.protocol}-{self.profile}"
+        """Readable test id, e.g. 'cross-node-udp-1k' (IPv4), 'cross-node-udp-1k-ipv6'."""
+        base = f"{self.placement}-{self.protocol}-{self.profile}"
+        return base if self.family == IPV4 else f"{base}-{self.family}"
 
     @property
     def sizes(self) -> tuple[int, int]:
@@ -52,17 +58,18 @@ class Scenario:
 
     def labels(self) -> dict:
         """What SLO selectors match on."""
-        return {"placement": self.placement, "protocol": self.protocol, "profile": self.profile}
+        return {"placement": self.placement, "protocol": self.protocol, "profile": self.profile,
+                "family": self.family}
 
     def __str__(self) -> str:
         return self.id
 
 
-def matrix(placements=PLACEMENTS, protocols=PROTOCOLS, profiles=("1k",)) -> list[Scenario]:
+def matrix(placements=PLACEMENTS, protocols=PROTOCOLS, profiles=("1k",), families=(IPV4,)) -> list[Scenario]:
     """Cartesian product, skipping combinations that cannot exist (udp-100k)."""
     out = []
-    for pl, pr, pf in itertools.product(placements, protocols, profiles):
+    for fam, pl, pr, pf in itertools.product(families, placements, protocols, profiles):
         if pr == "udp" and pf not in UDP_PROFILES:
             continue
-        out.append(Scenario(pl, pr, pf))
+        out.append(Scenario(pl, pr, pf, family=fam))
     return out

@@ -13,6 +13,7 @@ File format (units are mandatory)::
     objectives:
       - name: udp-latency
         select: {protocol: [udp], placement: [same-node, cross-node], profile: [1k]}  # omitted = any
+                              # also datapath, and family: ipv4 | ipv6 (the scenario's IP family)
         thresholds: {rtt.p50: 1ms, rtt.p99: 10ms, ipdv.p99: 5ms, loss: 1%}
 
 Every threshold is an upper bound (metric <= value). Verdict per threshold, from the metric's CI
@@ -38,6 +39,7 @@ import jsonschema
 
 from . import skips, units, yamlfile
 from .errors import SpecError
+from .families import FAMILIES
 from .probes import SENDERS
 from .stats import Estimate
 
@@ -46,7 +48,7 @@ DELAY_SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "ipdv", "ipdv_app", "ipd
 DELAY_STATS = ("min", "mean", "p50", "p90", "p99", "p99.9", "max")
 FRACTION_METRICS = ("loss", "loss_up", "loss_down", "dup", "reorder")
 POINT_DELAY_METRICS = ("rfc3550",)
-SELECT_KEYS = ("protocol", "placement", "profile", "datapath")
+SELECT_KEYS = ("protocol", "placement", "profile", "datapath", "family")
 
 _DURATION_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*(ns|us|µs|ms|s|sec|min)\s*$"
 _PERCENT_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%\s*$"
@@ -219,6 +221,9 @@ def parse(doc, source: str = "<memory>") -> SloSpec:
                 raise SpecError(f"objectives[{i}].name", o["name"], "a name not used by another objective")
             names.add(o["name"])
             select = {k: tuple([v] if isinstance(v, str) else v) for k, v in (o.get("select") or {}).items()}
+            for pat in select.get("family", ()):
+                if not fnmatch.filter(FAMILIES, pat):   # a typo would match nothing and gate nothing
+                    raise SpecError(f"objectives[{i}].select.family", pat, f"{' or '.join(FAMILIES)} (or a glob matching one)")
             ths = []
             for metric, text in o["thresholds"].items():
                 field_name = f"objectives[{i}].thresholds.{metric}"

@@ -2,8 +2,9 @@
 
 IPv4 carries the DSCP in the TOS byte (``IP_TOS``, read with ``IP_RECVTOS``), IPv6 in the Traffic
 Class (``IPV6_TCLASS``, read with ``IPV6_RECVTCLASS``): the same 8 bits, DSCP << 2 | ECN. An IPv6
-socket gets both, because a dual-stack one also talks to IPv4 peers (as ::ffff:a.b.c.d), whose
-packets the kernel marks and reports through the IPv4 options.
+socket gets both where the kernel takes them, because a dual-stack one also talks to IPv4 peers
+(as ::ffff:a.b.c.d), whose packets the kernel marks and reports through the IPv4 options (a raw
+IPv6 socket refuses IPv4 options: it never carries IPv4).
 """
 
 from __future__ import annotations
@@ -17,11 +18,21 @@ IPV6_TCLASS = getattr(socket, "IPV6_TCLASS", 67)
 CMSG_SPACE = 2 * socket.CMSG_SPACE(4)          # one TOS or TCLASS message (room for either)
 
 
+def _both(sock: socket.socket, v4: tuple[int, int], v6: tuple[int, int], value: int) -> None:
+    """Set option ``v4`` (level, name) on an IPv4 socket; ``v6`` on an IPv6 one, and ``v4`` too where taken."""
+    if sock.family != socket.AF_INET6:
+        sock.setsockopt(*v4, value)
+        return
+    sock.setsockopt(*v6, value)
+    try:
+        sock.setsockopt(*v4, value)
+    except OSError:
+        pass
+
+
 def enable_recv_tos(sock: socket.socket) -> None:
     """Ask the kernel to report the TOS byte / traffic class of each received datagram."""
-    sock.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
-    if sock.family == socket.AF_INET6:
-        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVTCLASS, 1)
+    _both(sock, (socket.IPPROTO_IP, IP_RECVTOS), (socket.IPPROTO_IPV6, IPV6_RECVTCLASS), 1)
 
 
 def tos_from_ancillary(ancdata) -> int:
@@ -36,9 +47,7 @@ def tos_from_ancillary(ancdata) -> int:
 
 def set_tos(sock: socket.socket, tos: int) -> None:
     """Mark outgoing packets with this TOS byte / traffic class (DSCP << 2 | ECN)."""
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, int(tos) & 0xFF)
-    if sock.family == socket.AF_INET6:
-        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_TCLASS, int(tos) & 0xFF)
+    _both(sock, (socket.IPPROTO_IP, socket.IP_TOS), (socket.IPPROTO_IPV6, IPV6_TCLASS), int(tos) & 0xFF)
 
 
 def set_nodelay(sock: socket.socket, on: bool) -> None:

@@ -349,16 +349,18 @@ def check_direction(imp: Impairment, samples: SampleSet, baseline: SampleSet, di
 
 
 def calibration_spec(server, ports, count: int = CALIBRATION_COUNT,
-                     interval: float = CALIBRATION_INTERVAL_S, size: int = CALIBRATION_BYTES) -> ProbeSpec:
-    return ProbeSpec(protocol="udp", host=server.ip, port=ports["udp"], count=count, interval=interval,
+                     interval: float = CALIBRATION_INTERVAL_S, size: int = CALIBRATION_BYTES,
+                     family: str = "ipv4") -> ProbeSpec:
+    """The udp calibration probe to ``server``'s address of ``family`` (the path the scenario measures)."""
+    return ProbeSpec(protocol="udp", host=server.address(family), port=ports["udp"], count=count, interval=interval,
                      req_bytes=size, resp_bytes=size, wait=1.0 + 0.1)
 
 
 def measure(cluster, client, server, ports, count: int = CALIBRATION_COUNT,
             interval: float = CALIBRATION_INTERVAL_S, size: int = CALIBRATION_BYTES,
-            wait: float | None = None) -> SampleSet:
-    """One calibration probe from ``client`` to ``server`` (runs where the pods run)."""
-    spec = calibration_spec(server, ports, count, interval, size)
+            wait: float | None = None, family: str = "ipv4") -> SampleSet:
+    """One calibration probe from ``client`` to ``server`` over ``family`` (runs where the pods run)."""
+    spec = calibration_spec(server, ports, count, interval, size, family)
     if wait is not None:
         spec.wait = wait
     return cluster.probe(client, spec)
@@ -378,13 +380,14 @@ def calibration_count(imps: dict, baseline: SampleSet, count: int) -> int:
 def verify(cluster, client, server, ports, impairments: list[tuple[object, Impairment]],
            baseline: SampleSet, count: int = CALIBRATION_COUNT, interval: float = CALIBRATION_INTERVAL_S,
            size: int = CALIBRATION_BYTES, samples: SampleSet | None = None,
-           confirm: bool = True) -> Verification:
+           confirm: bool = True, family: str = "ipv4") -> Verification:
     """Measure the path with the impairments in place and compare; does not raise (see ``raise_if_not_realized``).
 
     ``impairments`` lists (pod it is attached to, Impairment); at most one per path direction. When it
     measures (no ``samples`` given) it sends ``calibration_count`` requests, and when a check misses it
     measures once more (``confirm``) and returns the second judgement, with the first in ``first``
-    (a check that only cannot be verified here is not measured again: that is the path's resolution)."""
+    (a check that only cannot be verified here is not measured again: that is the path's resolution).
+    ``family``: the IP family of the path measured (the scenario's; ``baseline`` must be of the same)."""
     seen = {}
     for pod, imp in impairments:
         d = affected_direction(pod.name == client.name, imp.direction)
@@ -406,8 +409,8 @@ def verify(cluster, client, server, ports, impairments: list[tuple[object, Impai
     count = calibration_count(seen, baseline, count)
     worst = max((i.delay + 4 * i.jitter for i in seen.values()), default=0.0)
     wait = 1.0 + 2 * worst
-    v = judge(measure(cluster, client, server, ports, count, interval, size, wait=wait))
+    v = judge(measure(cluster, client, server, ports, count, interval, size, wait=wait, family=family))
     if v.failed and confirm:
-        first, v = v, judge(measure(cluster, client, server, ports, count, interval, size, wait=wait))
+        first, v = v, judge(measure(cluster, client, server, ports, count, interval, size, wait=wait, family=family))
         v.first = first
     return v

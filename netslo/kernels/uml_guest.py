@@ -80,7 +80,8 @@ class Guest:
         from ..impair.netem import NetemController
         from ..providers.netns import NetnsCluster
         self.cluster = NetnsCluster(nodes=self.config["nodes"], datapath=self.config["datapath"],
-                                    run_id=self.config["run_id"], fork_responders=True)
+                                    run_id=self.config["run_id"], fork_responders=True,
+                                    ip_family=self.config.get("ip_family", "ipv4"))   # the guest loads no ipv6 module
         self.impairer = NetemController(self.cluster)
         caps = capability.detect().as_dict()
         ready = {"modules": mods, "kernel": platform.release(), "capabilities": caps,
@@ -91,7 +92,7 @@ class Guest:
     def op_add_pod(self, name, node, host_network=False, annotations=None):
         pod = self.cluster.add_pod(name, node, host_network=host_network, annotations=annotations)
         self.pods[name] = pod
-        return {"name": pod.name, "node": pod.node, "ip": pod.ip, "host_network": pod.host_network,
+        return {"name": pod.name, "node": pod.node, "ip": pod.ip, "ip6": pod.ip6, "host_network": pod.host_network,
                 "annotations": pod.annotations, "host_interface": getattr(pod, "host_interface", None)}
 
     def op_start_responders(self, pod, protocols):

@@ -126,6 +126,8 @@ def pytest_terminal_summary(terminalreporter, config):
         tr.write_line("environment: " + ", ".join(f"{k}={v}" for k, v in writer.environment.items()))
         for rec in writer.records:
             tr.write_line(summary_mod.terminal_row(rec), red=rec["verdict"] != "pass")
+        for line in summary_mod.family_rows(writer.records):   # dual-stack runs: v4 beside v6
+            tr.write_line(line)
     for e in t.entries.values():
         if e.status != tally_mod.PASSED:
             tr.write_line(f"{e.status:<18} {e.test}: {tally_mod.one_line(e.reason, 160)}",

@@ -19,6 +19,7 @@ import pytest
 
 from netslo import skips
 from netslo import slo as slo_mod
+from netslo.families import MODES, families_of
 from netslo.errors import InfrastructureError, NotEnoughSamples, SpecError, Unsupported
 from netslo.providers import DATAPATHS, PROVIDERS, make_provider
 from netslo.resources import shipped_slo
@@ -28,7 +29,8 @@ from netslo.units import format_duration
 
 # Order matters: a module must be registered before another one imports it (assertion rewriting).
 pytest_plugins = ["netslo.plugin.gate", "netslo.plugin.report", "netslo.plugin.progress", "netslo.plugin.cluster",
-                  "netslo.plugin.impair", "netslo.plugin.protocols", "netslo.plugin.qos", "netslo.plugin.timing"]
+                  "netslo.plugin.impair", "netslo.plugin.protocols", "netslo.plugin.qos", "netslo.plugin.timing",
+                  "netslo.plugin.families"]
 
 OPTIONS = pytest.StashKey["NetsloOptions"]()
 OUTCOME = pytest.StashKey[object]()
@@ -52,6 +54,12 @@ class NetsloOptions:
     results_dir: Path
     provider_options: dict  # keyword arguments for make_provider(provider, ...)
     allowed_skips: frozenset = frozenset()  # skip categories declared expected (option + SLO file)
+    ip_family: str = "ipv4"                 # what the run asked the cluster to carry: ipv4 | ipv6 | dual
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The IP families whose scenarios this run measures (the others are deselected)."""
+        return families_of(self.ip_family)
 
 
 def pytest_addoption(parser):
@@ -59,6 +67,9 @@ def pytest_addoption(parser):
     g.addoption("--netslo-provider", default="netns", help=f"where pods run: {', '.join(PROVIDERS)} (default netns)")
     g.addoption("--netslo-datapath", default="bridge", help=f"netns datapath: {', '.join(DATAPATHS)} (default bridge)")
     g.addoption("--netslo-nodes", default="2", help="number of nodes of the cluster (default 2)")
+    g.addoption("--netslo-ip-family", default=None, metavar="FAMILY",
+                help=f"IP families of the pods: {', '.join(MODES)} (default dual on netns, ipv4 on kind, "
+                     "minikube, existing); scenarios of a family not asked for are deselected")
     g.addoption("--netslo-slo", default=None, metavar="FILE",
                 help="SLO YAML file (default: slo.yaml of the current directory, else of the rootdir, "
                      "else the one shipped in netslo.gate)")
@@ -148,7 +159,9 @@ def pytest_configure(config):
         if not str(nodes_text).isdigit() or not 1 <= int(nodes_text) <= 16:
             raise SpecError("--netslo-nodes", nodes_text, "a whole number 1..16")
         allowed = skips.parse_allowed(config.getoption("--netslo-allow-skip"), "--netslo-allow-skip")
-        provider_options = _provider_options(config, provider, datapath, int(nodes_text))
+        ip_family = config.getoption("--netslo-ip-family") or ("dual" if provider == "netns" else "ipv4")
+        families_of(ip_family, "--netslo-ip-family")
+        provider_options = _provider_options(config, provider, datapath, int(nodes_text), ip_family)
         slo_path = config.getoption("--netslo-slo") or default_slo_path(config)
         spec = slo_mod.load(slo_path)
         _preflight(provider, provider_options)
@@ -156,7 +169,7 @@ def pytest_configure(config):
         raise pytest.UsageError(f"netslo: {e}") from None
     config.stash[OPTIONS] = NetsloOptions(provider, datapath, int(nodes_text), spec,
                                           Path(config.getoption("--netslo-results")), provider_options,
-                                          allowed | spec.allow_skips | skips.ALWAYS_DECLARED)
+                                          allowed | spec.allow_skips | skips.ALWAYS_DECLARED, ip_family)
     config.stash[RESULTS] = ResultsWriter(config.stash[OPTIONS].results_dir)
     signal.signal(signal.SIGTERM, _sigterm_to_interrupt)  # so SIGTERM tears down like Ctrl-C
 
@@ -173,10 +186,12 @@ def _preflight(provider: str, options: dict) -> None:
         raise SpecError("--netslo-provider", provider, f"a provider that can start here: {e}") from None
 
 
-def _provider_options(config, provider: str, datapath: str, nodes: int) -> dict:
-    """The keyword arguments the chosen provider takes, validated (SpecError on bad values)."""
+def _provider_options(config, provider: str, datapath: str, nodes: int, ip_family: str = "ipv4") -> dict:
+    """The keyword arguments the chosen provider takes, validated (SpecError on bad values). Only
+    the embedded provider builds the families asked for; a Kubernetes cluster has its own (an IPv6
+    scenario on a cluster without IPv6 addresses errors, naming the missing address)."""
     if provider == "netns":
-        return {"nodes": nodes, "datapath": datapath}
+        return {"nodes": nodes, "datapath": datapath, "ip_family": ip_family}
     image = config.getoption("--netslo-agent-image")
     if provider == "existing":
         return {"kubeconfig": config.getoption("--netslo-kubeconfig"), "context": config.getoption("--netslo-context"),
@@ -215,7 +230,7 @@ def pytest_report_header(config):
         where = (f"datapath={o.datapath}" if o.provider == "netns" else
                  f"cni={o.provider_options['cni']}" if "cni" in o.provider_options else "cni=the cluster's")
         nodes = "" if o.provider == "existing" else f" nodes={o.nodes}"   # existing: the cluster's own
-        return (f"netslo: provider={o.provider} {where}{nodes} slo={o.slo.source} "
+        return (f"netslo: provider={o.provider} {where}{nodes} ip-family={o.ip_family} slo={o.slo.source} "
                 f"samples={o.slo.sampling.samples}..{o.slo.sampling.max_samples} "
                 f"interval={format_duration(o.slo.sampling.interval)} confidence={o.slo.sampling.confidence:.0%}"
                 f" declared skips={','.join(declared) or 'none'}")

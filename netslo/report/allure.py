@@ -61,7 +61,7 @@ def labels(scenario, environment: dict) -> dict:
     network = env.get("cni") or _short(env.get("datapath", "")) or "?"
     impairment = getattr(scenario, "impairment", None) or env.get("impairment")
     tags = [f"datapath:{network}", f"placement:{scenario.placement}", f"profile:{scenario.profile}",
-            f"impairment:{impairment or 'none'}"]
+            f"impairment:{impairment or 'none'}", f"family:{getattr(scenario, 'family', 'ipv4')}"]
     if env.get("emulated") == "yes":
         tags.append("emulated")
     return {"epic": f"{provider}/{network}", "feature": scenario.protocol, "story": scenario.id, "tags": tags}

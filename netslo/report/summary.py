@@ -75,6 +75,27 @@ def terminal_row(rec: dict) -> str:
             f"n={rec['counts']['sent']} ts={rec.get('timestamps', 'user')}")
 
 
+def family_rows(records: list[dict]) -> list[str]:
+    """'v4 vs v6' lines: each IPv6 record beside the IPv4 record of the same scenario (its id
+    without the ``-ipv6`` suffix), rtt p50/p99 of both and the IPv6 excess; [] without such pairs."""
+    by_id = {r["scenario"]: r for r in records}
+    out = []
+    for r in records:
+        if r.get("labels", {}).get("family") != "ipv6":
+            continue
+        v4 = by_id.get(r["scenario"].removesuffix("-ipv6"))
+        if v4 is None:
+            continue
+        cells = []
+        for key in ("rtt.p50", "rtt.p99"):
+            a, b = (x["metrics"].get(key, {}).get("value") for x in (v4, r))
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+                rel = f" ({(b - a) / a:+.0%})" if a > 0 else ""
+                cells.append(f"{key} {units.format_duration(a)} vs {units.format_duration(b)}{rel}")
+        out.append(f"ipv4 vs ipv6 {v4['scenario']:<24} " + "  ".join(cells))
+    return out
+
+
 def append_to_step_summary(text: str) -> Path | None:
     """Append ``text`` to the file named by $GITHUB_STEP_SUMMARY, if set."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")

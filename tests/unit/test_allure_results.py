@@ -39,7 +39,9 @@ def outcome(thresholds: dict, lost=(), scenario=Scenario("cross-node", "udp", "1
 def test_labels_follow_the_scheme():
     lab = al.labels(Scenario("same-node", "tcp-rr", "10k"), ENV)
     assert lab["epic"] == "netns/bridge" and lab["feature"] == "tcp-rr" and lab["story"] == "same-node-tcp-rr-10k"
-    assert set(lab["tags"]) == {"datapath:bridge", "placement:same-node", "profile:10k", "impairment:none", "emulated"}
+    assert set(lab["tags"]) == {"datapath:bridge", "placement:same-node", "profile:10k", "impairment:none", "emulated",
+                                "family:ipv4"}
+    assert "family:ipv6" in al.labels(Scenario("same-node", "tcp-rr", "10k", family="ipv6"), ENV)["tags"]
     lab = al.labels(Scenario("same-node", "udp", "1k"), {"provider": "kind", "cni": "calico", "impairment": "delay 5ms"})
     assert lab["epic"] == "kind/calico" and "impairment:delay 5ms" in lab["tags"] and "emulated" not in lab["tags"]
 
