@@ -29,6 +29,7 @@ def _rtt_ok(samples, count: int) -> np.ndarray:
     return rows
 
 
+@pytest.mark.slow   # ~5 s per datapath
 @pytest.mark.parametrize("datapath", DATAPATHS)
 def test_every_datapath_carries_ipv6_same_and_cross_node(datapath):
     with NetnsCluster(nodes=2, datapath=datapath, ip_family="dual") as c:
@@ -111,3 +112,14 @@ def test_an_ipv6_scenario_on_an_ipv4_only_cluster_errors_and_ipv6_only_pods_have
             srv.address("ipv4")
         ports = c.start_responders(srv, ("tcp",))
         _rtt_ok(c.probe(cross, ProbeSpec("tcp-rr", srv.ip, ports["tcp"], count=50, interval=0.002)), 50)
+
+
+def test_mqtt_over_ipv6_through_mosquitto_listening_on_both_families():
+    import shutil
+    if not (shutil.which("mosquitto") or shutil.which("/usr/sbin/mosquitto")):
+        pytest.skip("mosquitto is not installed")
+    with NetnsCluster(nodes=2, datapath="bridge") as c:
+        srv, cross = c.add_pod("server", "node0"), c.add_pod("cross", "node1")
+        ports = c.start_responders(srv, ("mqtt",))
+        for host in (srv.ip6, srv.ip):
+            _rtt_ok(c.probe(cross, ProbeSpec("mqtt-qos1", host, ports["mqtt"], count=50, interval=0.005)), 50)

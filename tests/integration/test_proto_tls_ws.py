@@ -30,10 +30,12 @@ def web(tmp_path_factory):
             os.environ[tlsca.ENV] = old
 
 
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])   # the responders listen on both (the cluster is dual-stack)
 @pytest.mark.parametrize("proto,kind", [("ws", "ws"), ("wss", "tls"), ("https", "tls"), ("https-new", "tls")])
-def test_sizes_are_independent_and_tls_is_13(web, proto, kind):
+def test_sizes_are_independent_and_tls_is_13(web, proto, kind, family):
     c, srv, cli, ports, _, _ = web
-    s = c.probe(cli, ProbeSpec(proto, srv.ip, ports[kind], count=40, interval=0.01, req_bytes=100, resp_bytes=20_000))
+    s = c.probe(cli, ProbeSpec(proto, srv.address(family), ports[kind], count=40, interval=0.01, req_bytes=100,
+                               resp_bytes=20_000))
     a = stats.analyze(s)
     assert a.counts["received"] == 40
     assert set(s.rows["resp_bytes"]) == {20_000} and set(s.rows["req_bytes"]) == {100}
