@@ -3,11 +3,9 @@ reason, so a kind/existing report speaks only of the cluster under test; on the 
 
 from types import SimpleNamespace
 
-import pytest
-
 from netslo.gate import test_qos
 from netslo.plugin import qos as qos_plugin
-from netslo.plugin.hooks import OPTIONS
+from tests.unit.plugin_stub import collect
 
 
 class Item(SimpleNamespace):
@@ -16,14 +14,7 @@ class Item(SimpleNamespace):
 
 
 def _collect(provider: str, items: list) -> tuple[list, list]:
-    stash = pytest.Stash()
-    stash[OPTIONS] = SimpleNamespace(provider=provider)
-    seen = []
-    config = SimpleNamespace(stash=stash, hook=SimpleNamespace(pytest_deselected=lambda items: seen.extend(items)))
-    qos_plugin.pytest_collection_modifyitems(None, config, items)
-    lines = []
-    qos_plugin.pytest_terminal_summary(SimpleNamespace(write_line=lines.append), config)
-    return seen, lines
+    return collect(qos_plugin, SimpleNamespace(provider=provider), items)
 
 
 def test_emulation_only_tests_are_deselected_on_a_cluster_and_named():

@@ -1,0 +1,20 @@
+"""A plugin module's collection and terminal-summary hooks run against a stub config (no pytest session)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from netslo.plugin.hooks import OPTIONS
+
+
+def collect(plugin, options, items: list) -> tuple[list, list]:
+    """Run ``plugin``'s pytest_collection_modifyitems on ``items`` (changed in place) with ``options``
+    in the stash; (deselected items, terminal summary lines)."""
+    stash = pytest.Stash()
+    stash[OPTIONS] = options
+    seen = []
+    config = SimpleNamespace(stash=stash, hook=SimpleNamespace(pytest_deselected=lambda items: seen.extend(items)))
+    plugin.pytest_collection_modifyitems(None, config, items)
+    lines = []
+    plugin.pytest_terminal_summary(SimpleNamespace(write_line=lines.append), config)
+    return seen, lines
