@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import phase_times, runner, sysctls
 from ..errors import InfrastructureError
+from ..families import host_port
 from ..probes import ProbeSpec
 from ..samples import SampleSet
 from ..scenario import Scenario
@@ -35,7 +36,7 @@ BULK = "bulk flows and pod commands"   # the phase_times kind of the flows and h
 
 
 def flow_argv(dst_ip: str, port: int, duration: float, cc: str, sample: float = 0.1, tos: int = 0) -> list:
-    return ["-m", "netslo.qos.tcpflow", "send", "--target", f"{dst_ip}:{port}", "--duration", f"{duration}s",
+    return ["-m", "netslo.qos.tcpflow", "send", "--target", host_port(dst_ip, port), "--duration", f"{duration}s",
             "--cc", cc, "--sample", f"{sample * 1e3:g}ms", "--tos", f"0x{tos:02x}"]
 
 

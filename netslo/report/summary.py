@@ -76,14 +76,16 @@ def terminal_row(rec: dict) -> str:
 
 
 def family_rows(records: list[dict]) -> list[str]:
-    """'v4 vs v6' lines: each IPv6 record beside the IPv4 record of the same scenario (its id
-    without the ``-ipv6`` suffix), rtt p50/p99 of both and the IPv6 excess; [] without such pairs."""
-    by_id = {r["scenario"]: r for r in records}
+    """'v4 vs v6' lines: each IPv6 record beside the IPv4 record of the same test and scenario (its
+    test id with the scenario id's ``-ipv6`` suffix removed: other tests may measure the same scenario
+    under other conditions), rtt p50/p99 of both and the IPv6 excess; [] without such pairs."""
+    by_test = {r.get("test"): r for r in records}
     out = []
     for r in records:
         if r.get("labels", {}).get("family") != "ipv6":
             continue
-        v4 = by_id.get(r["scenario"].removesuffix("-ipv6"))
+        sid = r["scenario"]
+        v4 = by_test.get(str(r.get("test")).replace(sid, sid.removesuffix("-ipv6")))
         if v4 is None:
             continue
         cells = []

@@ -173,11 +173,12 @@ def test_traffic_class_is_read_from_ipv6_ancillary_data():
 def test_summary_puts_each_ipv6_scenario_beside_its_ipv4_twin():
     from netslo.report.summary import family_rows
 
-    def rec(sid, fam, p50, p99):
-        return {"scenario": sid, "labels": {"family": fam},
+    def rec(sid, fam, p50, p99, test="test_latency_slo"):
+        return {"test": f"gate.py::{test}[{sid}]", "scenario": sid, "labels": {"family": fam},
                 "metrics": {"rtt.p50": {"value": p50}, "rtt.p99": {"value": p99}}}
     rows = family_rows([rec("cross-node-udp-1k", "ipv4", 100e-6, 200e-6), rec("same-node-udp-1k", "ipv4", 1e-4, 2e-4),
-                        rec("cross-node-udp-1k-ipv6", "ipv6", 110e-6, 300e-6), rec("cross-node-tcp-rr-1k-ipv6", "ipv6", 1e-4, 1e-4)])
+                        rec("cross-node-udp-1k-ipv6", "ipv6", 110e-6, 300e-6), rec("cross-node-tcp-rr-1k-ipv6", "ipv6", 1e-4, 1e-4),
+                        rec("cross-node-udp-1k", "ipv4", 9e-3, 9e-3, test="test_impaired")])   # same scenario, other test
     assert len(rows) == 1 and rows[0].startswith("ipv4 vs ipv6 cross-node-udp-1k")
     assert "(+10%)" in rows[0] and "(+50%)" in rows[0]
     assert family_rows([rec("cross-node-udp-1k", "ipv4", 1e-4, 2e-4)]) == []
