@@ -9,6 +9,7 @@ import pytest
 
 from netslo import runner, samples, slo, stalls
 from netslo.errors import InfrastructureError
+from netslo.providers.base import Pod
 from netslo.scenario import Scenario
 
 MS = 1_000_000
@@ -114,7 +115,7 @@ def test_untouched_keeps_lost_requests_sent_on_time():
 SPEC = slo.parse({"version": 1, "defaults": {"samples": 2000, "max_samples": 2000, "interval": "3ms"},
                   "objectives": [{"name": "t", "thresholds": {"rtt.p99": "10ms"}}]})
 SC = Scenario("cross-node", "udp", "64b")
-SERVER = type("Pod", (), {"ip": "10.0.0.1", "name": "server", "node": "node0"})()
+SERVER = Pod("server", "node0", "10.0.0.1")
 
 
 class Replay:
