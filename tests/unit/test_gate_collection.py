@@ -33,3 +33,17 @@ def test_the_gate_is_the_importable_package_netslo_gate():
     pyargs = [line.split("::", 1)[1] for line in _collect("-m", "cni", "--pyargs", "netslo.gate").splitlines()
               if "::" in line]
     assert gate and gate == pyargs
+
+
+def test_ipv6_scenarios_are_collected_only_when_the_run_asks_for_ipv6():
+    """netns defaults to dual (IPv6 rows collected); ``--netslo-ip-family ipv4`` deselects them, and a
+    bad family stops the run at start-up with one line."""
+    from netslo.gate.test_latency import SCENARIOS
+    path = "netslo/gate/test_latency.py"
+    v4 = [line.split("[")[1][:-1] for line in _collect("-m", "cni", "--netslo-ip-family", "ipv4", path).splitlines()
+          if "::" in line]
+    assert sorted(v4) == sorted(s.id for s in SCENARIOS if s.family == "ipv4")
+    assert len([s for s in SCENARIOS if s.family == "ipv6"]) == 3      # what the default (dual) run adds
+    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "cni",
+                        "--netslo-ip-family", "ip6", path], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 4 and "netslo: --netslo-ip-family: value 'ip6' — expected one of ipv4, ipv6, dual" in p.stderr
