@@ -28,7 +28,9 @@ SCENARIOS = [
     for placement in ("same-node", "cross-node")
 ] + [DnsScenario("cross-node", profile="search", interval=INTERVAL_S,
                  dns=DnsOptions(name="server.netslo", search=EMBEDDED_SEARCH, ndots=5))]
-CLUSTER_NAMES = {"lookup": "kubernetes.default.svc.cluster.local", "search": "kubernetes.default"}
+# on a real cluster: the API Service's full name (absolute: the trailing dot skips the pod's ndots:5
+# search), and its short name the pod's search list completes on the second suffix
+CLUSTER_NAMES = {"lookup": "kubernetes.default.svc.cluster.local.", "search": "kubernetes.default"}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=str)

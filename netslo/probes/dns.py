@@ -309,6 +309,16 @@ def _sleep_until(t_ns: int) -> list:
     return []
 
 
+def _allow_open_sockets(n: int) -> None:
+    """Raise the soft open-file limit towards ``n`` more sockets (one per lookup still open: up to
+    the longest lookup over the interval), as far as the hard limit allows."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + 64
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
+
+
 def resolve_target(spec: ProbeSpec, opts: DnsOptions, resolv_path: str = "/etc/resolv.conf") -> tuple:
     """(server address, port) and the options, with ``--target resolv.conf``: the first nameserver of
     the pod's resolv.conf (port 53) and its search list and ndots where the options leave them unset."""
@@ -336,6 +346,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     set_timer_slack(1)
     n = spec.count
     longest = round(opts.longest_s() * 1e9)
+    _allow_open_sockets(int(opts.longest_s() / spec.interval) + 2)
     rows = stream.RowStream(n, settle_ns=longest + int(spec.wait * 1e9), sink=sink, keep_all=True,
                             defaults={"tos_sent": 0})
     r = _Run(spec, opts, rows, target)

@@ -218,6 +218,17 @@ def test_bad_dns_probe_options_are_one_line(argv, field, capsys):
     assert rc == agent.EXIT_USAGE and len(err.splitlines()) == 1 and field in err
 
 
+def test_resolv_conf_target_reaches_the_probe_with_or_without_port():
+    for target in ("resolv.conf", "resolv.conf:53"):
+        args = agent._parser().parse_args(["probe", "dns", "--target", target, "--name", "kubernetes.default",
+                                           "--search", "a.local,b.local", "--ndots", "5", "--out", "-"])
+        spec = agent.probe_spec(args)
+        assert (spec.host, spec.port) == ("resolv.conf", 53)
+        assert spec.dns == DnsOptions(name="kubernetes.default", search=("a.local", "b.local"), ndots=5)
+    again = agent._parser().parse_args(["probe", "dns", "--target", "x:1", "--out", "-", *spec.dns.cli_args()])
+    assert agent.probe_spec(again).dns == spec.dns          # what a provider passes is what the agent gets
+
+
 def test_dns_options_of_other_probes_are_refused(capsys):
     assert agent.main(["probe", "udp", "--target", "127.0.0.1:9", "--name", "x", "--out", "-"]) == agent.EXIT_USAGE
     assert "dns probe only" in capsys.readouterr().err
