@@ -320,10 +320,10 @@ def _allow_open_sockets(n: int) -> None:
 
 
 def resolve_target(spec: ProbeSpec, opts: DnsOptions, resolv_path: str = "/etc/resolv.conf") -> tuple:
-    """(server address, port) and the options, with ``--target resolv.conf``: the first nameserver of
+    """(server address, port) and the options; with ``--target resolv.conf``: the first nameserver of
     the pod's resolv.conf (port 53) and its search list and ndots where the options leave them unset."""
     if spec.host != RESOLV_CONF:
-        return (spec.host, spec.port), opts
+        return (spec.host.strip("[]"), spec.port), opts     # an IPv6 server may come as [addr]
     from dataclasses import replace
     try:
         with open(resolv_path) as f:
@@ -360,6 +360,6 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     finally:
         r.close()
     meta = spec.meta()
-    meta.update(timestamps="user", server=f"{target[0]}:{target[1]}", dns=vars(opts) | {"search": list(opts.search)},
+    meta.update(timestamps="user", server=f"[{target[0]}]:{target[1]}" if ":" in target[0] else f"{target[0]}:{target[1]}", dns=vars(opts) | {"search": list(opts.search)},
                 names=r.names, per_row={k: list(v) for k, v in r.per_row.items()}, dns_errors=r.errors)
     return rows.finish(meta)

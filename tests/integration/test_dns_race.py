@@ -151,3 +151,22 @@ def test_unknown_name_fails_with_nxdomain(dns_pods):
     assert a.metrics["dns.fail"].value == 1.0 and a.counts["dns_rcodes"] == {"NXDOMAIN": LOOKUPS}
     assert set(s.meta["per_row"]["dns_names"]) == {3}        # both suffixes, then the name as is
     assert a.counts["dns_queries"] == 6 * LOOKUPS
+
+
+def test_gate_check_fails_on_the_race(dns_pods):
+    """End to end through the runner: the shipped kind of objective (dns.retry, dns.p50) breaks
+    under the race, and the message names the metric; without the race it is met."""
+    from netslo import runner, slo
+    from netslo.dns_scenario import DnsScenario
+    c, srv, cli, port = dns_pods
+    spec = slo.parse({"version": 1, "defaults": {"samples": LOOKUPS, "max_samples": LOOKUPS, "interval": "10ms",
+                                                 "wait": "200ms"},
+                      "objectives": [{"name": "dns", "select": {"protocol": "dns"},
+                                      "thresholds": {"dns.p50": "100ms", "dns.retry": "20%"}}]})
+    scenario = DnsScenario("cross-node", dns=DnsOptions(name=NAME, timeout=TIMEOUT_S))
+    assert runner.run(c, cli, srv, {"dns": port}, scenario, spec).verdict == slo.PASS
+    with aaaa_query_drop(dns_pods, SECOND_OF_PAIR):
+        out = runner.run(c, cli, srv, {"dns": port}, scenario, spec)
+    assert out.verdict == slo.FAIL
+    assert {ch.threshold.metric for ch in out.failed} == {"dns.p50", "dns.retry"}
+    assert "dns.retry = 100" in out.message()

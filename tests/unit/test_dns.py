@@ -142,6 +142,13 @@ def test_probe_times_lookups_and_records_each_one():
     assert analyze(single).counts["dns_queries"] == 50
 
 
+def test_probe_and_responder_speak_ipv6_with_aaaa_data():
+    records = responder.parse_records([f"{NAME}=fd00::7", f"{NAME}=10.0.0.1"])
+    with serving(lambda port, _bind, **kw: responder.serve(port, "::1", records=records, **kw), _free_port()) as port:
+        s = run(ProbeSpec("dns", "[::1]", port, count=10, interval=0.002, wait=0.1, dns=DnsOptions(name=NAME)))
+    assert analyze(s).counts["dns_rcodes"] == {"NOERROR": 10} and s.meta["server"] == f"[::1]:{port}"
+
+
 def test_probe_counts_timeouts_and_failures_when_nobody_answers():
     port = _free_port()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:   # takes queries, never answers
