@@ -1,12 +1,14 @@
 """The one program that runs inside a pod, for every provider.
 
-    python -m netslo.agent serve udp|tcp|http|ws|tls|mqtt|proxy --port P [--bind ADDR] [--ready-file F]
-                          [--no-nodelay] [--tls-dir D] [--upstream HOST:PORT]
+    python -m netslo.agent serve udp|tcp|http|ws|tls|mqtt|proxy|dns --port P [--bind ADDR] [--ready-file F]
+                          [--no-nodelay] [--tls-dir D] [--upstream HOST:PORT] [--record NAME=IP ...]
     python -m netslo.agent probe udp|tcp-rr|tcp-crr|http|http-new|ws|wss|https|https-new|
                           mqtt-qos0|mqtt-qos1|mqtt-qos2|icmp --target HOST:PORT|[IPV6]:PORT
                           [--count N] [--interval 2ms] [--req-size 1k] [--resp-size 1k]
                           [--tos EF|46|0xb8...] [--no-nodelay] [--wait 1s] [--cpu N] [--progress] --out FILE|-
                           [--sender python|native]   (udp: native = the compiled send loop)
+    python -m netslo.agent probe dns --target HOST:PORT|resolv.conf [--name N] [--qtypes parallel|sequential|a|aaaa]
+                          [--search S1,S2] [--ndots 5] [--timeout 1s] [--attempts 2]   (+ the options above)
     python -m netslo.agent bulk --target HOST:PORT [--duration 6s] [--omit 1s] [--cc bbr] [--sndbuf 512KiB]
     python -m netslo.agent reap [--dry-run]
     python -m netslo.agent session       (requests on stdin, replies on stdout: netslo.agent_session)
@@ -23,6 +25,7 @@ import argparse
 import os
 import signal
 import sys
+from dataclasses import replace
 
 from . import units
 from .endpoint import parse_target
@@ -33,7 +36,7 @@ from .responders.kinds import KINDS
 
 EXIT_USAGE = 2
 PROBE_PROTOCOLS = tuple(MODULES)
-SERVE_PROTOCOLS = ("udp", "tcp", "http") + KINDS
+SERVE_PROTOCOLS = ("udp", "tcp", "http") + KINDS + ("dns",)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--no-nodelay", action="store_true", help="leave Nagle on (TCP)")
     s.add_argument("--tls-dir", help="tls: directory with ca.pem/server.pem/server.key (default $NETSLO_TLS_DIR)")
     s.add_argument("--upstream", help="proxy: HOST:PORT of the HTTP responder to forward to")
+    s.add_argument("--record", action="append", default=[],
+                   help="dns: NAME=IP served as A (IPv4) or AAAA (IPv6); default: responders.dns.DEFAULT_NAMES")
     q = sub.add_parser("probe", help="run a probe and write raw samples")
     q.add_argument("protocol", choices=PROBE_PROTOCOLS)
     q.add_argument("--target", required=True)
@@ -62,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="udp: 'native' sends from a compiled loop (high rates; built on first use with cc)")
     q.add_argument("--out", required=True)
     q.add_argument("--progress", action="store_true", help="a line per chunk of requests on stderr")
+    d = q.add_argument_group("dns", "lookups of the dns probe (netslo.probes.dns)")
+    d.add_argument("--name", default=None, help="the name looked up")
+    d.add_argument("--qtypes", default="parallel", help="parallel (A+AAAA on one socket), sequential, a, aaaa")
+    d.add_argument("--search", default="", help="search suffixes, comma-separated (resolv.conf order)")
+    d.add_argument("--ndots", type=int, default=1)
+    d.add_argument("--timeout", default="1s", help="per query send before it is sent again")
+    d.add_argument("--attempts", type=int, default=2, help="sends per query")
     r = sub.add_parser("reap", help="remove what killed netslo runs left behind")
     r.add_argument("--dry-run", action="store_true")
     return p
@@ -71,7 +83,8 @@ def probe_spec(args):
     """argparse namespace -> ProbeSpec, every unit checked."""
     from .dscp import tos_byte
     from .probes import ProbeSpec, check_sender
-    host, port = parse_target(args.target)
+    dns = dns_options(args)
+    host, port = (args.target, 53) if dns is not None and args.target == "resolv.conf" else parse_target(args.target)
     if args.count < 1:
         raise SpecError("--count", args.count, "a whole number >= 1")
     if args.no_nodelay and args.protocol.startswith(("http", "ws", "wss", "https")):
@@ -85,7 +98,20 @@ def probe_spec(args):
                      req_bytes=units.size(args.req_size, "--req-size"),
                      resp_bytes=units.size(args.resp_size, "--resp-size"),
                      tos=tos_byte(args.tos, "--tos"), nodelay=not args.no_nodelay,
-                     wait=units.duration(args.wait, "--wait"), cpu=args.cpu, sender=args.sender)
+                     wait=units.duration(args.wait, "--wait"), cpu=args.cpu, sender=args.sender, dns=dns)
+
+
+def dns_options(args):
+    """The dns probe's lookup options (``probes.dns.DnsOptions``, checked); None for other protocols."""
+    if args.protocol != "dns":
+        for opt in ("name", "search"):
+            if getattr(args, opt):
+                raise SpecError(f"--{opt}", getattr(args, opt), "no value: it is an option of the dns probe only")
+        return None
+    from .probes.dns import DnsOptions
+    opts = DnsOptions(qtypes=args.qtypes, search=tuple(s for s in args.search.split(",") if s.strip()),
+                      ndots=args.ndots, timeout=units.duration(args.timeout, "--timeout"), attempts=args.attempts)
+    return (replace(opts, name=args.name) if args.name is not None else opts).check()
 
 
 def _serve(args) -> int:
@@ -104,6 +130,9 @@ def _serve(args) -> int:
         udp.serve(args.port, args.bind, ready=ready, stop=stop)
     elif args.protocol == "tcp":
         tcp.serve(args.port, args.bind, nodelay=not args.no_nodelay, ready=ready, stop=stop)
+    elif args.protocol == "dns":
+        from .responders import dns
+        dns.serve(args.port, args.bind, records=dns.parse_records(args.record), ready=ready, stop=stop)
     elif args.protocol in KINDS:
         from .responders import kinds
         kinds.serve(args, ready=ready, stop=stop)

@@ -25,6 +25,8 @@ def why_unmeasurable(metric: str, protocol: str, shared_clock: bool) -> str | No
             return f"{metric}: the {protocol} probe gets no responder timestamps"
         if series in ONE_WAY and not shared_clock:
             return f"{metric}: one-way delay needs one clock for client and responder (pods on one kernel)"
+    if series == "dns" and protocol != "dns":
+        return f"{metric}: DNS lookup metrics come from the dns probe only, not {protocol}"
     if series in ("loss_up", "loss_down") and protocol not in LOSS_SPLIT:
         return f"{metric}: the {protocol} probe cannot tell which direction lost a request (only udp can)"
     return None

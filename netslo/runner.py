@@ -103,10 +103,11 @@ def target(scenario: Scenario, server: Pod) -> str:
 
 def probe_spec(scenario: Scenario, server: Pod, ports: dict, sampling: slo_mod.Sampling, count: int) -> ProbeSpec:
     req, resp = scenario.sizes
-    return ProbeSpec(protocol=scenario.protocol, host=target(scenario, server), port=ports[RESPONDER_OF[scenario.protocol]],
-                     count=count, interval=scenario.interval or sampling.interval, req_bytes=req,
-                     resp_bytes=resp, tos=scenario.tos, wait=sampling.wait,
-                     sender=sampling.udp_sender if scenario.protocol == "udp" else "python")
+    fields = {"host": target(scenario, server), "port": ports.get(RESPONDER_OF[scenario.protocol]),
+              **scenario.probe_fields()}
+    return ProbeSpec(protocol=scenario.protocol, count=count, interval=scenario.interval or sampling.interval,
+                     req_bytes=req, resp_bytes=resp, tos=scenario.tos, wait=sampling.wait,
+                     sender=sampling.udp_sender if scenario.protocol == "udp" else "python", **fields)
 
 
 def check_pace(analysis: Analysis, interval: float) -> None:

@@ -24,6 +24,10 @@ Fields (``-1`` = unknown / did not happen):
   send_app_ns  the client's user-space time just before send (timer error = send_app_ns - sched_ns)
   recv_app_ns  the client's user-space time when it had the response (rtt_app = recv_app_ns - send_app_ns)
 
+``meta['per_row']`` (optional): name -> list of one int per row, in seq order, for what a probe
+records per request beyond these fields (the dns probe's rcode, timeouts...); ``select`` and
+``concat`` keep it aligned with the rows.
+
 With ``meta['timestamps']`` absent or ``user`` (every set recorded before kernel stamps, and every
 probe but udp) send_ns == send_app_ns and recv_ns == recv_app_ns. docs/metrics.md defines the metrics.
 """
@@ -121,11 +125,14 @@ class SampleSet:
     def select(self, mask: np.ndarray) -> "SampleSet":
         """The rows where ``mask`` (one bool per row) is True, same metadata. A compact set is
         decoded and encoded again one chunk at a time: a soak's millions of rows never all at once."""
+        meta = dict(self.meta)
+        if "per_row" in meta:
+            meta["per_row"] = {k: np.asarray(v)[mask].tolist() for k, v in meta["per_row"].items()}
         if self._chunks is None:
-            return SampleSet(self._rows[mask], dict(self.meta))
+            return SampleSet(self._rows[mask], meta)
         ends = np.cumsum([c.rows for c in self._chunks], dtype=np.int64)
         out = _encode_blocks(c.to_rows(SAMPLE_DTYPE)[mask[end - c.rows:end]] for c, end in zip(self._chunks, ends))
-        return SampleSet(meta=dict(self.meta), chunks=out) if out else SampleSet(empty(0), dict(self.meta))
+        return SampleSet(meta=meta, chunks=out) if out else SampleSet(empty(0), meta)
 
     def __len__(self) -> int:
         if self._rows is not None:
@@ -177,6 +184,9 @@ class SampleSet:
             raise ValueError("concat needs at least one SampleSet")
         meta = dict(parts[0].meta)
         meta["runs"] = len(parts)
+        if "per_row" in meta:
+            meta["per_row"] = {k: [x for p in parts for x in p.meta.get("per_row", {}).get(k, [-1] * len(p))]
+                               for k in meta["per_row"]}
         if all(p._chunks is not None and _concat_by_shift(p._chunks) for p in parts):
             chunks, offset, arrival_offset = [], 0, 0
             for p in parts:

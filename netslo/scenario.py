@@ -21,7 +21,7 @@ PROTOCOLS = ("udp", "tcp-rr", "tcp-crr", "http", "http-new",
              "ws", "wss", "https", "https-new", "mqtt-qos0", "mqtt-qos1", "mqtt-qos2")
 RESPONDER_OF = {"udp": "udp", "tcp-rr": "tcp", "tcp-crr": "tcp", "http": "http", "http-new": "http",
                 "ws": "ws", "wss": "tls", "https": "tls", "https-new": "tls",
-                "mqtt-qos0": "mqtt", "mqtt-qos1": "mqtt", "mqtt-qos2": "mqtt"}
+                "mqtt-qos0": "mqtt", "mqtt-qos1": "mqtt", "mqtt-qos2": "mqtt", "dns": "dns"}
 UDP_PROFILES = ("64b", "1k", "10k")
 
 
@@ -60,6 +60,10 @@ class Scenario:
         """What SLO selectors match on."""
         return {"placement": self.placement, "protocol": self.protocol, "profile": self.profile,
                 "family": self.family}
+
+    def probe_fields(self) -> dict:
+        """ProbeSpec fields this scenario sets beyond the runner's (``netslo.dns_scenario`` sets some)."""
+        return {}
 
     def __str__(self) -> str:
         return self.id

@@ -44,9 +44,9 @@ from .probes import SENDERS
 from .stats import Estimate
 
 DELAY_SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "ipdv", "ipdv_app", "ipdv_up", "ipdv_down", "pdv",
-                "server_time", "timer_error")
+                "server_time", "timer_error", "dns")   # dns: lookup time of the dns probe
 DELAY_STATS = ("min", "mean", "p50", "p90", "p99", "p99.9", "max")
-FRACTION_METRICS = ("loss", "loss_up", "loss_down", "dup", "reorder")
+FRACTION_METRICS = ("loss", "loss_up", "loss_down", "dup", "reorder", "dns.fail", "dns.retry")
 POINT_DELAY_METRICS = ("rfc3550",)
 SELECT_KEYS = ("protocol", "placement", "profile", "datapath", "family")
 
@@ -54,7 +54,7 @@ _DURATION_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*(ns|us|µs|ms|s|sec|m
 _PERCENT_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%\s*$"
 _DELAY_METRIC_RE = (r"^((" + "|".join(DELAY_SERIES) + r")\.(" + "|".join(s.replace(".", r"\.") for s in DELAY_STATS)
                     + r")|" + "|".join(POINT_DELAY_METRICS) + r")$")
-_FRACTION_METRIC_RE = r"^(" + "|".join(FRACTION_METRICS) + r")$"
+_FRACTION_METRIC_RE = r"^(" + "|".join(m.replace(".", r"\.") for m in FRACTION_METRICS) + r")$"
 
 
 def json_schema() -> dict:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import delays
+from .dnswire import rcode_name
 from .delays import ChunkDelays
 from .order_stats import Moments, OrderStatistics, seconds
 from .phase_times import timed_call
@@ -229,7 +230,27 @@ def analyze(samples: SampleSet, confidence: float = DEFAULT_CONFIDENCE) -> Analy
     counts = {"sent": n, "received": received, "lost": lost, "lost_up": up_lost,
               "lost_down": down_lost, "lost_unknown_direction": unknown_split,
               "duplicates": c["duplicates"], "reordered": c["reordered"]}
+    if samples.meta.get("protocol") == "dns":
+        _dns(samples.meta.get("per_row", {}), m, counts, confidence)
     return Analysis(m, counts)
+
+
+def _dns(per_row: dict, m: dict, counts: dict, confidence: float) -> None:
+    """The dns.* metrics of a dns probe's set (docs/metrics.md): the lookup time is the set's RTT
+    (first query sent -> last needed answer), ``dns.fail`` its loss (a failed lookup has no answer
+    time), ``dns.retry`` the lookups that had a query send expire; counts from ``meta['per_row']``."""
+    n = counts["sent"]
+    m.update({"dns." + k[4:]: v for k, v in list(m.items()) if k.startswith("rtt.")})
+    m["dns.fail"] = m["loss"]
+    a = np.asarray(per_row.get("dns_timeouts_a", []), dtype=np.int64)
+    aaaa = np.asarray(per_row.get("dns_timeouts_aaaa", []), dtype=np.int64)
+    if len(a) == n and len(aaaa) == n:
+        m["dns.retry"] = proportion(int(np.count_nonzero(a + aaaa)), n, confidence)
+        counts.update(dns_retried=int(np.count_nonzero(a + aaaa)), dns_timeouts_a=int(a.sum()),
+                      dns_timeouts_aaaa=int(aaaa.sum()),
+                      dns_queries=int(np.sum(per_row.get("dns_queries", [0]))))
+    rcodes = np.asarray(per_row.get("dns_rcode", []), dtype=np.int64)
+    counts["dns_rcodes"] = {rcode_name(int(r)): int(k) for r, k in zip(*np.unique(rcodes, return_counts=True))}
 
 
 def percentile_ranks(n: int, q: float, confidence: float = DEFAULT_CONFIDENCE) -> tuple[int, int, int]:

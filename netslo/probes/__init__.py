@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 class ProbeSpec:
     """What one probe run does. Times in seconds, sizes in bytes (application payload)."""
 
-    protocol: str                 # one of MODULES below: udp | tcp-rr | tcp-crr | http | ... | icmp
+    protocol: str                 # one of MODULES below: udp | tcp-rr | tcp-crr | http | ... | icmp | dns
     host: str
     port: int
     count: int = 1000
@@ -22,6 +22,7 @@ class ProbeSpec:
     wait: float = 1.0             # how long to wait for answers after the last send, s
     cpu: int | None = None        # pin the probe to this CPU (None = not pinned)
     sender: str = "python"        # udp only: "native" sends from a compiled loop (probes.udp_native)
+    dns: object = None            # dns only: what each lookup asks (probes.dns.DnsOptions; None = its defaults)
 
     @property
     def interval_ns(self) -> int:
@@ -67,7 +68,7 @@ SENDERS = ("python", "native")
 # and WebSocket probes it did not use)
 MODULES = {"udp": "udp", "tcp-rr": "tcp", "tcp-crr": "tcp", "http": "http", "http-new": "http",
            "ws": "websocket", "wss": "websocket", "https": "http", "https-new": "http", "mqtt-qos0": "mqtt",
-           "mqtt-qos1": "mqtt", "mqtt-qos2": "mqtt", "icmp": "icmp"}
+           "mqtt-qos1": "mqtt", "mqtt-qos2": "mqtt", "icmp": "icmp", "dns": "dns"}
 
 def _module(name: str):
     return importlib.import_module(f"{__name__}.{name}")

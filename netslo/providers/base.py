@@ -18,7 +18,8 @@ from ..samples import SampleSet
 
 # Well-known responder ports inside every responder pod (same on every provider).
 RESPONDER_PORTS = {"udp": 7000, "tcp": 7001, "http": 7080,
-                   "ws": 7081, "tls": 7443, "mqtt": 1883, "proxy": 8080}  # last four: issue 7 kinds
+                   "ws": 7081, "tls": 7443, "mqtt": 1883, "proxy": 8080,  # ws..proxy: issue 7 kinds
+                   "dns": 7053}   # the emulated DNS responder (UDP; a cluster's own DNS listens on 53)
 
 
 @dataclass
@@ -114,7 +115,9 @@ class Cluster(abc.ABC):
             args += ["--cpu", str(spec.cpu)]
         if spec.sender != "python":
             args += ["--sender", spec.sender]
-        budget = spec.count * spec.interval + spec.wait + 30.0
+        if spec.dns is not None:
+            args += spec.dns.cli_args()
+        budget = spec.count * spec.interval + spec.wait + 30.0 + (spec.dns.longest_s() if spec.dns else 0.0)
         scheduled(spec.count * spec.interval, "probing")
         data = self.exec_agent(pod, args, timeout=budget)
         try:
