@@ -29,6 +29,7 @@ class Pod:
     ip: str
     host_network: bool = False
     annotations: dict = field(default_factory=dict)
+    ip6: str = ""
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,25 @@ def test_kind_config_would_use_each_cnis_pod_subnet(tmp_path, cni, subnet):
     assert "kubeadmConfigPatches" not in cfg                        # kind untaints a single node itself
 
 
+def test_kind_config_dual_stack_and_ipv6(tmp_path):
+    dual = KindProvider(cni="calico", nodes=2, workdir=str(tmp_path), ip_family="dual").config()["networking"]
+    assert dual["ipFamily"] == "dual"
+    assert dual["podSubnet"] == "192.168.0.0/16,fd00:10:244::/56"
+    assert dual["serviceSubnet"] == "10.96.0.0/12,fd00:10:96::/112"
+    v6 = KindProvider(cni="cilium", nodes=1, workdir=str(tmp_path), ip_family="ipv6").config()["networking"]
+    assert (v6["ipFamily"], v6["podSubnet"], v6["serviceSubnet"]) == ("ipv6", "fd00:10:244::/56", "fd00:10:96::/112")
+    with pytest.raises(SpecError, match="--netslo-ip-family: value 'v6'"):
+        KindProvider(cni="calico", ip_family="v6")
+
+
+def test_pod_addresses_from_the_pod_status():
+    from netslo.providers.kube import pod_addresses
+    assert pod_addresses({"podIP": "10.1.0.5", "podIPs": [{"ip": "10.1.0.5"}, {"ip": "fd00::5"}]}) == ("10.1.0.5", "fd00::5")
+    assert pod_addresses({"podIP": "10.1.0.5"}) == ("10.1.0.5", "")
+    assert pod_addresses({"podIP": "fd00::5", "podIPs": [{"ip": "fd00::5"}]}) == ("fd00::5", "fd00::5")
+    assert pod_addresses({}) == ("", "")
+
+
 def test_kind_node_image_is_pinned_by_digest():
     assert KIND_NODE_IMAGE.startswith("kindest/node:v1.34.")
     assert len(KIND_NODE_IMAGE.split("@sha256:")[1]) == 64
