@@ -31,6 +31,7 @@ for c in "${CNIS[@]}"; do
 done
 
 host_state() { echo "FORWARD $(iptables -S FORWARD | head -n1) ip_forward $(cat /proc/sys/net/ipv4/ip_forward)" \
+  "ipv6 forwarding $(cat /proc/sys/net/ipv6/conf/all/forwarding) ip6tables $(ip6tables -S | md5sum | cut -c1-8)" \
   "netns $(ip netns list | wc -l)"; }
 before=$(host_state)
 trap 'bash "$HERE/kind-offline.sh" down || echo "ci-kind: kind-offline.sh down reported leftovers" >&2' EXIT

@@ -68,8 +68,9 @@ def pytest_addoption(parser):
     g.addoption("--netslo-datapath", default="bridge", help=f"netns datapath: {', '.join(DATAPATHS)} (default bridge)")
     g.addoption("--netslo-nodes", default="2", help="number of nodes of the cluster (default 2)")
     g.addoption("--netslo-ip-family", default=None, metavar="FAMILY",
-                help=f"IP families of the pods: {', '.join(MODES)} (default dual on netns, ipv4 on kind, "
-                     "minikube, existing); scenarios of a family not asked for are deselected")
+                help=f"IP families of the pods: {', '.join(MODES)} (default dual where netslo makes the "
+                     "cluster: netns, kind; ipv4 on minikube and existing — say dual for a dual-stack cluster); "
+                     "scenarios of a family not asked for are deselected")
     g.addoption("--netslo-slo", default=None, metavar="FILE",
                 help="SLO YAML file (default: slo.yaml of the current directory, else of the rootdir, "
                      "else the one shipped in netslo.gate)")
@@ -159,7 +160,7 @@ def pytest_configure(config):
         if not str(nodes_text).isdigit() or not 1 <= int(nodes_text) <= 16:
             raise SpecError("--netslo-nodes", nodes_text, "a whole number 1..16")
         allowed = skips.parse_allowed(config.getoption("--netslo-allow-skip"), "--netslo-allow-skip")
-        ip_family = config.getoption("--netslo-ip-family") or ("dual" if provider == "netns" else "ipv4")
+        ip_family = config.getoption("--netslo-ip-family") or ("dual" if provider in ("netns", "kind") else "ipv4")
         families_of(ip_family, "--netslo-ip-family")
         provider_options = _provider_options(config, provider, datapath, int(nodes_text), ip_family)
         slo_path = config.getoption("--netslo-slo") or default_slo_path(config)
@@ -187,9 +188,9 @@ def _preflight(provider: str, options: dict) -> None:
 
 
 def _provider_options(config, provider: str, datapath: str, nodes: int, ip_family: str = "ipv4") -> dict:
-    """The keyword arguments the chosen provider takes, validated (SpecError on bad values). Only
-    the embedded provider builds the families asked for; a Kubernetes cluster has its own (an IPv6
-    scenario on a cluster without IPv6 addresses errors, naming the missing address)."""
+    """The keyword arguments the chosen provider takes, validated (SpecError on bad values). The
+    embedded provider and kind build the families asked for; minikube and an existing cluster have
+    their own (an IPv6 scenario on a cluster without IPv6 addresses errors, naming the missing address)."""
     if provider == "netns":
         return {"nodes": nodes, "datapath": datapath, "ip_family": ip_family}
     image = config.getoption("--netslo-agent-image")
@@ -201,7 +202,8 @@ def _provider_options(config, provider: str, datapath: str, nodes: int, ip_famil
     if cni not in CNIS:
         raise SpecError("--netslo-cni", cni, f"one of {', '.join(CNIS)}")
     return {"cni": cni, "nodes": nodes, "keep_cluster": config.getoption("--netslo-keep-cluster"),
-            "encapsulation": config.getoption("--netslo-encapsulation"), "image": image}
+            "encapsulation": config.getoption("--netslo-encapsulation"), "image": image,
+            **({"ip_family": ip_family} if provider == "kind" else {})}
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from .. import progress
+from .. import families, progress
 from ..phase_times import timed_call
 from ..errors import InfrastructureError, SpecError, Unsupported
 from ..procs import CHILD_CWD, child_env
@@ -54,6 +54,10 @@ KIND_NODE_IMAGE = ("kindest/node:v1.34.11@sha256:"
 # kind has no hard limit; every node is a privileged container running systemd, containerd and kubelet
 # (~0.5 GB and a busy core while it joins), so more than this is refused as a usage error up front.
 MAX_NODES = 8
+# IPv6 CIDRs of dual-stack and IPv6 clusters: kind's own defaults for those families
+# (kind.sigs.k8s.io, "Configuration" > "IP Family"); the IPv4 ones come from the CNI's data file.
+POD_SUBNET6 = "fd00:10:244::/56"
+SERVICE_SUBNET6 = "fd00:10:96::/112"
 KIND_ENV = "NETSLO_KIND"
 NODE_IMAGE_ENV = "NETSLO_KIND_NODE_IMAGE"
 CNI_LABEL = "netslo.io/cni"
@@ -70,13 +74,15 @@ class KindProvider:
                  keep_cluster: bool = False, encapsulation: str | None = None,
                  image: str | None = None, kind: str | None = None, kubectl: str | None = None,
                  helm: str = "helm", node_image: str | None = None, workdir: str | None = None,
-                 timeout: float = 600.0, run_id: str | None = None):
+                 timeout: float = 600.0, run_id: str | None = None, ip_family: str = "dual"):
         if not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
             raise SpecError("--netslo-nodes", nodes, f"a whole number 1..{MAX_NODES}")
         if not km._DNS_LABEL.match(name):
             raise SpecError("kind cluster name", name, "lowercase letters, digits and '-'")
         self.cni = cni_mod.load(cni)
         self.encapsulation = cni_mod.encapsulation(self.cni, encapsulation)
+        families.families_of(ip_family, "--netslo-ip-family")
+        self.ip_family = ip_family
         self.nodes = nodes
         self.cluster_name = name
         self.keep_cluster = keep_cluster
@@ -110,8 +116,9 @@ class KindProvider:
             "name": self.cluster_name,
             "networking": {
                 "disableDefaultCNI": True,
-                "podSubnet": self.cni.pod_subnet,
-                "serviceSubnet": self.cni.service_subnet,
+                **({} if self.ip_family == "ipv4" else {"ipFamily": self.ip_family}),
+                "podSubnet": ",".join(self.subnets("pod")),
+                "serviceSubnet": ",".join(self.subnets("service")),
                 "kubeProxyMode": "iptables",
             },
             "nodes": [{"role": r, "image": self.node_image,
@@ -120,6 +127,12 @@ class KindProvider:
         if self.nodes >= 2:
             cfg["kubeadmConfigPatches"] = [UNTAINT_PATCH]
         return cfg
+
+    def subnets(self, kind: str) -> list[str]:
+        """The cluster's ``pod`` or ``service`` CIDRs, IPv4 first (kind's order for dual-stack)."""
+        v4 = self.cni.pod_subnet if kind == "pod" else self.cni.service_subnet
+        v6 = POD_SUBNET6 if kind == "pod" else SERVICE_SUBNET6
+        return {"ipv4": [v4], "ipv6": [v6], "dual": [v4, v6]}[self.ip_family]
 
     def config_yaml(self) -> str:
         return "# written by netslo (netslo/providers/kind.py)\n" + yaml.safe_dump(self.config(), sort_keys=False)
@@ -190,6 +203,7 @@ class KindProvider:
                     kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
                     with progress.phase(f"CNI {self.cni.name} install and readiness"):
                         self.cni_info = install_cni(kubectl, self.cni, encapsulation=self.encapsulation,
+                                                    pod_subnet=",".join(self.subnets("pod")),
                                                     timeout=self.timeout, helm=self.helm)
                     self._create_complete = True
                 elif argv[:3] == [self.kind, "export", "kubeconfig"]:
@@ -197,6 +211,7 @@ class KindProvider:
             kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
             cluster = KindCluster(self, kubectl, provider=self.name, image=self.image, pull_policy="Never",
                                   datapath=self.cni.name, run_id=self.run_id, single_kernel=True)
+            cluster.families = families.families_of(self.ip_family)
             return cluster.open(self.timeout)
         except BaseException as e:
             try:

@@ -52,6 +52,14 @@ class KubeService:
     external_traffic_policy: str | None = None
 
 
+def pod_addresses(status: dict) -> tuple[str, str]:
+    """(IPv4, IPv6) address of a pod from its status: ``podIPs`` (every family, dual-stack) or the
+    single ``podIP``; on an IPv6-only cluster the first is the IPv6 one too (``Pod.ip`` is the primary)."""
+    ips = [a.get("ip", "") for a in status.get("podIPs") or []] or [status.get("podIP", "")]
+    v4 = next((a for a in ips if a and ":" not in a), "")
+    v6 = next((a for a in ips if ":" in a), "")
+    return v4 or v6, v6
+
 class KubeCluster(Cluster):
     """Agent pods in a run-scoped namespace of any reachable Kubernetes cluster."""
 
@@ -218,7 +226,8 @@ class KubeCluster(Cluster):
             if st.get("hostIP") and obj["spec"].get("nodeName") != r["node"]:
                 raise InfrastructureError(f"pod {manifest['metadata']['name']}: scheduled on "
                                           f"{obj['spec'].get('nodeName')}, not {r['node']}")
-            pod = Pod(name=r["name"], node=r["node"], ip=st.get("podIP", ""), host_network=bool(r.get("host_network")),
+            ip, ip6 = pod_addresses(st)
+            pod = Pod(name=r["name"], node=r["node"], ip=ip, ip6=ip6, host_network=bool(r.get("host_network")),
                       annotations=dict(manifest["metadata"]["annotations"]))
             self._pods[pod.name] = pod
             self._responders[pod.name] = responders

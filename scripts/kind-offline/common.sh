@@ -28,6 +28,10 @@ KO_NET_NAME=kind
 KO_NET_BRIDGE=nslo-kind0
 KO_NET_SUBNET=${NETSLO_KIND_SUBNET:-198.19.200.0/24}
 KO_NET_GATEWAY=${KO_NET_SUBNET%.0/24}.1
+# Its IPv6 half (dual-stack and IPv6 kind clusters, --netslo-ip-family), in the IPv6 benchmarking range
+# 2001:2::/48 (RFC 5180), also never routed off this machine.
+KO_NET_SUBNET6=${NETSLO_KIND_SUBNET6:-2001:2:0:c8::/64}
+KO_NET_GATEWAY6=${KO_NET_SUBNET6%::/64}::1
 KO_NODE_IMAGE=localhost/netslo-kind-node:$KVER
 NETSLO_VERSION=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$KO_REPO/netslo/__init__.py")
 KO_AGENT_IMAGE=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:$NETSLO_VERSION}   # tagged with netslo's version

@@ -71,6 +71,7 @@ engine_start() {
 engine_network() {  # kind's network, made by us so its subnet and bridge name are known
   docker network inspect "$KO_NET_NAME" >/dev/null 2>&1 && return
   docker network create -d bridge --subnet "$KO_NET_SUBNET" --gateway "$KO_NET_GATEWAY" \
+    --ipv6 --subnet "$KO_NET_SUBNET6" --gateway "$KO_NET_GATEWAY6" \
     -o "com.docker.network.bridge.name=$KO_NET_BRIDGE" \
     -o com.docker.network.bridge.enable_ip_masquerade=false \
     -o com.docker.network.driver.mtu=1500 "$KO_NET_NAME" >/dev/null

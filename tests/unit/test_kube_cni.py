@@ -155,6 +155,26 @@ def test_calico_overlay_sets_pool_encapsulation_and_leaves_the_cni_chain_alone()
     assert [p["type"] for p in parsed["plugins"]] == ["calico", "portmap"]
 
 
+def test_calico_overlay_dual_stack_turns_on_ipv6_as_calicos_guide_says():
+    like = CALICO_LIKE.replace('"mtu": __CNI_MTU__}', '"mtu": __CNI_MTU__, "ipam": {"type": "calico-ipam"}}')
+    docs = calico_overlay(list(yaml.safe_load_all(like)), "vxlan", "192.168.0.0/16,fd00:10:244::/56")
+    env = {e["name"]: e["value"] for e in docs[1]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["CALICO_IPV4POOL_CIDR"] == "192.168.0.0/16" and env["CALICO_IPV6POOL_CIDR"] == "fd00:10:244::/56"
+    assert env["IP6"] == "autodetect" and env["FELIX_IPV6SUPPORT"] == "true"
+    assert env["CALICO_IPV6POOL_VXLAN"] == env["CALICO_IPV4POOL_VXLAN"] == "Always"
+    parsed = json.loads(docs[0]["data"]["cni_network_config"].replace("__CNI_MTU__", "1450"))
+    assert parsed["plugins"][0]["ipam"] == {"type": "calico-ipam", "assign_ipv4": "true", "assign_ipv6": "true"}
+    # IPv6 only: no IPv4 pool, no IPv4 node address, IPAM assigns IPv6 alone
+    docs = calico_overlay(list(yaml.safe_load_all(like)), "vxlan", "fd00:10:244::/56")
+    env = {e["name"]: e["value"] for e in docs[1]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["IP"] == "none" and "CALICO_IPV4POOL_CIDR" not in env
+    parsed = json.loads(docs[0]["data"]["cni_network_config"].replace("__CNI_MTU__", "1450"))
+    assert parsed["plugins"][0]["ipam"]["assign_ipv4"] == "false"
+    # a manifest whose CNI config has no calico-ipam entry cannot be given IPv6: said, not half-applied
+    with pytest.raises(InfrastructureError, match="no calico-ipam entry"):
+        calico_overlay(list(yaml.safe_load_all(CALICO_LIKE)), "vxlan", "192.168.0.0/16,fd00:10:244::/56")
+
+
 def test_calico_overlay_ipip_keeps_bird():
     docs = calico_overlay(list(yaml.safe_load_all(CALICO_LIKE)), "ipip", "192.168.0.0/16")
     node = docs[1]["spec"]["template"]["spec"]["containers"][0]
@@ -197,6 +217,12 @@ def test_cilium_values_bandwidth_manager_and_routing():
     assert tunnel["tunnelProtocol"] == "vxlan"
     native = cilium_values(spec, "none", "10.244.0.0/16")
     assert native["routingMode"] == "native" and native["ipv4NativeRoutingCIDR"] == "10.244.0.0/16"
+    assert "ipv6.enabled" not in tunnel and "ipv6.enabled" not in native
+    dual = cilium_values(spec, "none", "10.244.0.0/16,fd00:10:244::/56")
+    assert dual["ipv6.enabled"] == "true" and "ipv4.enabled" not in dual
+    assert dual["ipv6NativeRoutingCIDR"] == "fd00:10:244::/56" and dual["ipv4NativeRoutingCIDR"] == "10.244.0.0/16"
+    v6 = cilium_values(spec, "vxlan", "fd00:10:244::/56")
+    assert v6["ipv6.enabled"] == "true" and v6["ipv4.enabled"] == "false"
 
 
 def test_cilium_helm_command_would_install_the_fetched_chart():

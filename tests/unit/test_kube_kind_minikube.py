@@ -37,8 +37,10 @@ def kind_calico(tmp_path):
 def test_kind_config_would_have_n_nodes_no_default_cni_and_cni_subnets(kind_calico):
     cfg = yaml.safe_load(kind_calico.config_yaml())
     assert cfg["kind"] == "Cluster" and cfg["apiVersion"] == "kind.x-k8s.io/v1alpha4"
-    assert cfg["networking"] == {"disableDefaultCNI": True, "podSubnet": "192.168.0.0/16",
-                                 "serviceSubnet": "10.96.0.0/12", "kubeProxyMode": "iptables"}
+    # dual-stack by default (--netslo-ip-family dual): the CNI's IPv4 subnets and kind's IPv6 defaults
+    assert cfg["networking"] == {"disableDefaultCNI": True, "ipFamily": "dual",
+                                 "podSubnet": "192.168.0.0/16,fd00:10:244::/56",
+                                 "serviceSubnet": "10.96.0.0/12,fd00:10:96::/112", "kubeProxyMode": "iptables"}
     # --netslo-nodes 2: two nodes pods run on = the control plane (untainted by a kubeadm patch) + 1 worker
     assert [n["role"] for n in cfg["nodes"]] == ["control-plane", "worker"]
     patch = yaml.safe_load(cfg["kubeadmConfigPatches"][0])
@@ -49,10 +51,29 @@ def test_kind_config_would_have_n_nodes_no_default_cni_and_cni_subnets(kind_cali
 
 @pytest.mark.parametrize("cni,subnet", [("cilium", "10.244.0.0/16"), ("antrea", "10.244.0.0/16")])
 def test_kind_config_would_use_each_cnis_pod_subnet(tmp_path, cni, subnet):
-    cfg = KindProvider(cni=cni, nodes=1, workdir=str(tmp_path)).config()
-    assert cfg["networking"]["podSubnet"] == subnet
+    cfg = KindProvider(cni=cni, nodes=1, workdir=str(tmp_path), ip_family="ipv4").config()
+    assert cfg["networking"]["podSubnet"] == subnet and "ipFamily" not in cfg["networking"]
     assert [n["role"] for n in cfg["nodes"]] == ["control-plane"]  # one node: the untainted control plane
     assert "kubeadmConfigPatches" not in cfg                        # kind untaints a single node itself
+
+
+def test_kind_config_dual_stack_and_ipv6(tmp_path):
+    dual = KindProvider(cni="calico", nodes=2, workdir=str(tmp_path), ip_family="dual").config()["networking"]
+    assert dual["ipFamily"] == "dual"
+    assert dual["podSubnet"] == "192.168.0.0/16,fd00:10:244::/56"
+    assert dual["serviceSubnet"] == "10.96.0.0/12,fd00:10:96::/112"
+    v6 = KindProvider(cni="cilium", nodes=1, workdir=str(tmp_path), ip_family="ipv6").config()["networking"]
+    assert (v6["ipFamily"], v6["podSubnet"], v6["serviceSubnet"]) == ("ipv6", "fd00:10:244::/56", "fd00:10:96::/112")
+    with pytest.raises(SpecError, match="--netslo-ip-family: value 'v6'"):
+        KindProvider(cni="calico", ip_family="v6")
+
+
+def test_pod_addresses_from_the_pod_status():
+    from netslo.providers.kube import pod_addresses
+    assert pod_addresses({"podIP": "10.1.0.5", "podIPs": [{"ip": "10.1.0.5"}, {"ip": "fd00::5"}]}) == ("10.1.0.5", "fd00::5")
+    assert pod_addresses({"podIP": "10.1.0.5"}) == ("10.1.0.5", "")
+    assert pod_addresses({"podIP": "fd00::5", "podIPs": [{"ip": "fd00::5"}]}) == ("fd00::5", "fd00::5")
+    assert pod_addresses({}) == ("", "")
 
 
 def test_kind_node_image_is_pinned_by_digest():

@@ -8,6 +8,7 @@ Overlays (our own, applied to the fetched upstream documents in memory):
   ingress qdisc (a second annotated pod on a node then fails "create ingress qdisc: file exists").
 - antrea: trafficEncapMode/tunnelType in antrea-agent.conf per ``encapsulation``.
 - cilium: Helm values (Bandwidth Manager on, routing mode per ``encapsulation``).
+A pod subnet "v4,v6" (a dual-stack kind cluster) or a v6 one also turns on each CNI's IPv6.
 Timeouts are seconds; a component that never becomes ready raises InfrastructureError naming it.
 """
 
@@ -34,8 +35,24 @@ def _set_env(container: dict, name: str, value: str) -> None:
     env.append({"name": name, "value": value})
 
 
+def split_subnets(pod_subnet: str) -> tuple[str | None, str | None]:
+    """(IPv4 CIDR, IPv6 CIDR) of a pod subnet setting: one CIDR, or kind's "v4,v6" of a dual-stack cluster."""
+    v4 = v6 = None
+    for cidr in filter(None, (c.strip() for c in pod_subnet.split(","))):
+        if ":" in cidr:
+            v6 = cidr
+        else:
+            v4 = cidr
+    return v4, v6
+
+
 def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> list[dict]:
-    """Calico manifest documents with our pool and encapsulation settings."""
+    """Calico manifest documents with our pools and encapsulation settings. An IPv6 CIDR in
+    ``pod_subnet`` ("v4,v6", or v6 alone) turns on Calico's IPv6 as its dual-stack guide says:
+    calico-ipam assigns both families, calico-node autodetects the node's IPv6 address (IP6) and felix
+    programs IPv6 (FELIX_IPV6SUPPORT); the IPv6 pool gets the same encapsulation (Calico's VXLAN carries
+    IPv6 since v3.23; it has no IPv6-in-IPIP, so ipip leaves IPv6 routed natively by BIRD)."""
+    v4, v6 = split_subnets(pod_subnet)
     ipip = "Always" if encapsulation == "ipip" else "Never"
     vxlan = "Always" if encapsulation == "vxlan" else "Never"
     seen_node = seen_cfg = False
@@ -43,9 +60,18 @@ def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> lis
         if d.get("kind") == "DaemonSet" and d["metadata"]["name"] == "calico-node":
             for c in d["spec"]["template"]["spec"]["containers"]:
                 if c["name"] == "calico-node":
-                    _set_env(c, "CALICO_IPV4POOL_CIDR", pod_subnet)
-                    _set_env(c, "CALICO_IPV4POOL_IPIP", ipip)
-                    _set_env(c, "CALICO_IPV4POOL_VXLAN", vxlan)
+                    if v4:
+                        _set_env(c, "CALICO_IPV4POOL_CIDR", v4)
+                        _set_env(c, "CALICO_IPV4POOL_IPIP", ipip)
+                        _set_env(c, "CALICO_IPV4POOL_VXLAN", vxlan)
+                    else:
+                        _set_env(c, "IP", "none")
+                        _set_env(c, "CALICO_ROUTER_ID", "hash")   # BIRD's router id without an IPv4 address
+                    if v6:
+                        _set_env(c, "IP6", "autodetect")
+                        _set_env(c, "FELIX_IPV6SUPPORT", "true")
+                        _set_env(c, "CALICO_IPV6POOL_CIDR", v6)
+                        _set_env(c, "CALICO_IPV6POOL_VXLAN", vxlan)
                     if encapsulation == "vxlan":  # no BIRD runs: its health flags would never pass
                         for probe in ("livenessProbe", "readinessProbe"):
                             cmd = c.get(probe, {}).get("exec", {}).get("command")
@@ -55,6 +81,14 @@ def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> lis
         if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == "calico-config":
             if encapsulation == "vxlan":
                 d["data"]["calico_backend"] = "vxlan"   # no BIRD/BGP needed for VXLAN-only pools
+            if v6:
+                ipam = '"type": "calico-ipam"'
+                conf = d["data"].get("cni_network_config", "")
+                if ipam not in conf:
+                    raise InfrastructureError("CNI calico: calico-config's cni_network_config has no calico-ipam "
+                                              "entry to give IPv6 assignment to; the overlay does not fit this version")
+                d["data"]["cni_network_config"] = conf.replace(
+                    ipam, f'{ipam}, "assign_ipv4": "{str(bool(v4)).lower()}", "assign_ipv6": "true"', 1)
             seen_cfg = True
     if not (seen_node and seen_cfg):
         raise InfrastructureError("CNI calico: manifest has no calico-node DaemonSet / calico-config "
@@ -92,9 +126,13 @@ def _set_conf_line(conf: str, key: str, value: str) -> str:
 def cilium_values(spec: CniSpec, encapsulation: str, pod_subnet: str) -> dict:
     """Helm --set values: the data file's, plus routing per encapsulation."""
     values = dict(spec.values)
+    v4, v6 = split_subnets(pod_subnet)
+    if v6:   # Cilium's dual-stack / IPv6 switches; its Kubernetes IPAM takes the nodes' podCIDRs of both
+        values.update({"ipv6.enabled": "true", **({} if v4 else {"ipv4.enabled": "false"})})
     if encapsulation == "none":
         values.update({"routingMode": "native", "autoDirectNodeRoutes": "true",
-                       "ipv4NativeRoutingCIDR": pod_subnet})
+                       **({"ipv4NativeRoutingCIDR": v4} if v4 else {}),
+                       **({"ipv6NativeRoutingCIDR": v6} if v6 else {})})
     else:
         values.update({"routingMode": "tunnel", "tunnelProtocol": encapsulation})
     return values
