@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import delays
-from .dnswire import rcode_name
 from .delays import ChunkDelays
+from .dnswire import rcode_name
 from .order_stats import Moments, OrderStatistics, seconds
 from .phase_times import timed_call
 from .samples import SampleSet
@@ -244,11 +244,11 @@ def _dns(per_row: dict, m: dict, counts: dict, confidence: float) -> None:
     m["dns.fail"] = m["loss"]
     a = np.asarray(per_row.get("dns_timeouts_a", []), dtype=np.int64)
     aaaa = np.asarray(per_row.get("dns_timeouts_aaaa", []), dtype=np.int64)
-    if len(a) == n and len(aaaa) == n:
-        m["dns.retry"] = proportion(int(np.count_nonzero(a + aaaa)), n, confidence)
-        counts.update(dns_retried=int(np.count_nonzero(a + aaaa)), dns_timeouts_a=int(a.sum()),
-                      dns_timeouts_aaaa=int(aaaa.sum()),
-                      dns_queries=int(np.sum(per_row.get("dns_queries", [0]))))
+    if len(a) == n and len(aaaa) == n:      # (-1: a row of a part that recorded none; not a timeout)
+        retried = int(np.count_nonzero((a > 0) | (aaaa > 0)))
+        m["dns.retry"] = proportion(retried, n, confidence)
+        counts.update(dns_retried=retried, dns_timeouts_a=int(a.clip(0).sum()), dns_timeouts_aaaa=int(aaaa.clip(0).sum()),
+                      dns_queries=int(np.clip(per_row.get("dns_queries", [0]), 0, None).sum()))
     rcodes = np.asarray(per_row.get("dns_rcode", []), dtype=np.int64)
     counts["dns_rcodes"] = {rcode_name(int(r)): int(k) for r, k in zip(*np.unique(rcodes, return_counts=True))}
 

@@ -45,6 +45,7 @@ DEFAULT_TIMEOUT_S = 1.0       # per query send; glibc's 5 s would stretch a gate
 DEFAULT_ATTEMPTS = 2          # sends per query, glibc's default
 RESOLV_CONF = "resolv.conf"   # --target value: the nameserver (and search/ndots) of the pod's /etc/resolv.conf
 DNS_PORT = 53
+DRAIN_SLACK_NS = 5_000_000_000   # after the schedule: how much longer than twice the longest lookup to wait at most
 # per-row arrays in meta['per_row'] (one int per lookup, in seq order):
 PER_ROW = {
     "dns_rcode": "final rcode of the lookup (0 NOERROR, 2 SERVFAIL, 3 NXDOMAIN...), -1 no answer (timeout)",
@@ -356,7 +357,8 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
             sched = start + seq * spec.interval_ns
             r.wait(sched)
             r.start(seq, sched)
-        r.wait(now_ns() + longest + 1_000_000, drain=True)
+        # every open lookup ends at its last deadline at the latest; the bound only guards a stalled host
+        r.wait(now_ns() + 2 * longest + DRAIN_SLACK_NS, drain=True)
     finally:
         r.close()
     meta = spec.meta()

@@ -126,7 +126,7 @@ def test_bad_records_are_one_line_errors(item):
 
 def _probe(port, count=50, **opts) -> SampleSet:
     return run(ProbeSpec("dns", "127.0.0.1", port, count=count, interval=0.002, wait=0.1,
-                         dns=DnsOptions(**{"name": NAME, "timeout": 0.2, **opts})))
+                         dns=DnsOptions(**{"name": NAME, "timeout": 1.0, **opts})))
 
 
 def test_probe_times_lookups_and_records_each_one():
@@ -136,7 +136,7 @@ def test_probe_times_lookups_and_records_each_one():
         single = _probe(port, qtypes="a")
     a = analyze(ok)
     assert a.metrics["dns.fail"].value == 0 and a.counts["dns_rcodes"] == {"NOERROR": 50}
-    assert a.metrics["dns.p50"] == a.metrics["rtt.p50"] and 0 < a.metrics["dns.p50"].value < 0.2
+    assert a.metrics["dns.p50"] == a.metrics["rtt.p50"] and 0 < a.metrics["dns.p50"].value < 1.0
     assert a.counts["dns_queries"] == 100 and ok.meta["timestamps"] == "user"
     assert set(searched.meta["per_row"]["dns_names"]) == {2} and analyze(searched).counts["dns_queries"] == 200
     assert analyze(single).counts["dns_queries"] == 50
