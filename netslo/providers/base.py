@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 
-from ..errors import InfrastructureError
+from ..errors import InfrastructureError, Unsupported
 from ..phase_times import scheduled, timed_call
 from ..probes import ProbeSpec
 from ..samples import SampleSet
@@ -82,6 +82,14 @@ class Cluster(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Remove everything this cluster created. Idempotent."""
+
+    def policies(self):
+        """This cluster's NetworkPolicy implementation (``netslo.providers.policy.Policies``)."""
+        raise Unsupported(f"provider {self.provider} has no NetworkPolicy implementation", "provider")
+
+    def service_program(self, backend: Pod, port: int, type: str, client: Pod):
+        """A Service to ``backend``:``port`` (UDP) created on demand (``service_program.ServiceProgram``)."""
+        raise Unsupported(f"provider {self.provider} cannot create Services", "provider")
 
     @timed_call("probing")
     def probe(self, pod: Pod, spec: ProbeSpec) -> SampleSet:
