@@ -183,18 +183,34 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
     after the study's last step (the probe's end-of-run exchange needs the open path). The
     changes start ``lead_in`` s after the probe (default: START_S, plus the probe's unanswered
     warm-up wait when the first step is a RESUME, i.e. the path starts closed); the agent is
-    started once before, so the lead-in does not include its cold start."""
+    started once before, so the lead-in does not include its cold start. A probe that still started
+    after the first change (a loaded host) is seen in its samples: the study is run once more (after
+    undoing the last step) with a lead-in longer than the delay measured."""
     reset_window = window if reset_window is None else reset_window
     if lead_in is None:
         lead_in = START_S + (WARMUP_WAIT_S if steps and steps[0].kind == RESUME else 0.0)
     if trials < 1 or window <= 0 or interval <= 0 or reset_window <= 0:
         raise ValueError(f"trials/window/reset_window/interval: values {trials!r}/{window!r}/{reset_window!r}/"
                          f"{interval!r} — expected > 0")
+    cluster.exec_agent(client, ["--help"], timeout=60.0)   # a warm agent: the lead-in need not cover a cold start
+    samples, changes, late_ns = _study(cluster, client, host, port, steps, trials, window, interval, lead_in,
+                                       reset_window)
+    if late_ns > 0:   # started after the first change: once more, waiting longer than it took
+        if steps[-1].reset:
+            steps[-1].reset()
+        samples, changes, _ = _study(cluster, client, host, port, steps, trials, window, interval,
+                                     lead_in + 1.5 * late_ns * 1e-9 + START_S, reset_window)
+    return Trials(latencies(samples, changes), interval, window, samples)
+
+
+def _study(cluster, client, host, port, steps, trials, window, interval, lead_in, reset_window):
+    """One probe run with the trials inside it: (samples, changes, ns the first request came after the
+    first change's t0; <= 0 when the probe was in time)."""
     resets = sum(reset_window for s in steps if s.reset)   # (one too many: margin for the last)
-    span = lead_in + trials * (len(steps) * window + resets) + TAIL_S
+    trial_time = trials * (len(steps) * window + resets)
+    span = lead_in + 1.1 * trial_time + TAIL_S             # 10 %: changes that overrun their windows
     spec = ProbeSpec("udp", host, port, count=math.ceil(span / interval), interval=interval,
                      req_bytes=REQ_BYTES, resp_bytes=REQ_BYTES, wait=0.1)
-    cluster.exec_agent(client, ["--help"], timeout=60.0)   # a warm agent: the lead-in need not cover a cold start
     box: dict = {}
 
     def probe():
@@ -217,8 +233,10 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
         thread.join()
     if "error" in box:
         raise box["error"]
-    samples = box["samples"]
-    return Trials(latencies(samples, changes), interval, window, samples)
+    sent = box["samples"].rows["send_app_ns"]
+    sent = sent[sent >= 0]
+    late = int(sent.min()) - changes[0].t0_ns if len(sent) and changes else 0
+    return box["samples"], changes, late
 
 
 def _change(series: str, kind: str, action, window: float) -> Change:

@@ -14,9 +14,9 @@ the output says so; on kind/existing they are real NetworkPolicy objects enforce
 import pytest
 
 from netslo import enforcement, policy_cost, progress
-from netslo.errors import SpecError
-from netslo.plugin.gate import skip_unsupported
 from netslo.errors import Unsupported
+from netslo.plugin.gate import skip_unsupported
+from netslo.plugin.studies import study_thresholds
 
 pytestmark = pytest.mark.cni
 
@@ -45,11 +45,7 @@ def netslo_policies(netslo_cluster):
 
 
 def _thresholds(slo, cluster, study: str, wanted: str) -> list:
-    labels = {"study": study, "placement": PLACEMENT, "protocol": "udp", "datapath": cluster.datapath}
-    found = slo.thresholds_for(labels)
-    if not found:   # a study nobody set an objective for must not pass silently
-        raise SpecError(f"{slo.source}: objectives", study, f"an objective with {wanted} thresholds")
-    return found
+    return study_thresholds(slo, cluster, {"study": study, "placement": PLACEMENT, "protocol": "udp"}, wanted)
 
 
 def _report(lines: list, emulated_by: str) -> str:

@@ -11,8 +11,9 @@ emulated kube-proxy (``netslo.providers.netns_service``), and the output says so
 import pytest
 
 from netslo import enforcement, progress
-from netslo.errors import SpecError, Unsupported
+from netslo.errors import Unsupported
 from netslo.plugin.gate import skip_unsupported
+from netslo.plugin.studies import study_thresholds
 from netslo.providers.service_program import SERVICE_TYPES
 
 pytestmark = pytest.mark.cni
@@ -32,11 +33,8 @@ def test_service_programming_latency(service_type, netslo_cluster, netslo_client
                                      netslo_slo, record_property):
     client = netslo_client_for(PLACEMENT)
     backend, port = netslo_svc_backend
-    labels = {"study": "service", "placement": PLACEMENT, "protocol": "udp", "profile": service_type,
-              "datapath": netslo_cluster.datapath}
-    ths = netslo_slo.thresholds_for(labels)
-    if not ths:   # a study nobody set an objective for must not pass silently
-        raise SpecError(f"{netslo_slo.source}: objectives", "service", "an objective with svc_program.* thresholds")
+    ths = study_thresholds(netslo_slo, netslo_cluster, {"study": "service", "placement": PLACEMENT, "protocol": "udp",
+                                                        "profile": service_type}, "svc_program.*")
     try:
         svc = netslo_cluster.service_program(backend, port, service_type, client)
     except Unsupported as e:

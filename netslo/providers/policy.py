@@ -16,11 +16,12 @@ admit sources that match no pod: they cost, they never decide.
 from __future__ import annotations
 
 import abc
+import contextlib
 
 from .base import Pod
 
 
-class Policies(abc.ABC):
+class Policies(contextlib.AbstractContextManager, abc.ABC):
     """The provider's NetworkPolicy implementation (real, or an emulation that says so)."""
 
     emulated: bool = False
@@ -42,8 +43,5 @@ class Policies(abc.ABC):
     def clear(self) -> None:
         """Remove every policy (rule, chain, object) this object created. Idempotent."""
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
+    def __exit__(self, *exc):   # (AbstractContextManager's __enter__ returns self)
         self.clear()

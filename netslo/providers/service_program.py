@@ -14,11 +14,12 @@ request the new backend answers (the backend is the Service's only endpoint: eve
 from __future__ import annotations
 
 import abc
+import contextlib
 
 SERVICE_TYPES = ("ClusterIP", "NodePort")
 
 
-class ServiceProgram(abc.ABC):
+class ServiceProgram(contextlib.AbstractContextManager, abc.ABC):
     """One Service in front of one backend pod's UDP responder."""
 
     emulated: bool = False
@@ -37,8 +38,5 @@ class ServiceProgram(abc.ABC):
     def close(self) -> None:
         """Remove everything this object created. Idempotent."""
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
+    def __exit__(self, *exc):   # (AbstractContextManager's __enter__ returns self)
         self.close()
