@@ -10,6 +10,7 @@ File format (units are mandatory)::
       confidence: 95%         # CI level for every statistic
       wait: 1s                # how long to wait for answers after the last request
       udp_sender: python      # or native: udp requests from the compiled send loop (high rates)
+      trials: 40              # trials of a change study (policy_enforce/policy_allow/svc_program)
     objectives:
       - name: udp-latency
         select: {protocol: [udp], placement: [same-node, cross-node], profile: [1k]}  # omitted = any
@@ -23,6 +24,10 @@ both bounds: a percentile needs enough answered samples for that (two-sided 95 %
 P99.9 3688; ``samples_needed``), and a check that still lacks a bound when sampling runs out is
 **insufficient**: the test errors, naming n and the n it needs. It never passes on a point estimate.
 A metric with no data at all (every request lost) fails its check with the reason.
+
+Change studies (``netslo.enforcement``, ``netslo.policy_cost``) have metrics of their own, judged on
+``trials`` trials (a percentile those cannot bound is rejected at load) or on fixed interleaved rounds;
+a scenario gets only the metrics of its ``study`` label (``STUDY_OF``).
 
 ``allow_skips: [CATEGORY, ...]`` declares skips of those categories expected (``netslo.skips``).
 """
