@@ -139,3 +139,19 @@ def test_kube_policy_manifest_selects_the_server_and_admits_by_labels():
 def test_cost_steps():
     assert policy_cost.steps((0, 100, 1000)) == [(0, 100), (100, 1000), (0, 1000)]
     assert policy_cost.steps((0, 10)) == [(0, 10)]
+
+
+def test_a_study_without_objective_errors_on_the_embedded_provider_and_skips_on_a_real_cluster():
+    from netslo.plugin.studies import study_thresholds
+    spec = slo.parse({"version": 1, "objectives": [
+        {"name": "emb", "select": {"datapath": ["bridge"]}, "thresholds": {"svc_program.p50": "20ms"}}]})
+
+    class Where:   # what study_thresholds reads of a cluster
+        def __init__(self, datapath, emulated):
+            self.datapath, self.emulated = datapath, emulated
+    labels = {"study": "service", "placement": "cross-node"}
+    assert [t.metric for t in study_thresholds(spec, Where("bridge", True), labels, "svc_program.*")] == ["svc_program.p50"]
+    with pytest.raises(SpecError, match="an objective with svc_program"):
+        study_thresholds(spec, Where("routed", True), labels, "svc_program.*")
+    with pytest.raises(pytest.skip.Exception, match=r"netslo\[provider\]: no objective .* datapath calico"):
+        study_thresholds(spec, Where("calico", False), labels, "svc_program.*")
