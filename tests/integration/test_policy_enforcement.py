@@ -12,7 +12,7 @@ from netslo.errors import InfrastructureError
 from netslo.providers.netns import NetnsCluster
 from netslo.providers.policy import Policies
 
-TRIALS, WINDOW = 6, 0.06
+TRIALS, WINDOW = 6, 0.1   # windows well above the ~3-6 ms the emulation takes: margin for a loaded host
 SVC_WINDOW = 0.15   # the emulated Service takes ~20 ms (iptables and a conntrack flush on every node): margin for load
 P50 = slo.Threshold("policy_enforce.p50", 0.03, "30ms", "t")
 
@@ -69,6 +69,7 @@ def test_a_policy_that_does_nothing_is_reported_not_enforced(cluster):
     assert f"{TRIALS} not within" in trials.summary()[0]
 
 
+@pytest.mark.slow
 def test_policy_cost_is_measured_and_a_blocked_client_fails_the_check(cluster):
     c, server, client, port = cluster
     th = slo.Threshold("policy_cost.p50", 0.005, "5ms", "t")
