@@ -8,7 +8,9 @@ whole study; meanwhile the study applies its changes one after another, each at 
                               answered one (every later request of the window is dropped) - t0;
                               +inf when the window's last request was answered (not enforced in time)
   resume   (an allow policy,  latency = send time of the window's first answered request - t0;
-            a new Service)    +inf when none was answered
+            a new Service)    +inf when none was answered; not measured (NaN: left out of the
+                              statistics, counted in the summary) when the last request before
+                              t0 was answered, i.e. the path was open already
 
 Clock points: ``t0`` is CLOCK_MONOTONIC (``time.monotonic_ns``) in this process just before the change
 is requested (the iptables call, the API create/delete); the send times are the probe's user-space
@@ -74,13 +76,16 @@ class Change:
 
 def latency(send_ns: np.ndarray, answered: np.ndarray, kind: str, t0_ns: int, end_ns: int) -> float:
     """Seconds from ``t0_ns`` until the requests sent in [t0, end) stopped (STOP) or resumed (RESUME)
-    being answered; +inf when they did not within the window. ``send_ns`` ascending."""
+    being answered; +inf when they did not within the window; NaN for a RESUME whose path was open
+    already (the last request before t0 was answered: nothing to measure). ``send_ns`` ascending."""
     lo, hi = np.searchsorted(send_ns, [t0_ns, end_ns])
     if hi <= lo:
         raise InfrastructureError(f"the probe sent nothing in a {kind} window of {(end_ns - t0_ns) / 1e6:.0f} ms "
                                   f"(its schedule did not cover the change)")
     sent, got = send_ns[lo:hi], answered[lo:hi]
     if kind == RESUME:
+        if lo > 0 and answered[lo - 1]:
+            return math.nan
         first = np.flatnonzero(got)
         return (sent[first[0]] - t0_ns) * 1e-9 if len(first) else math.inf
     if got[-1]:
@@ -112,8 +117,10 @@ def latencies(samples: SampleSet, changes: list[Change]) -> dict[str, np.ndarray
 
 
 def estimates(values: np.ndarray, series: str, confidence: float) -> dict[str, Estimate]:
-    """'<series>.<stat>' -> Estimate for ``slo.TRIAL_STATS`` (min/max are the sample's, exact)."""
-    x = np.sort(np.asarray(values, dtype=np.float64))
+    """'<series>.<stat>' -> Estimate for ``slo.TRIAL_STATS`` (min/max are the sample's, exact), over
+    the measured trials (NaN: not measured, left out; none measured: NaN estimates, which fail)."""
+    x = np.asarray(values, dtype=np.float64)
+    x = np.sort(x[~np.isnan(x)])
     out = {}
     for stat in slo_mod.TRIAL_STATS:
         if stat in ("min", "max"):
@@ -164,7 +171,9 @@ class Trials:
         lines = []
         for series, v in self.values.items():
             done = v[np.isfinite(v)]
+            unmeasured = int(np.isnan(v).sum())
             lines.append(f"{series}: {len(v)} trials, {self.censored(series)} not within {self.window * 1e3:.0f} ms"
+                         + (f", {unmeasured} not measured (the path was open before the change)" if unmeasured else "")
                          + (f", P50 {np.median(done) * 1e3:.2f} ms, max {done.max() * 1e3:.2f} ms" if len(done) else "")
                          + f" (resolution {self.interval * 1e3:g} ms)")
         return lines + [c.line() for c in self.checks]

@@ -64,6 +64,7 @@ def test_a_policy_that_does_nothing_is_reported_not_enforced(cluster):
     pol = Inert()
     trials = en.run(c, client, server.ip, port, _policy_steps(pol, client, server, port), TRIALS, WINDOW)
     assert trials.censored("policy_enforce") == TRIALS
+    assert np.isnan(trials.values["policy_allow"]).all()   # never closed: no allow to measure (not ~0 ms)
     check, = trials.judge([P50], 0.95)
     assert check.verdict == slo.FAIL and "inf" in check.line()
     assert f"{TRIALS} not within" in trials.summary()[0]

@@ -41,6 +41,15 @@ def test_resume_latency_is_first_answered_request_and_censored_without_one():
     assert math.isinf(en.latency(send, ans, en.RESUME, 60 * MS, 100 * MS))
 
 
+def test_resume_on_a_path_open_already_is_not_measured_and_left_out():
+    send, ans = _path([(0, 300)])          # a deny that never took effect: the allow finds the path open
+    assert math.isnan(en.latency(send, ans, en.RESUME, 100 * MS, 200 * MS))
+    est = en.estimates(np.array([math.nan] * 3 + [0.004] * 6), "policy_allow", 0.95)
+    assert est["policy_allow.p50"].n == 6 and est["policy_allow.p50"].value == 0.004
+    none = en.estimates(np.full(6, math.nan), "policy_allow", 0.95)["policy_allow.p50"]
+    assert en.decide(none, _threshold("policy_allow.p50", 0.02), 0.95).verdict == slo.FAIL
+
+
 def test_a_window_without_requests_is_an_infrastructure_error():
     send, ans = _path([(0, 300)])
     with pytest.raises(InfrastructureError, match="sent nothing"):
