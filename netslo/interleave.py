@@ -19,16 +19,19 @@ from .samples import SampleSet
 from .stats import Estimate, analyze, bootstrap_quantile_diff
 
 
-def interleaved(cluster, client, specs: dict, rounds: int = 3, between=None) -> dict[str, SampleSet]:
+def interleaved(cluster, client, specs: dict, rounds: int = 3, between=None, before=None) -> dict[str, SampleSet]:
     """{name: ProbeSpec} -> {name: SampleSet of ``rounds`` runs of spec.count requests each}.
 
-    ``between(name, samples)`` is called after each run (e.g. to read rule counters)."""
+    ``before(name)`` is called before each run (e.g. to set up that alternative's state),
+    ``between(name, samples)`` after each run (e.g. to read rule counters)."""
     if rounds < 1:
         raise ValueError(f"rounds: value {rounds!r} — expected a whole number >= 1")
     parts: dict[str, list] = {name: [] for name in specs}
     names = list(specs)
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:  # rotate: no alternative always first
+            if before:
+                before(name)
             s = cluster.probe(client, specs[name])
             parts[name].append(s)
             if between:

@@ -10,6 +10,7 @@ File format (units are mandatory)::
       confidence: 95%         # CI level for every statistic
       wait: 1s                # how long to wait for answers after the last request
       udp_sender: python      # or native: udp requests from the compiled send loop (high rates)
+      trials: 40              # trials of a change study (policy_enforce/policy_allow/svc_program)
     objectives:
       - name: udp-latency
         select: {protocol: [udp], placement: [same-node, cross-node], profile: [1k]}  # omitted = any
@@ -24,6 +25,10 @@ both bounds: a percentile needs enough answered samples for that (two-sided 95 %
 P99.9 3688; ``samples_needed``), and a check that still lacks a bound when sampling runs out is
 **insufficient**: the test errors, naming n and the n it needs. It never passes on a point estimate.
 A metric with no data at all (every request lost) fails its check with the reason.
+
+Change studies (``netslo.enforcement``, ``netslo.policy_cost``) have metrics of their own, judged on
+``trials`` trials (a percentile those cannot bound is rejected at load) or on fixed interleaved rounds;
+a scenario gets only the metrics of its ``study`` label (``STUDY_OF``).
 
 ``allow_skips: [CATEGORY, ...]`` declares skips of those categories expected (``netslo.skips``).
 """
@@ -49,12 +54,23 @@ DELAY_STATS = ("min", "mean", "p50", "p90", "p99", "p99.9", "max")
 FRACTION_METRICS = ("loss", "loss_up", "loss_down", "dup", "reorder", "dns.fail", "dns.retry")
 POINT_DELAY_METRICS = ("rfc3550",)
 SELECT_KEYS = ("protocol", "placement", "profile", "datapath", "family")
+# Series of one value per trial of a change study (netslo.enforcement), seconds; a percentile of them is
+# bounded by ``defaults.trials`` trials, not by the probe's samples. Mean is not offered: a trial not
+# done within its window is censored (+inf), and a mean of censored values means nothing.
+TRIAL_SERIES = ("policy_enforce", "policy_allow", "svc_program")
+TRIAL_STATS = ("min", "p50", "p90", "p99", "p99.9", "max")
+SHIFT_METRICS = ("policy_cost.p50", "policy_cost.p99")   # RTT percentile shift, most decoy policies vs none
+# the study a metric belongs to (a scenario's 'study' label); metrics absent here belong to probe scenarios
+STUDY_OF = {"policy_enforce": "policy", "policy_allow": "policy", "policy_cost": "policy-cost",
+            "svc_program": "service"}
 
 _DURATION_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*(ns|us|µs|ms|s|sec|min)\s*$"
 _PERCENT_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%\s*$"
 _DELAY_METRIC_RE = (r"^((" + "|".join(DELAY_SERIES) + r")\.(" + "|".join(s.replace(".", r"\.") for s in DELAY_STATS)
                     + r")|" + "|".join(POINT_DELAY_METRICS) + r")$")
 _FRACTION_METRIC_RE = r"^(" + "|".join(m.replace(".", r"\.") for m in FRACTION_METRICS) + r")$"
+_STUDY_METRIC_RE = (r"^((" + "|".join(TRIAL_SERIES) + r")\.(" + "|".join(s.replace(".", r"\.") for s in TRIAL_STATS)
+                    + r")|" + "|".join(m.replace(".", r"\.") for m in SHIFT_METRICS) + r")$")
 
 
 def json_schema() -> dict:
@@ -77,6 +93,9 @@ def json_schema() -> dict:
                     "interval": {"$ref": "#/$defs/duration"},
                     "confidence": {"$ref": "#/$defs/percent"},
                     "wait": {"$ref": "#/$defs/duration"},
+                    "trials": {"type": "integer", "minimum": 5, "maximum": 100_000,
+                               "description": "trials of a change study (policy enforcement, Service "
+                                              "programming); bounds which percentiles of them can be judged"},
                     "udp_sender": {"enum": list(SENDERS),
                                    "description": "who sends udp requests: the Python loop or the compiled "
                                                   "one (high rates; built on first use with cc)"},
@@ -100,7 +119,8 @@ def json_schema() -> dict:
                     "thresholds": {
                         "type": "object", "minProperties": 1, "additionalProperties": False,
                         "patternProperties": {_DELAY_METRIC_RE: {"$ref": "#/$defs/duration"},
-                                              _FRACTION_METRIC_RE: {"$ref": "#/$defs/percent"}},
+                                              _FRACTION_METRIC_RE: {"$ref": "#/$defs/percent"},
+                                              _STUDY_METRIC_RE: {"$ref": "#/$defs/duration"}},
                     },
                 },
             },
@@ -124,7 +144,9 @@ def _expected(err: jsonschema.ValidationError) -> tuple[str, object, str]:
         extra = sorted(set(v) - set(allowed)) if isinstance(v, dict) else []
         if "patternProperties" in schema:
             form = ("a known metric: <series>.<stat> with series " + "/".join(DELAY_SERIES) + " and stat "
-                    + "/".join(DELAY_STATS) + " (a duration), or " + "/".join(FRACTION_METRICS + POINT_DELAY_METRICS))
+                    + "/".join(DELAY_STATS) + " (a duration), or " + "/".join(FRACTION_METRICS + POINT_DELAY_METRICS)
+                    + ", or a study metric " + "/".join(TRIAL_SERIES) + " with stat " + "/".join(TRIAL_STATS)
+                    + " or " + "/".join(SHIFT_METRICS) + " (a duration)")
         else:
             form = "one of the keys " + ", ".join(allowed)
         key = extra[0] if extra else "?"
@@ -176,6 +198,7 @@ class Sampling:
     confidence: float = 0.95
     wait: float = 1.0
     udp_sender: str = "python"   # python | native (netslo.probes.udp_native)
+    trials: int = 40             # trials of a change study (netslo.enforcement)
 
 
 @dataclass
@@ -188,8 +211,11 @@ class SloSpec:
     allow_skips: frozenset = frozenset()
 
     def thresholds_for(self, labels: dict) -> list[Threshold]:
-        """Every threshold of every objective whose selector matches the scenario labels."""
-        return [t for o in self.objectives if o.matches(labels) for t in o.thresholds]
+        """Every threshold of every objective whose selector matches the scenario labels and whose
+        metric the scenario measures (a study's metrics only for the labels' ``study``, ``STUDY_OF``)."""
+        study = labels.get("study")
+        return [t for o in self.objectives if o.matches(labels) for t in o.thresholds
+                if STUDY_OF.get(t.metric.partition(".")[0]) == study]
 
 
 def parse(doc, source: str = "<memory>") -> SloSpec:
@@ -208,7 +234,8 @@ def parse(doc, source: str = "<memory>") -> SloSpec:
             interval=units.duration(d["interval"], "defaults.interval") if "interval" in d else base.interval,
             confidence=units.percent(d["confidence"], "defaults.confidence") if "confidence" in d else base.confidence,
             wait=units.duration(d["wait"], "defaults.wait") if "wait" in d else base.wait,
-            udp_sender=d.get("udp_sender", base.udp_sender))
+            udp_sender=d.get("udp_sender", base.udp_sender),
+            trials=d.get("trials", base.trials))
         if sampling.max_samples < sampling.samples:
             raise SpecError("defaults.max_samples", sampling.max_samples, f"a number >= defaults.samples ({sampling.samples})")
         if not 0.5 <= sampling.confidence < 1.0:
@@ -228,11 +255,23 @@ def parse(doc, source: str = "<memory>") -> SloSpec:
             for metric, text in o["thresholds"].items():
                 field_name = f"objectives[{i}].thresholds.{metric}"
                 limit = units.percent(text, field_name) if metric in FRACTION_METRICS else units.duration(text, field_name)
+                _check_trials(metric, text, field_name, sampling)
                 ths.append(Threshold(metric, limit, text, o["name"]))
             objectives.append(Objective(o["name"], select, tuple(ths)))
     except SpecError as e:
         raise e.located(source) from None
     return SloSpec(sampling, objectives, source, frozenset(doc.get("allow_skips") or ()))
+
+
+def _check_trials(metric: str, text: str, field_name: str, sampling: Sampling) -> None:
+    """SpecError when ``metric`` is a percentile of trials that ``defaults.trials`` cannot bound."""
+    if metric.partition(".")[0] not in TRIAL_SERIES:
+        return
+    need = samples_needed(metric, sampling.confidence)
+    if need > sampling.trials:
+        raise SpecError(field_name, text, f"a statistic {sampling.trials} trials (defaults.trials) bound at "
+                        f"{sampling.confidence:.0%} confidence: P{percentile_of(metric):g} needs {need} trials "
+                        f"(raise defaults.trials, or use p50/p90/max)")
 
 
 def load(path) -> SloSpec:
@@ -329,6 +368,8 @@ def sample_warnings(spec: SloSpec) -> list[str]:
     out = []
     for o in spec.objectives:
         for t in o.thresholds:
+            if STUDY_OF.get(t.metric.partition(".")[0]):
+                continue   # judged on trials (checked at load) or on fixed interleaved rounds
             need = samples_needed(t.metric, spec.sampling.confidence)
             if need > spec.sampling.max_samples:
                 out.append(f"{spec.source}: objective {o.name}: {t.metric} needs at least {need} answered "

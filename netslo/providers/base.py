@@ -102,6 +102,14 @@ class Cluster(abc.ABC):
     def close(self) -> None:
         """Remove everything this cluster created. Idempotent."""
 
+    def policies(self):
+        """This cluster's NetworkPolicy implementation (``netslo.providers.policy.Policies``)."""
+        raise Unsupported(f"provider {self.provider} has no NetworkPolicy implementation", "provider")
+
+    def service_program(self, backend: Pod, port: int, type: str, client: Pod):
+        """A Service to ``backend``:``port`` (UDP) created on demand (``service_program.ServiceProgram``)."""
+        raise Unsupported(f"provider {self.provider} cannot create Services", "provider")
+
     @timed_call("probing")
     def probe(self, pod: Pod, spec: ProbeSpec) -> SampleSet:
         """Run one probe in ``pod`` and return its raw samples."""

@@ -372,6 +372,16 @@ class KubeCluster(Cluster):
         self._services[name] = svc
         return svc
 
+    def policies(self):
+        """networking.k8s.io/v1 NetworkPolicy objects, enforced by the CNI (``kube_policy``)."""
+        from .kube_policy import KubePolicies
+        return KubePolicies(self)
+
+    def service_program(self, backend: Pod, port: int, type: str, client: Pod):
+        """A real Service with a requested address (``kube_service_program``)."""
+        from .kube_service_program import KubeServiceProgram
+        return KubeServiceProgram(self, backend, port, type, client)
+
     # ---- report -----------------------------------------------------------------------------
     def environment(self) -> dict[str, str]:
         env = {"provider": self.provider, "emulated": "false", "namespace": self.namespace,

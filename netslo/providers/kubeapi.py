@@ -71,6 +71,7 @@ KINDS = {
     "daemonset": ("AppsV1Api", "daemon_set", True),
     "deployment": ("AppsV1Api", "deployment", True),
     "endpointslice": ("DiscoveryV1Api", "endpoint_slice", True),
+    "networkpolicy": ("NetworkingV1Api", "network_policy", True),
 }
 CRD_WAIT = 30.0   # s an applied object may wait for its kind to be served (a CRD applied just before)
 

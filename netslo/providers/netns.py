@@ -437,6 +437,16 @@ class NetnsCluster(Cluster):
         self._pods[name], self._pod_ns[name] = pod, pod_ns
         return pod
 
+    def policies(self):
+        """Emulated NetworkPolicy: iptables in the pod's namespace (``netslo.providers.netns_policy``)."""
+        from .netns_policy import NetnsPolicies
+        return NetnsPolicies(self)
+
+    def service_program(self, backend: Pod, port: int, type: str, client: Pod):
+        """Emulated kube-proxy Service programming (``netslo.providers.netns_service``)."""
+        from .netns_service import NetnsServiceProgram
+        return NetnsServiceProgram(self, backend, port, type, client)
+
     def netns_of(self, pod: Pod) -> str:
         """Name of the network namespace a pod (or a hostNetwork pod's node) lives in."""
         return self._pod_ns[pod.name]

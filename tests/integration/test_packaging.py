@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 # What a run needs from the package besides its modules (netslo.resources finds them there).
 SHIPPED = ["netslo/gate/test_latency.py", "netslo/gate/test_impairments.py", "netslo/gate/test_protocols.py",
+           "netslo/gate/test_policy.py", "netslo/gate/test_service_programming.py",
            "netslo/gate/test_qos.py", "netslo/gate/slo.yaml", "netslo/gate/slo-qos.yaml",
            "netslo/gate/slo-impairments.yaml", "netslo/gate/slo-protocols.yaml",
            "netslo/manifests/agent/Dockerfile", "netslo/manifests/agent/impairment-daemonset.yaml",

@@ -1,0 +1,270 @@
+"""Time until a continuous probe's packets stop or resume after a change (a policy, a Service).
+
+One UDP probe (``netslo.probes.udp``) sends a request every ``interval`` (1 ms by default) for the
+whole study; meanwhile the study applies its changes one after another, each at a recorded time
+``t0`` and each owning a window ``[t0, t0 + window)``:
+
+  stop     (a deny policy)    latency = send time of the first request after the window's last
+                              answered one (every later request of the window is dropped) - t0;
+                              +inf when the window's last request was answered (not enforced in time)
+  resume   (an allow policy,  latency = send time of the window's first answered request - t0;
+            a new Service)    +inf when none was answered; not measured (NaN: left out of the
+                              statistics, counted in the summary) when the last request before
+                              t0 was answered, i.e. the path was open already
+
+Clock points: ``t0`` is CLOCK_MONOTONIC (``time.monotonic_ns``) in this process just before the change
+is requested (the iptables call, the API create/delete); the send times are the probe's user-space
+CLOCK_MONOTONIC just before each send (``send_app_ns``). Both read one clock when the probe runs on
+this kernel: the embedded provider and kind (nodes are containers on this host's kernel). Error
+bound: the change took effect between the last request that still saw the old state and the first
+that saw the new one, so the value is an upper bound with **resolution = the probe interval**; it
+also counts the one-way delay from the client to the enforcement point (microseconds on one host).
+A change not in effect within its window is *censored* (+inf): percentiles still order it (above
+every real value), and the window is longer than the thresholds it is judged against.
+
+Statistics over N trials: nearest-rank percentiles with order-statistic CIs (``netslo.stats``); a
+percentile N cannot bound is rejected when the SLO file is loaded (``slo.defaults.trials``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import slo as slo_mod
+from .errors import InfrastructureError
+from .probes import ProbeSpec
+from .probes.udp import WARMUP_WAIT_S
+from .samples import SampleSet
+from .stats import Estimate, percentile_estimate
+
+STOP, RESUME = "stop", "resume"
+START_S = 0.3            # s from a warm agent's start to its first request, with margin (~0.05 s measured)
+TAIL_S = 0.05            # s the schedule runs past the last window
+REQ_BYTES = 64
+
+
+@dataclass(frozen=True)
+class Step:
+    """One change of a trial: ``series`` (an SLO series, e.g. 'policy_enforce') measures ``kind``
+    (STOP or RESUME) after ``apply()``; ``reset()`` (optional) runs after the window and undoes it:
+    it is not measured, but it must have stopped the requests within its own window (else the next
+    trial would measure a path that never closed, and the study errors)."""
+
+    series: str
+    kind: str
+    apply: object
+    reset: object = None
+
+
+RESET = ""   # the series of a reset: checked, not reported
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change as it happened: its series and kind, t0 and the end of its window (ns, CLOCK_MONOTONIC)."""
+
+    series: str
+    kind: str
+    t0_ns: int
+    end_ns: int
+
+
+def latency(send_ns: np.ndarray, answered: np.ndarray, kind: str, t0_ns: int, end_ns: int) -> float:
+    """Seconds from ``t0_ns`` until the requests sent in [t0, end) stopped (STOP) or resumed (RESUME)
+    being answered; +inf when they did not within the window; NaN for a RESUME whose path was open
+    already (the last request before t0 was answered: nothing to measure). ``send_ns`` ascending."""
+    lo, hi = np.searchsorted(send_ns, [t0_ns, end_ns])
+    if hi <= lo:
+        raise InfrastructureError(f"the probe sent nothing in a {kind} window of {(end_ns - t0_ns) / 1e6:.0f} ms "
+                                  f"(its schedule did not cover the change)")
+    sent, got = send_ns[lo:hi], answered[lo:hi]
+    if kind == RESUME:
+        if lo > 0 and answered[lo - 1]:
+            return math.nan
+        first = np.flatnonzero(got)
+        return (sent[first[0]] - t0_ns) * 1e-9 if len(first) else math.inf
+    if got[-1]:
+        return math.inf
+    last = np.flatnonzero(got)
+    return (sent[last[-1] + 1 if len(last) else 0] - t0_ns) * 1e-9
+
+
+def latencies(samples: SampleSet, changes: list[Change]) -> dict[str, np.ndarray]:
+    """series -> latency (s) of each of its changes, in order (``latency``)."""
+    r = samples.rows
+    sent = r["send_app_ns"] >= 0
+    order = np.argsort(r["send_app_ns"][sent], kind="stable")
+    send_ns, answered = r["send_app_ns"][sent][order], (r["recv_ns"][sent] >= 0)[order]
+    if len(send_ns) == 0 or (changes and (send_ns[0] > changes[0].t0_ns or send_ns[-1] < changes[-1].end_ns)):
+        raise InfrastructureError("the probe's schedule did not cover every change (it started late or ended "
+                                  "early): raise the lead-in")
+    out: dict[str, list] = {}
+    for c in changes:
+        value = latency(send_ns, answered, c.kind, c.t0_ns, c.end_ns)
+        if c.series == RESET:
+            if math.isinf(value):
+                raise InfrastructureError(f"a reset did not stop the requests within its "
+                                          f"{(c.end_ns - c.t0_ns) / 1e6:.0f} ms window: the next trial would "
+                                          f"find the path open already")
+            continue
+        out.setdefault(c.series, []).append(value)
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+
+
+def estimates(values: np.ndarray, series: str, confidence: float) -> dict[str, Estimate]:
+    """'<series>.<stat>' -> Estimate for ``slo.TRIAL_STATS`` (min/max are the sample's, exact), over
+    the measured trials (NaN: not measured, left out; none measured: NaN estimates, which fail)."""
+    x = np.asarray(values, dtype=np.float64)
+    x = np.sort(x[~np.isnan(x)])
+    out = {}
+    for stat in slo_mod.TRIAL_STATS:
+        if stat in ("min", "max"):
+            v = float(x[0 if stat == "min" else -1]) if len(x) else math.nan
+            out[f"{series}.{stat}"] = Estimate(v, v, v, len(x))
+        else:
+            out[f"{series}.{stat}"] = percentile_estimate(x, float(stat[1:]), confidence)
+    return out
+
+
+def decide(est: Estimate, threshold, confidence: float) -> slo_mod.Check:
+    """The verdict of a trial statistic: by its CI; a CI whose upper end is a censored trial (+inf) but
+    that has enough trials is decided on the point estimate (the censored value exceeds every threshold)."""
+    v = slo_mod.judge(est, threshold)
+    if v == slo_mod.INCONCLUSIVE and est.n >= slo_mod.samples_needed(threshold.metric, confidence):
+        return slo_mod.Check(threshold, est, slo_mod.PASS if est.value <= threshold.limit else slo_mod.FAIL,
+                             by_point=True)
+    return slo_mod.decide(est, threshold, confidence)
+
+
+@dataclass
+class Trials:
+    """What a study measured: latency per series and trial (s, +inf = not within the window)."""
+
+    values: dict
+    interval: float
+    window: float
+    samples: SampleSet
+    checks: list = field(default_factory=list)
+
+    def estimates(self, confidence: float) -> dict[str, Estimate]:
+        out = {}
+        for series, v in self.values.items():
+            out.update(estimates(v, series, confidence))
+        return out
+
+    def judge(self, thresholds: list, confidence: float) -> list:
+        """Checks of the thresholds on this study's series (others are not its business)."""
+        est = self.estimates(confidence)
+        self.checks = [decide(est[t.metric], t, confidence) for t in thresholds if t.metric in est]
+        return self.checks
+
+    def censored(self, series: str) -> int:
+        return int(np.isinf(self.values[series]).sum())
+
+    def summary(self) -> list[str]:
+        """A line per series (trials, censored, P50, max) and a line per check."""
+        lines = []
+        for series, v in self.values.items():
+            done = v[np.isfinite(v)]
+            unmeasured = int(np.isnan(v).sum())
+            lines.append(f"{series}: {len(v)} trials, {self.censored(series)} not within {self.window * 1e3:.0f} ms"
+                         + (f", {unmeasured} not measured (the path was open before the change)" if unmeasured else "")
+                         + (f", P50 {np.median(done) * 1e3:.2f} ms, max {done.max() * 1e3:.2f} ms" if len(done) else "")
+                         + f" (resolution {self.interval * 1e3:g} ms)")
+        return lines + [c.line() for c in self.checks]
+
+    @property
+    def failed(self) -> list:
+        return [c for c in self.checks if c.verdict != slo_mod.PASS]
+
+
+def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, window: float,
+        interval: float = 0.001, lead_in: float | None = None, reset_window: float | None = None) -> Trials:
+    """``trials`` rounds of ``steps`` while a UDP probe from ``client`` to host:port runs throughout.
+
+    Each step's window is ``window`` s from its t0 (the change's own duration included); a step's
+    ``reset`` runs after its window, in a window of ``reset_window`` s (default ``window``), except
+    after the study's last step (the probe's end-of-run exchange needs the open path). The
+    changes start ``lead_in`` s after the probe (default: START_S, plus the probe's unanswered
+    warm-up wait when the first step is a RESUME, i.e. the path starts closed); the agent is
+    started once before, so the lead-in does not include its cold start. A probe that still started
+    after the first change (a loaded host) is seen in its samples: the study is run once more (after
+    undoing the last step) with a lead-in longer than the delay measured."""
+    reset_window = window if reset_window is None else reset_window
+    if lead_in is None:
+        lead_in = START_S + (WARMUP_WAIT_S if steps and steps[0].kind == RESUME else 0.0)
+    if trials < 1 or window <= 0 or interval <= 0 or reset_window <= 0:
+        raise ValueError(f"trials/window/reset_window/interval: values {trials!r}/{window!r}/{reset_window!r}/"
+                         f"{interval!r} — expected > 0")
+    cluster.exec_agent(client, ["--help"], timeout=60.0)   # a warm agent: the lead-in need not cover a cold start
+    samples, changes, late_ns = _study(cluster, client, host, port, steps, trials, window, interval, lead_in,
+                                       reset_window)
+    if late_ns > 0:   # started after the first change: once more, waiting longer than it took
+        if steps[-1].reset:
+            steps[-1].reset()
+        samples, changes, _ = _study(cluster, client, host, port, steps, trials, window, interval,
+                                     lead_in + 1.5 * late_ns * 1e-9 + START_S, reset_window)
+    return Trials(latencies(samples, changes), interval, window, samples)
+
+
+def _study(cluster, client, host, port, steps, trials, window, interval, lead_in, reset_window):
+    """One probe run with the trials inside it: (samples, changes, ns the first request came after the
+    first change's t0; <= 0 when the probe was in time)."""
+    resets = sum(reset_window for s in steps if s.reset)   # (one too many: margin for the last)
+    trial_time = trials * (len(steps) * window + resets)
+    span = lead_in + 1.1 * trial_time + TAIL_S             # 10 %: changes that overrun their windows
+    spec = ProbeSpec("udp", host, port, count=math.ceil(span / interval), interval=interval,
+                     req_bytes=REQ_BYTES, resp_bytes=REQ_BYTES, wait=0.1)
+    box: dict = {}
+
+    def probe():
+        try:
+            box["samples"] = cluster.probe(client, spec)
+        except BaseException as e:   # handed to the caller below
+            box["error"] = e
+
+    thread = threading.Thread(target=probe, name="enforcement-probe", daemon=True)
+    thread.start()
+    changes: list[Change] = []
+    try:
+        time.sleep(lead_in)
+        for trial in range(trials):
+            for i, s in enumerate(steps):
+                changes.append(_change(s.series, s.kind, s.apply, window))
+                if s.reset and not (trial == trials - 1 and i == len(steps) - 1):
+                    changes.append(_change(RESET, STOP, s.reset, reset_window))
+    finally:
+        thread.join()
+    if "error" in box:
+        raise box["error"]
+    sent = box["samples"].rows["send_app_ns"]
+    sent = sent[sent >= 0]
+    late = int(sent.min()) - changes[0].t0_ns if len(sent) and changes else 0
+    return box["samples"], changes, late
+
+
+def _change(series: str, kind: str, action, window: float) -> Change:
+    """Run ``action`` at a recorded t0 and wait out its window."""
+    t0 = time.monotonic_ns()
+    action()
+    end = t0 + int(window * 1e9)
+    _sleep_until(end)
+    return Change(series, kind, t0, end)
+
+
+def _sleep_until(t_ns: int) -> None:
+    left = (t_ns - time.monotonic_ns()) * 1e-9
+    if left > 0:
+        time.sleep(left)
+
+
+def window_for(thresholds: list, series: tuple, floor: float = 0.05, factor: float = 1.2) -> float:
+    """A window (s) longer than every threshold of ``series``: ``factor`` x the largest, at least ``floor``;
+    so a change censored at the window's end exceeds every threshold it is judged against."""
+    limits = [t.limit for t in thresholds if t.metric.partition(".")[0] in series]
+    return max(floor, factor * max(limits, default=0.0))

@@ -1,0 +1,84 @@
+"""Data-path cost of NetworkPolicy at scale: RTT with 0, 100, 1000 policies on the server pod.
+
+The server pod is isolated with one policy admitting the client; ``counts`` decoy policies
+(``Policies.decoys``: they select the server, admit no real pod) are added per alternative. A UDP
+probe measures RTT for each count in interleaved rounds (``netslo.interleave``: slow host drift
+hits every count alike). Per step (each count against the previous one, and the largest against
+none) the report gives the P50 and P99 shift with a percentile-bootstrap CI
+(``stats.bootstrap_quantile_diff``). SLO metrics ``policy_cost.p50`` / ``policy_cost.p99``: the shift
+from none to the largest count (seconds; upper bounds like every threshold).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import slo as slo_mod
+from .interleave import interleaved, rtt
+from .probes import ProbeSpec
+from .stats import Estimate, bootstrap_quantile_diff
+from .units import format_duration, format_percent
+
+COUNTS = (0, 100, 1000)
+QUANTILES = (50.0, 99.0)
+MAX_LOSS = 0.01   # an admitted client losing more is not a cost to measure: the policy blocks it
+
+
+@dataclass
+class Cost:
+    counts: tuple
+    samples: dict                                  # count -> SampleSet
+    shifts: dict = field(default_factory=dict)     # (from, to, q) -> Estimate (s)
+    checks: list = field(default_factory=list)
+
+    def loss(self, n: int) -> float:
+        r = self.samples[n].rows
+        return float((r["recv_ns"] < 0).mean()) if len(r) else 1.0
+
+    def judge(self, thresholds: list, confidence: float) -> list:
+        """Checks of ``policy_cost.*`` thresholds on the shift none -> largest count; a count whose
+        admitted client lost more than MAX_LOSS fails every check, saying so."""
+        lossy = [f"{n} policies: loss {format_percent(self.loss(n))}" for n in self.counts if self.loss(n) > MAX_LOSS]
+        out = []
+        for t in thresholds:
+            if t.metric not in slo_mod.SHIFT_METRICS:
+                continue
+            if lossy:
+                out.append(slo_mod.missing(t, "the admitted client lost requests (" + ", ".join(lossy) + ")"))
+                continue
+            q = float(t.metric.partition(".p")[2])
+            est = self.shifts[(self.counts[0], self.counts[-1], q)]
+            out.append(slo_mod.decide(est, t, confidence))
+        self.checks = out
+        return out
+
+    def summary(self) -> list[str]:
+        lines = []
+        for (a, b, q), e in self.shifts.items():
+            lines.append(f"P{q:g} shift {a} -> {b} policies: {format_duration(e.value)} "
+                         f"(CI {format_duration(e.lo)} – {format_duration(e.hi)}, n={e.n})")
+        return lines + [c.line() for c in self.checks]
+
+
+def steps(counts: tuple) -> list[tuple[int, int]]:
+    """Each count against the previous one, then the largest against the first (when they differ)."""
+    out = list(zip(counts, counts[1:]))
+    return out + ([(counts[0], counts[-1])] if len(counts) > 2 else [])
+
+
+def measure(cluster, client, server, port: int, policies, counts: tuple = COUNTS, rounds: int = 3,
+            count: int = 400, interval: float = 0.001, confidence: float = 0.95) -> Cost:
+    """RTT per decoy count in interleaved rounds and the shift per step (see the module docstring)."""
+    if list(counts) != sorted(set(counts)) or len(counts) < 2 or counts[0] < 0:
+        raise ValueError(f"counts: value {counts!r} — expected at least two ascending counts >= 0")
+    policies.allow(client, server, port)
+    specs = {str(n): ProbeSpec("udp", server.ip, port, count=count, interval=interval, req_bytes=64,
+                               resp_bytes=64, wait=0.3) for n in counts}
+    sets = interleaved(cluster, client, specs, rounds, before=lambda name: policies.decoys(server, port, int(name)))
+    cost = Cost(tuple(counts), {n: sets[str(n)] for n in counts})
+    for a, b in steps(tuple(counts)):
+        ra, rb = rtt(cost.samples[a]), rtt(cost.samples[b])
+        for q in QUANTILES:
+            cost.shifts[(a, b, q)] = (bootstrap_quantile_diff(ra, rb, q, confidence) if len(ra) and len(rb)
+                                      else Estimate(float("nan"), float("-inf"), float("inf"), 0))
+    return cost

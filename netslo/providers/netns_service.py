@@ -1,0 +1,97 @@
+"""Emulated Service programming for the embedded provider: kube-proxy's iptables mode, on demand.
+
+``create()`` puts, in every node namespace at once (each node's kube-proxy acts on its own), the
+DNAT rule kube-proxy would into chain ``NETSLO-SVCP`` (jumped to from ``nat PREROUTING``): ClusterIP
+``10.96.200.<k>:80`` -> backend, or NodePort (any local address, port ``30000+k``) -> backend.
+
+Stale flows: a UDP flow seen before the Service existed has a conntrack entry without NAT, which would
+keep bypassing the new rule for 30 s; kube-proxy deletes such entries after programming. The emulation
+keeps them from being made: while the Service does not exist, a ``raw PREROUTING`` rule exempts its
+address from connection tracking (``-j CT --notrack``), and ``create()`` removes that rule in the same
+``iptables-restore`` transaction that adds the DNAT (NAT first); ``delete()`` restores it before
+flushing the chain. Same path behaviour, one process per node and change, no conntrack flush.
+The client must be on another node than the backend on the ``bridge``/``vxlan`` datapaths (the
+answer would bypass the node's conntrack without br_netfilter, as in ``netslo.exposure``).
+Reports say "emulated".
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+from ..errors import InfrastructureError, SpecError, Unsupported
+from .base import Pod
+from .service_program import SERVICE_TYPES, ServiceProgram
+
+CHAIN = "NETSLO-SVCP"
+CLUSTER_IP = "10.96.200.{}"
+SERVICE_PORT = 80
+NODE_PORT = 30000
+COMMENT = "-m comment --comment netslo:svc-program"
+_next = itertools.count(1)
+
+
+class NetnsServiceProgram(ServiceProgram):
+    emulated = True
+    description = ("emulated: kube-proxy-like iptables DNAT on every node at once; stale UDP flows kept out "
+                   "by a notrack rule while the Service is absent")
+
+    def __init__(self, cluster, backend: Pod, port: int, type: str, client: Pod):
+        if type not in SERVICE_TYPES:
+            raise SpecError("service type", type, f"one of {', '.join(SERVICE_TYPES)}")
+        if shutil.which("iptables-restore") is None:
+            raise Unsupported("emulated Services need iptables (Debian package 'iptables')", "tool")
+        if client.node == backend.node and cluster.datapath in ("bridge", "vxlan"):
+            raise Unsupported(f"a {type} client on the backend's node on the embedded {cluster.datapath} datapath "
+                              "(answers bypass the node's conntrack without br_netfilter)", "provider")
+        from .netns import UNDERLAY
+        self.cluster, self.type = cluster, type
+        k = next(_next)
+        if type == "ClusterIP":
+            self.target = (CLUSTER_IP.format(k), SERVICE_PORT)
+            match = f"-d {self.target[0]}/32 -p udp -m udp --dport {SERVICE_PORT}"
+        else:
+            self.target = (UNDERLAY.format(10 + cluster.nodes.index(backend.node)), NODE_PORT + k)
+            match = f"-p udp -m addrtype --dst-type LOCAL -m udp --dport {self.target[1]}"
+        self.dnat = f"{match} {COMMENT} -j DNAT --to-destination {backend.ip}:{port}"
+        self.notrack = f"{match} {COMMENT} -j CT --notrack"
+        self._hooked: list[str] = []
+        self._closed = False
+        self._pool = ThreadPoolExecutor(max_workers=len(cluster.nodes), thread_name_prefix="svc-program")
+        try:
+            for node in cluster.nodes:
+                ns = cluster.node_netns(node)
+                self._hooked.append(ns)
+                self._restore(ns, f"*nat\n:{CHAIN} - [0:0]\n-I PREROUTING 1 -j {CHAIN}\nCOMMIT\n"
+                                  f"*raw\n-I PREROUTING 1 {self.notrack}\nCOMMIT\n")
+        except BaseException:
+            self.close()
+            raise
+
+    def _restore(self, ns: str, script: str, check: bool = True) -> None:
+        run = subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "iptables-restore", "-w", "5", "--noflush"],
+                             input=script, capture_output=True, text=True, timeout=60)
+        if check and run.returncode:
+            raise InfrastructureError(f"iptables-restore in {ns}: {run.stderr.strip() or run.returncode}")
+
+    def _on_every_node(self, script: str) -> None:
+        list(self._pool.map(lambda ns: self._restore(ns, script), self._hooked))
+
+    def create(self) -> None:
+        self._on_every_node(f"*nat\n-A {CHAIN} {self.dnat}\nCOMMIT\n*raw\n-D PREROUTING {self.notrack}\nCOMMIT\n")
+
+    def delete(self) -> None:
+        self._on_every_node(f"*raw\n-I PREROUTING 1 {self.notrack}\nCOMMIT\n*nat\n-F {CHAIN}\nCOMMIT\n")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.shutdown(wait=True)
+        for ns in self._hooked:   # each piece alone: whatever state a failure left, the rest still goes
+            for script in (f"*nat\n-D PREROUTING -j {CHAIN}\nCOMMIT\n", f"*nat\n-F {CHAIN}\n-X {CHAIN}\nCOMMIT\n",
+                           f"*raw\n-D PREROUTING {self.notrack}\nCOMMIT\n"):
+                self._restore(ns, script, check=False)   # a namespace already gone took its rules with it

@@ -1,0 +1,42 @@
+"""Service programming as the study measures it: one Service created and deleted on demand.
+
+    svc = cluster.service_program(backend, port, "ClusterIP", client)   # Unsupported where none
+    host, port = svc.target        # the address the Service will have, known before it exists
+    svc.create()                   # the measured change: the Service is requested
+    svc.delete()                   # undo it (the next trial starts from no Service)
+    svc.close()                    # everything it made is gone
+
+``target`` is fixed before the first create (a requested ``spec.clusterIP`` / ``nodePort`` on
+Kubernetes), so a client can send to it from before the Service exists and the study sees the first
+request the new backend answers (the backend is the Service's only endpoint: every answer is its).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+
+SERVICE_TYPES = ("ClusterIP", "NodePort")
+
+
+class ServiceProgram(contextlib.AbstractContextManager, abc.ABC):
+    """One Service in front of one backend pod's UDP responder."""
+
+    emulated: bool = False
+    description: str = ""
+    target: tuple = ("", 0)
+
+    @abc.abstractmethod
+    def create(self) -> None:
+        """Request the Service (returns once the request was accepted, not once it works)."""
+
+    @abc.abstractmethod
+    def delete(self) -> None:
+        """Remove the Service (and what keeps its flows going, as kube-proxy does for UDP)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Remove everything this object created. Idempotent."""
+
+    def __exit__(self, *exc):   # (AbstractContextManager's __enter__ returns self)
+        self.close()
