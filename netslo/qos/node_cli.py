@@ -10,6 +10,9 @@
     python -m netslo.agent qos pod --pod-ip IP                  the pod's host interface, held rates, MTUs
     python -m netslo.agent qos reshape --pod-ip IP --spec '{"egress_bits": R}'    netslo's tbf on its egress
     python -m netslo.agent qos root-qdisc --spec '{"ifname": NAME}'
+    python -m netslo.agent qos capture --spec '{"points": [[POD_IP|null, IFNAME], ...], "marker": HEX,
+                          "want": N, "timeout": S, "ready": FILE}'   sniff netslo.qos.dscp_check's frames
+    python -m netslo.agent qos send --pod-ip IP --spec PLAN     send them from the pod (dscp_check plan)
 
 Runs in the node agent DaemonSet's pod (hostNetwork: its namespace is the node's; see
 netslo.providers.kube_impair) with the same code the embedded provider runs from its host:
@@ -32,8 +35,8 @@ from ..impair import node_cli as netem_cli
 from . import node_links, priority
 
 ACTIONS = ("describe", "priority", "counters", "bottleneck", "clear", "drop-add", "drop-counts", "drop-remove",
-           "pod", "reshape", "root-qdisc")
-POD_ACTIONS = ("pod", "reshape")
+           "pod", "reshape", "root-qdisc", "capture", "send")
+POD_ACTIONS = ("pod", "reshape", "send")
 
 
 def policy_doc(policy: priority.QosPolicy) -> dict:
@@ -128,9 +131,37 @@ def run(action: str, pod_ip: str | None, spec: str | None, run_dir: str) -> dict
     elif action == "reshape":
         links.reshape_pod(pod_ip, float(_spec(spec, ("egress_bits",))["egress_bits"]))
         out["bandwidth"] = links.pod_bandwidth(pod_ip)
-    else:
+    elif action == "root-qdisc":
         out["root_qdisc"] = links.root_qdisc(_spec(spec, ("ifname",))["ifname"])
+    elif action == "capture":
+        out["seen"] = _capture(pods, _spec(spec, ("points", "marker", "want", "timeout", "ready")))
+    else:
+        _send(pods.netns(pod_ip), _spec(spec, ("src", "dst", "port", "dscps", "per_mark", "marker")))
     return out
+
+
+def _capture(pods: _Pods, doc: dict) -> list:
+    """Sniffers on the points (a pod's interface by its IP, else the node's), ``ready`` file written
+    once they are open, then the frames until the last point saw ``want`` or ``timeout`` s passed."""
+    from .dscp_check import Sniffers
+    points = [(pods.netns(ip) if ip else node_links.HERE, ifname) for ip, ifname in doc["points"]]
+    sniff = Sniffers(points, bytes.fromhex(doc["marker"]))
+    try:
+        with open(doc["ready"], "w"):
+            pass
+        return sniff.wait(int(doc["want"]), float(doc["timeout"]))
+    finally:
+        sniff.close()
+
+
+def _send(netns: str, plan: dict) -> None:
+    import time
+    from .dscp_check import raw_sender, send_marked
+    tx = raw_sender(netns)
+    try:
+        send_marked(tx, plan, time.sleep)
+    finally:
+        tx.close()
 
 
 def main(argv: list[str]) -> int:

@@ -113,3 +113,28 @@ def test_bad_input_is_one_line_naming_the_field(vx, args, field):
     assert run.returncode == 2 and run.stdout == ""
     err = json.loads(run.stderr.strip())
     assert err["error"] == "usage" and err["message"].startswith(f"{field}: ") and "\n" not in err["message"]
+
+
+def test_capture_and_send_see_the_marks_per_hop(vx, tmp_path):
+    """``qos capture`` on the client node's points and ``qos send`` from the client pod: every mark at
+    the pod's eth0, on the host veth and inside the tunnel (outer TOS 0: the VXLAN device's tos 0)."""
+    server, client = vx.add_pod("cap-srv", "node0"), vx.add_pod("cap-cli", "node1")
+    ready = tmp_path / "ready"
+    spec = {"points": [[client.ip, "eth0"], [None, client.host_interface], [None, "eth0"]], "marker": "a1b2c3d4e5f6",
+            "want": 6, "timeout": 20, "ready": str(ready)}
+    cap = subprocess.Popen(["nsenter", f"--net=/run/netns/{vx.node_netns('node1')}", sys.executable, "-m", "netslo.agent",
+                            "qos", "capture", "--spec", json.dumps(spec)], stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            if ready.exists() or cap.poll() is not None:
+                break
+            subprocess.run(["sleep", "0.05"])
+        plan = {"src": client.ip, "dst": server.ip, "port": 7999, "dscps": [46, 10], "per_mark": 3,
+                "marker": "a1b2c3d4e5f6"}
+        out(vx, "node1", "send", "--pod-ip", client.ip, "--spec", json.dumps(plan))
+        got = json.loads(cap.communicate(timeout=30)[0])["seen"]
+    finally:
+        cap.kill()
+    assert [sorted((r[0], r[1]) for r in rows) for rows in got] == [sorted((d, k) for d in (46, 10) for k in range(3))] * 3
+    assert all(r[3] >> 2 == r[0] for rows in got for r in rows)               # inner/own header keeps the mark
+    assert [r[2] for r in got[2]] == [0] * 6 and all(r[2] is None for r in got[0])   # outer header: DSCP 0
