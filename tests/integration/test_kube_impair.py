@@ -184,3 +184,20 @@ def test_after_the_run_no_daemonset_remains():
 
 def cluster_daemonsets(c) -> list[str]:
     return [d["metadata"]["name"] for d in c.api.get("daemonsets", selector=f"{km.RUN_LABEL}={c.run_id}")]
+
+
+def test_node_links_through_the_agent(cluster, impairer, pods):
+    """``cluster.node_links`` (the QoS studies' interface) through the same DaemonSet: the node's
+    uplink and tunnel as the node holds them, a pod's host interface found by its IP, and a
+    bottleneck that is on the uplink inside the block and gone after it."""
+    a = pods[0]
+    links = cluster.node_links(a.node)
+    assert links.uplink and links.layer in ("ip", "vxlan-inner")
+    if links.layer == "vxlan-inner":
+        assert links.tunnels and links.tunnel_port in (4789, 8472), (links.tunnels, links.tunnel_port)
+    got = links._pod(a)
+    assert got["host_if"] and got["pod_mtu"] <= got["link_mtu"] <= 9000
+    assert links.pod_bandwidth(a) == {"ingress": None, "egress": None}
+    with links.bottleneck(10e6, 0.02) as b:
+        assert b.rate_bits == 10e6 and links.root_qdisc(links.uplink) == "tbf"
+    assert links.root_qdisc(links.uplink) != "tbf"
