@@ -46,7 +46,7 @@ class LocalSpawn:
                                       f"--net={NETNS_DIR / ns}", *argv],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
                                      cwd=CHILD_CWD, start_new_session=True)
-        self.poll, self.communicate = self.proc.poll, self.proc.communicate
+        self.poll, self.communicate, self.pid = self.proc.poll, self.proc.communicate, self.proc.pid
 
     @property
     def returncode(self):
