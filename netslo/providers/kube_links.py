@@ -76,19 +76,20 @@ class AgentNodeLinks(node_links.NodeLinks):
     def remove_drop(self, handle):
         self._run("drop-remove", **handle)
 
-    def _pod(self, pod) -> dict:
+    def pod_info(self, pod) -> dict:
+        """What the agent knows of a pod of this node: host_if, bandwidth, link_mtu, pod_mtu."""
         if pod.node != self.node:
             raise InfrastructureError(f"pod {pod.name} runs on {pod.node}, not on {self.node}")
         return self._run("pod", pod)
 
     def pod_bandwidth(self, pod) -> dict:
-        return self._pod(pod)["bandwidth"]
+        return self.pod_info(pod)["bandwidth"]
 
     def pod_link_mtu(self, pod) -> int:
-        return self._pod(pod)["link_mtu"]
+        return self.pod_info(pod)["link_mtu"]
 
     def pod_mtu(self, pod) -> int:
-        return self._pod(pod)["pod_mtu"]
+        return self.pod_info(pod)["pod_mtu"]
 
     def reshape_pod(self, pod, egress_bits: float) -> None:
         self._run("reshape", pod, egress_bits=egress_bits)
@@ -158,7 +159,7 @@ def observation_points(cluster, client, server) -> list[tuple]:
     ``KindCluster.observation_points`` names them: the pods' eth0, their host-side interfaces, across
     nodes the CNI's VXLAN device on each node and the nodes' uplinks."""
     cl, sl = AgentNodeLinks(cluster, client.node), AgentNodeLinks(cluster, server.node)
-    chost, shost = cl._pod(client)["host_if"], sl._pod(server)["host_if"]
+    chost, shost = cl.pod_info(client)["host_if"], sl.pod_info(server)["host_if"]
     points = [("client pod eth0", client.node, client.ip, "eth0", False),
               (f"{client.node} {chost}", client.node, None, chost, False)]
     if client.node != server.node:

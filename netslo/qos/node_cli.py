@@ -71,11 +71,14 @@ class _Pods:
         return os.path.join(self.run_dir, self.find(pod).name)
 
     def host_interface(self, pod) -> str:
-        from ..providers.kind_host import interface_name
+        """The name, in this (the node's) namespace, of the veth peer of the pod's interface."""
+        from ..netns_access import rtnl
         found = self.find(pod)
-        if found.peer_index is None:
-            raise InfrastructureError(f"pod {pod}: its {found.ifname} is no veth (no peer on this node)")
-        return interface_name(node_links.HERE, found.peer_index)
+        with rtnl(node_links.HERE) as ipr:
+            peer = ipr.get_links(found.peer_index) if found.peer_index and ipr.link_lookup(index=found.peer_index) else []
+        if not peer:
+            raise InfrastructureError(f"pod {pod}: its {found.ifname} has no veth peer on this node")
+        return peer[0].get_attr("IFLA_IFNAME")
 
 
 def _spec(text: str | None, keys: tuple) -> dict:

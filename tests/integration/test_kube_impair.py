@@ -195,7 +195,7 @@ def test_node_links_through_the_agent(cluster, impairer, pods):
     assert links.uplink and links.layer in ("ip", "vxlan-inner")
     if links.layer == "vxlan-inner":
         assert links.tunnels and links.tunnel_port in (4789, 8472), (links.tunnels, links.tunnel_port)
-    got = links._pod(a)
+    got = links.pod_info(a)
     assert got["host_if"] and got["pod_mtu"] <= got["link_mtu"] <= 9000
     assert links.pod_bandwidth(a) == {"ingress": None, "egress": None}
     with links.bottleneck(10e6, 0.02) as b:
