@@ -145,6 +145,16 @@ class Spawned(AgentCall):
         super().__init__(cluster, pod.node, ["python", "-m", "netslo.agent", "netem", "exec", "--pod-ip", pod.ip, "--",
                                              *(["env", *env] if env else []), "sh", "-c", inner, "netslo-spawn", *argv],
                          limit_s + 30)
+        self._wait_started()
+
+    def _wait_started(self, timeout: float = 30.0) -> None:
+        """Return once the helper runs (its PID file exists) or ended: the exec, the agent's start and
+        the namespace entry take about a second, which a caller's settle time must not include."""
+        deadline = time.monotonic() + timeout
+        while self.poll() is None and time.monotonic() < deadline:
+            if self.shell(f"test -f {self.pid_file} && echo started; true").strip():
+                return
+            time.sleep(0.1)
 
     def signal(self, name: str) -> None:
         """Send SIGTERM/SIGKILL (``name``: TERM, KILL) to the helper by the PID it wrote; gone is fine."""

@@ -185,6 +185,11 @@ def iperf3_pair(pods, sec: dict, cc: str = "cubic") -> dict:
         raise InfrastructureError("iperf3 server never accepted a connection")
     doc = json.loads(raw.decode())
     end = doc["end"]
+    if "sum_received" not in end:
+        raise InfrastructureError(f"iperf3 reported no receiver summary (error: {doc.get('error')!r}; end has "
+                                  f"{sorted(end)}; {len(doc.get('intervals', []))} intervals; server: "
+                                  f"{(server.out or b'').decode(errors='replace')[-300:]!r} "
+                                  f"{(server.err or b'').decode(errors='replace')[-200:]!r})")
     return {"netslo_bps": tcpflow.throughput(mine, omit=omit), "netslo_cc": mine["cc"],
             "iperf3_bps": end["sum_received"]["bits_per_second"],
             "iperf3_sender_bps": end["sum_sent"]["bits_per_second"],

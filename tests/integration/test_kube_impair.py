@@ -1,7 +1,7 @@
 """The impairment DaemonSet on a real cluster (kube_target: the kind cluster scripts/ci-kind.sh keeps).
 
 Real DaemonSet, real execs into it (the API's exec stream), real pod network namespaces: the DaemonSet becomes
-ready with only NET_ADMIN + SYS_ADMIN; the node agent finds the namespace that holds a pod's IP (and
+ready with only NET_ADMIN + SYS_ADMIN + NET_RAW; the node agent finds the namespace that holds a pod's IP (and
 not another pod's, nor a decoy namespace holding the same address); the capability it reports is the
 node kernel's; applying netem either works and is read back, or (kernel without sch_netem, as here)
 raises Unsupported naming node and kernel and leaves the pod's namespace exactly as it was; and nothing
@@ -63,13 +63,13 @@ def test_daemonset_becomes_ready_on_every_node_with_two_capabilities(cluster, im
         assert pod["spec"]["nodeName"] == node and pod["spec"]["hostNetwork"] is True
         assert pod["metadata"]["labels"][km.RUN_LABEL] == cluster.run_id
         sc = pod["spec"]["containers"][0]["securityContext"]
-        assert sc["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "SYS_ADMIN"]}
+        assert sc["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "SYS_ADMIN", "NET_RAW"]}
         assert sc.get("privileged") is False
-        # what the process really holds: CapEff of the idle process = exactly NET_ADMIN (12) + SYS_ADMIN (21)
+        # what the process really holds: CapEff of the idle process = exactly NET_ADMIN (12) + NET_RAW (13) + SYS_ADMIN (21)
         status = cluster.api.exec(cluster.namespace, name, km.IMPAIR_CONTAINER,
                                       ["cat", "/proc/1/status"], timeout=30).decode()
         cap_eff = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff:")), 16)
-        assert cap_eff == (1 << 12) | (1 << 21), f"CapEff {cap_eff:#x}"
+        assert cap_eff == (1 << 12) | (1 << 13) | (1 << 21), f"CapEff {cap_eff:#x}"
 
 
 def test_lookup_finds_the_netns_holding_the_pod_ip(impairer, pods):
