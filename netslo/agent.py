@@ -14,7 +14,7 @@
     python -m netslo.agent netem capability|lookup|apply|read|remove [--pod-ip IP] [--direction egress|ingress]
                           [--spec JSON]       (on the pod's node; see netslo.impair.node_cli)
     python -m netslo.agent qos describe|priority|counters|bottleneck|clear|drop-add|drop-counts|drop-remove|
-                          pod|reshape|root-qdisc [--pod-ip IP] [--spec JSON]
+                          pod|reshape|root-qdisc|capture|send [--pod-ip IP] [--spec JSON]
                                               (a node's links for the QoS studies; see netslo.qos.node_cli)
 
 ``probe`` writes raw samples (npz of compact chunks, see ``netslo.sample_file``) to a file, streamed
