@@ -11,9 +11,13 @@
                           [--search S1,S2] [--ndots 5] [--timeout 1s] [--attempts 2]   (+ the options above)
     python -m netslo.agent bulk --target HOST:PORT [--duration 6s] [--omit 1s] [--cc bbr] [--sndbuf 512KiB]
     python -m netslo.agent reap [--dry-run]
+    python -m netslo.agent sockets --comm NAME   (TCP_NODELAY of NAME's connected sockets here: netslo.tcpinfo)
     python -m netslo.agent session       (requests on stdin, replies on stdout: netslo.agent_session)
     python -m netslo.agent netem capability|lookup|apply|read|remove [--pod-ip IP] [--direction egress|ingress]
                           [--spec JSON]       (on the pod's node; see netslo.impair.node_cli)
+    python -m netslo.agent qos describe|priority|counters|bottleneck|clear|drop-add|drop-counts|drop-remove|
+                          pod|reshape|root-qdisc|capture|send [--pod-ip IP] [--spec JSON]
+                                              (a node's links for the QoS studies; see netslo.qos.node_cli)
 
 ``probe`` writes raw samples (npz of compact chunks, see ``netslo.sample_file``) to a file, streamed
 while it runs, or, with ``--out -``, to stdout at the end: results never travel as log text. Bad options give one line on stderr and exit code 2.
@@ -182,6 +186,14 @@ def main(argv=None) -> int:
     if argv[:1] == ["netem"]:  # impairment DaemonSet: netem in a pod's netns, JSON on stdout
         from .impair import node_cli
         return node_cli.main(argv[1:])
+    if argv[:2] == ["sockets", "--comm"] and len(argv) == 3:   # a pod's broker, read in its own namespace
+        import json
+        from .tcpinfo import sockets_of
+        print(json.dumps(sockets_of(argv[2])))
+        return 0
+    if argv[:1] == ["qos"]:  # node agent: the QoS studies' qdiscs and rules on its node, JSON on stdout
+        from .qos import node_cli as qos_cli
+        return qos_cli.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return {"serve": _serve, "probe": _probe, "reap": _reap}[args.cmd](args)

@@ -11,8 +11,10 @@ reports in µs are converted to seconds here:
   snd_cwnd   congestion window, segments;  snd_mss  sender MSS, bytes;  pmtu  path MTU, bytes
 
 ``nodelay_of_process(pid)`` duplicates another process's TCP sockets (``pidfd_getfd``, Linux >= 5.6,
-needs ptrace rights: root) to read their ``TCP_NODELAY``: how a test checks that a broker really
-disabled Nagle on the connections it accepted.
+needs ptrace rights over it: root, or the same user in the same container) to read their
+``TCP_NODELAY``: how a test checks that a broker really disabled Nagle on the connections it accepted.
+``python -m netslo.agent sockets --comm NAME`` prints that for the processes called NAME in the
+agent's own network namespace (``sockets_of``), so every provider reads a pod's broker the same way.
 """
 
 from __future__ import annotations
@@ -120,3 +122,20 @@ def nodelay_of_process(pid: int) -> dict[tuple, bool]:
     finally:
         os.close(pidfd)
     return out
+
+
+def sockets_of(comm: str) -> dict:
+    """{'pids': [...], 'nodelay': [[local, peer, TCP_NODELAY], ...]} of the processes named ``comm``
+    (/proc/PID/comm) in this process's network namespace (others' are skipped: a host runs many)."""
+    own = os.stat("/proc/self/ns/net").st_ino
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}/ns/net").st_ino == own and open(f"/proc/{entry}/comm").read().strip() == comm:
+                pids.append(int(entry))
+        except OSError:
+            continue   # gone, or not ours to look at
+    rows = [[list(local), list(peer), on] for pid in sorted(pids) for (local, peer), on in nodelay_of_process(pid).items()]
+    return {"pids": sorted(pids), "nodelay": rows}

@@ -3,7 +3,7 @@
 # source, without a registry (scripts/kind-offline.sh); then, against the same cluster's kubeconfig,
 # the Kubernetes provider tests (tests/integration/test_kube_*.py: pods, Services with kube-proxy's
 # counters, bandwidth annotations on the node, the impairment DaemonSet, kubeconfigs, reaping after
-# kill -9) and the latency and impairment modules of the gate with --netslo-provider existing. The
+# kill -9) and the latency, impairment and QoS modules of the gate with --netslo-provider existing. The
 # engine is always taken down again, also when a test fails or the run is interrupted, and the host's
 # FORWARD policy, ip_forward and namespaces are checked unchanged.
 #
@@ -11,8 +11,9 @@
 #
 # CNIs: cilium (built from the Go module proxy) by default, and calico too when NETSLO_CALICO_SRC names a
 # git repository of projectcalico/calico holding tag v3.31.3 or that tag's source archive (.tar.gz/.tar.xz). Declared skips: needs_netem (the node
-# kernel is this machine's: no sch_netem), provider (the shaping studies need the embedded provider's
-# node links), capability (Cilium's Bandwidth Manager needs sch_fq). Build times of a cold cache: see
+# kernel is this machine's: no sch_netem) and, on Cilium only, capability (its Bandwidth Manager needs
+# sch_fq: netslo.qos.limits.REQUIREMENTS). The QoS shaping studies run on the nodes' links through the
+# node agent (netslo.qos.node_links), so nothing skips as provider. Build times of a cold cache: see
 # docs/kubernetes.md ("kind without a registry"); results in netslo-results-kind-<cni>/.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -44,11 +45,13 @@ KUBECONFIG_KIND=/tmp/netslo-kind-netslo/kubeconfig   # of kind cluster "netslo",
 # Skips the provider tests may have, per CNI (a regex of the skip message): Cilium enforces bandwidth
 # annotations only with its Bandwidth Manager, which needs sch_fq (this kernel has none).
 declare -A KUBE_SKIP_OK=([cilium]="Cilium's Bandwidth Manager is not active" [calico]="")
+# Skip categories the gate may declare per CNI: only what the limitation table names for it.
+declare -A GATE_SKIPS=([cilium]="needs_netem,capability" [calico]="needs_netem")
 for cni in "${CNIS[@]}"; do
   results=netslo-results-kind-$cni
   say "the gate on kind + $cni (2 nodes)"
   "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider kind --netslo-cni "$cni" --netslo-nodes 2 \
-    --netslo-keep-cluster --netslo-allow-skip needs_netem,provider,capability --netslo-results "$results" || rc=1
+    --netslo-keep-cluster --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results "$results" || rc=1
   say "kubectl -n kube-system get ds; the pod route to the other node"
   "$NETSLO_KUBECTL" --kubeconfig "$KUBECONFIG_KIND" -n kube-system get ds || rc=1
   docker exec netslo-worker ip route | grep -E 'vxlan|cilium' || true
@@ -67,10 +70,10 @@ for name, why in bad:
     print(f"ci-kind: {name} skipped, not an expected skip of this CNI: {why}", file=sys.stderr)
 sys.exit(1 if bad else 0)
 PYEOF
-    say "the gate's latency and impairment modules, --netslo-provider existing on the same cluster"
+    say "the gate's latency, impairment and QoS modules, --netslo-provider existing on the same cluster"
     NETSLO_KUBECONFIG=$KUBECONFIG_KIND "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider existing \
-      --netslo-allow-skip needs_netem --netslo-results "$results-existing" \
-      netslo/gate/test_latency.py netslo/gate/test_impairments.py || rc=1
+      --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results "$results-existing" \
+      netslo/gate/test_latency.py netslo/gate/test_impairments.py netslo/gate/test_qos.py || rc=1
     first=0
   fi
   "$NETSLO_KIND" delete cluster --name netslo --kubeconfig "$KUBECONFIG_KIND" >/dev/null || rc=1

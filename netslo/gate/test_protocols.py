@@ -14,18 +14,16 @@ import threading
 import numpy as np
 import pytest
 
-from netslo import tcpinfo, threelayer
+from netslo import threelayer
 from netslo.interleave import interleaved, judge, p50_shift
 from netslo.interleave import rtt as rtt_of
 from netslo.errors import Unsupported
 from netslo.exposure import DESCRIPTION, EXPOSURES, ExposedScenario
 from netslo.probes import ProbeSpec
-from netslo.providers.netns import pids_in_netns
 from netslo.scenario import Scenario
 from netslo.workloads import SEND_INTERVALS, count_for, label, sweep
 from netslo import slo as slo_mod
 from netslo.errors import NotEnoughSamples
-from netslo.plugin.gate import skip
 from netslo.plugin.hooks import OPTIONS, OUTCOME
 
 pytestmark = pytest.mark.cni
@@ -131,19 +129,20 @@ def test_mqtt_delivery_accounting(netslo_measure, qos):  # noqa: F811
 
 
 def test_mqtt_broker_disables_nagle(netslo_cluster, netslo_responder, netslo_client_for, netslo_proto_ports):  # noqa: F811
-    """Read TCP_NODELAY back from mosquitto's own sockets while a probe is connected."""
-    if netslo_cluster.provider != "netns":
-        skip("provider", "reading the broker's sockets needs the embedded provider")
+    """Read TCP_NODELAY back from mosquitto's own sockets while a probe is connected (``python -m
+    netslo.agent sockets`` in the broker's pod: the same on every provider)."""
     server, _ = netslo_responder
-    brokers = [p for p in pids_in_netns(netslo_cluster.netns_of(server))
-               if open(f"/proc/{p}/comm").read().strip() == "mosquitto"]
-    assert len(brokers) == 1, brokers
+
+    def broker() -> dict:
+        return json.loads(netslo_cluster.exec_agent(server, ["sockets", "--comm", "mosquitto"], 30))
+    assert len(broker()["pids"]) == 1, broker()
     seen = {}
     spec = ProbeSpec("mqtt-qos1", server.ip, netslo_proto_ports["mqtt"], count=300, interval=0.005)
     t = threading.Thread(target=netslo_cluster.probe, args=(netslo_client_for(PLACEMENT), spec), daemon=True)
     t.start()
     while t.is_alive() and len(seen) < 2:
-        seen = {k: v for k, v in tcpinfo.nodelay_of_process(brokers[0]).items() if k[0][1] == netslo_proto_ports["mqtt"]}
+        seen = {(tuple(local), tuple(peer)): on for local, peer, on in broker()["nodelay"]
+                if local[1] == netslo_proto_ports["mqtt"]}
         t.join(0.05)
     t.join(30)
     assert len(seen) >= 2 and all(seen.values()), seen

@@ -175,6 +175,21 @@ def _bandwidth_pods(pods, direction: str, placement: str, limit_text: str):
     return sender, shaped.ip, pods.extra[f"{name}-ports"]["tcp"], shaped
 
 
+def _bandwidth_manager(cluster) -> bool:
+    """Whether the CNI honours bandwidth annotations with Cilium's Bandwidth Manager (EDT in eBPF)."""
+    return getattr(cluster, "bandwidth_mechanism", "") == "bandwidth-manager" or limits.cni_of(cluster) == "cilium"
+
+
+def _require_bandwidth_manager(links) -> None:
+    """Skip 'capability' unless the Bandwidth Manager is active on the node: its EDT rates are
+    enforced by the fq qdisc it puts on the node's device, which needs sch_fq."""
+    root = links.root_qdisc(links.uplink)
+    if root not in ("fq", "mq"):
+        skip("capability", f"the CNI's Bandwidth Manager is not active on {links.node}: {links.uplink}'s root qdisc "
+                           f"is {root}, not fq ({limits.requirement('cilium', 'bandwidth-egress')}), so the "
+                           f"annotation is ignored")
+
+
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.parametrize("direction", ["egress", "ingress"])
 def test_bandwidth_annotation_conformance(direction, placement, netslo_bandwidth_pods, netslo_qos_spec, netslo_qos_report,
@@ -188,18 +203,13 @@ def test_bandwidth_annotation_conformance(direction, placement, netslo_bandwidth
     limit = sec[direction]
     expect_limitation(request, c, f"bandwidth-{direction}", placement)
     sender, dst, port, shaped = _bandwidth_pods(netslo_bandwidth_pods, direction, placement, f"{limit:.0f}")
-    ns, host_if = c.node_netns(shaped.node), c.host_interface(shaped)
-    if getattr(c, "bandwidth_mechanism", "") == "bandwidth-manager":
-        # Cilium: EDT rates in a BPF map, enforced by the fq qdisc it puts on the node's device
-        root = bandwidth.root_qdisc(ns, "eth0")
-        if root not in ("fq", "mq"):
-            skip("capability", f"the CNI's Bandwidth Manager is not active on {shaped.node}: eth0's root qdisc is "
-                               f"{root}, not fq (it needs sch_fq, which this node's kernel lacks), so the "
-                               f"annotation is ignored")
+    links = netslo_bandwidth_pods.links_of(shaped.node)
+    if _bandwidth_manager(c):
+        _require_bandwidth_manager(links)
     else:
-        held = bandwidth.read(ns, host_if)
+        held = links.pod_bandwidth(shaped)
         assert held[direction] == limit, f"kernel holds {held}, annotation says {limit}"
-    res = experiments.conformance_run(c, sender, dst, port, limit, sec, bandwidth.link_mtu(ns, host_if))
+    res = experiments.conformance_run(c, sender, dst, port, limit, sec, links.pod_link_mtu(shaped))
     netslo_qos_report[request.node.name] = res.metrics()
     print(res.delivered.line(), f"; sender-written peak {res.written.peak_bps / 1e6:.1f} Mbit/s (1 s bins), "
           f"conforms after {res.written.time_to_conform_s:.1f} s")
@@ -211,16 +221,16 @@ def test_bandwidth_wrong_limit_fails_conformance(netslo_bandwidth_pods, netslo_q
     shaping replaced) fails conformance."""
     pods = netslo_bandwidth_pods
     c = pods.cluster
-    if getattr(c, "bandwidth_mechanism", "") == "bandwidth-manager":
-        skip("provider", "the control replaces a tc shaper on the pod's host veth; this CNI shapes in eBPF "
-                         "(EDT on the node's device), whose programs run before a tc ingress filter")
+    links = pods.links_of(c.nodes[1])
+    if _bandwidth_manager(c):
+        _require_bandwidth_manager(links)
+        skip("limitation", "the control replaces a tc shaper on the pod's host veth; this CNI shapes in eBPF "
+                           "(EDT on the node's device), whose programs run before a tc ingress filter")
     sec = netslo_qos_spec["bandwidth"]
     limit = sec["egress"]
     pod = pods.pod("qos-bw-wrong", c.nodes[1], annotations={bandwidth.EGRESS_KEY: f"{limit:.0f}"})
-    ns, host_if = c.node_netns(pod.node), c.host_interface(pod)
-    bandwidth.remove(bandwidth.Shaping(ns, host_if, None, limit, bandwidth.ifb_name(host_if)))
-    bandwidth.install(ns, host_if, None, limit * sec["wrong_factor"])
-    res = experiments.conformance_run(c, pod, pods.server.ip, pods.ports["tcp"], limit, sec, bandwidth.link_mtu(ns, host_if))
+    links.reshape_pod(pod, limit * sec["wrong_factor"])
+    res = experiments.conformance_run(c, pod, pods.server.ip, pods.ports["tcp"], limit, sec, links.pod_link_mtu(pod))
     netslo_qos_report[request.node.name] = res.metrics()
     assert res.delivered.verdict == "nonconform", res.delivered.line()
     assert not res.delivered.by_point, res.delivered.line()
@@ -254,7 +264,7 @@ def test_congestion_control_loss_grid(netslo_qos_pods, netslo_qos_spec, netslo_q
     for p in points:
         print(f"loss {p.loss:.2%} {p.cc:5}: {p.mbit:6.2f} Mbit/s rtt p50 {p.summary['rtt_p50_us'] / 1e3:6.2f} ms "
               f"cwnd p50 {p.summary['cwnd_p50']} retrans {p.summary['total_retrans']} dropped {p.dropped}")
-    goodput = sec["bottleneck"] * conformance.tcp_payload_fraction(netslo_qos_pods.cluster.mtu)
+    goodput = sec["bottleneck"] * conformance.tcp_payload_fraction(netslo_qos_pods.uplink.pod_mtu(netslo_qos_pods.bulk))
     for p in points:
         assert p.summary["cc"] == p.cc, f"asked for {p.cc}, the socket used {p.summary['cc']}"
         rtt = tcpflow.column(p.flow, "rtt_us")[1:]
@@ -272,8 +282,8 @@ def test_congestion_control_loss_grid(netslo_qos_pods, netslo_qos_spec, netslo_q
 
 def test_iperf3_cross_check(netslo_qos_pods, netslo_qos_spec, netslo_qos_report, request):
     """netslo's bulk flow and iperf3 agree on the throughput of the same shaped path."""
-    if not experiments.iperf3_available():
-        skip("tool", "iperf3 not installed (Debian package iperf3)")
+    if not experiments.iperf3_available(netslo_qos_pods.cluster, netslo_qos_pods.bulk):
+        skip("tool", "iperf3 not installed where the pods' helpers run (Debian package iperf3)")
     sec = netslo_qos_spec["iperf3"]
     r = experiments.iperf3_pair(netslo_qos_pods, sec)
     netslo_qos_report[request.node.name] = r

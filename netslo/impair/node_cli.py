@@ -136,7 +136,7 @@ def run(args) -> dict:
     return base
 
 
-def _fail(kind: str, code: int, message: str) -> int:
+def fail(kind: str, code: int, message: str) -> int:
     print(json.dumps({"error": kind, "message": message, "node": node_name(), "kernel": platform.release()},
                      ensure_ascii=False), file=sys.stderr)
     return code
@@ -164,7 +164,7 @@ def exec_in_pod(args, command: list[str]) -> int:
                 print(f"netslo node agent: /proc/sys stays read-only here ({e})", file=sys.stderr, flush=True)
             os.execvp(command[0], command)
         except OSError as e:
-            _fail("infrastructure", EXIT_INFRA, f"node {node_name()}: cannot run {command[0]!r} in the network "
+            fail("infrastructure", EXIT_INFRA, f"node {node_name()}: cannot run {command[0]!r} in the network "
                                                 f"namespace of pod {args.pod_ip} ({e})")
         finally:
             os._exit(EXIT_INFRA)
@@ -180,12 +180,12 @@ def main(argv: list[str]) -> int:
             return exec_in_pod(args, command)
         out = run(args)
     except SpecError as e:
-        return _fail("usage", EXIT_USAGE, str(e))
+        return fail("usage", EXIT_USAGE, str(e))
     except Unsupported as e:
-        return _fail("unsupported", EXIT_UNSUPPORTED, str(e))
+        return fail("unsupported", EXIT_UNSUPPORTED, str(e))
     except InfrastructureError as e:
-        return _fail("infrastructure", EXIT_INFRA, str(e))
+        return fail("infrastructure", EXIT_INFRA, str(e))
     except OSError as e:
-        return _fail("infrastructure", EXIT_INFRA, f"netem {argv[:1]}: {e}")
+        return fail("infrastructure", EXIT_INFRA, f"netem {argv[:1]}: {e}")
     print(json.dumps(out, sort_keys=True, ensure_ascii=False))
     return 0

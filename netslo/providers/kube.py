@@ -322,6 +322,21 @@ class KubeCluster(Cluster):
             self._node_agent = KubeImpairer(self)
         return self._node_agent
 
+    def node_links(self, node: str):
+        """The QoS studies' ``NodeLinks`` of ``node``, through the node agent (``kube_links``)."""
+        from .kube_links import AgentNodeLinks
+        return AgentNodeLinks(self, node)
+
+    def spawn_in(self, pod: Pod, argv: list[str], limit_s: float):
+        """A helper in ``pod``'s network namespace running while the caller goes on (``kube_links.Spawned``)."""
+        from .kube_links import Spawned
+        return Spawned(self, pod, argv, limit_s)
+
+    def capture_marked(self, client: Pod, server: Pod, plan: dict):
+        """``netslo.qos.dscp_check``'s per-hop capture through the node agents (``kube_links``)."""
+        from .kube_links import capture_marked
+        return capture_marked(self, client, server, plan)
+
     def exec_in(self, pod: Pod, argv: list[str], timeout: float = 60.0) -> bytes:
         """Run a helper program (a bulk flow, sysctl, ethtool, nstat) as root in the pod's network
         namespace, as every provider does (here through the node agent on the pod's node, since the

@@ -75,23 +75,23 @@ class KubeImpairer:
                                       f"running pod on node {node} (has {', '.join(sorted(agents)) or 'none'})")
         return agents[node]
 
-    def run(self, node: str, args: list[str]) -> dict:
-        """``python -m netslo.agent netem ARGS`` on ``node``; its JSON, or the error it reported."""
+    def run(self, node: str, args: list[str], command: str = "netem") -> dict:
+        """``python -m netslo.agent COMMAND ARGS`` (netem, qos) on ``node``; its JSON, or the error it reported."""
         pod = self.agent_pod(node)
         ns = self.cluster.namespace
-        proc = self.cluster.api.run(ns, pod, km.IMPAIR_CONTAINER, ["python", "-m", "netslo.agent", "netem", *args],
+        proc = self.cluster.api.run(ns, pod, km.IMPAIR_CONTAINER, ["python", "-m", "netslo.agent", command, *args],
                                     timeout=self.exec_timeout)
         if proc.returncode == 0:
             try:
                 return json.loads(proc.stdout)
             except ValueError:
-                raise InfrastructureError(f"netem {args[0]} on node {node}: not JSON on stdout: "
+                raise InfrastructureError(f"{command} {args[0]} on node {node}: not JSON on stdout: "
                                           f"{proc.stdout[:200]!r}") from None
         err = _last_json(proc.stderr)
         msg = err.get("message") or tail(proc.stderr)
         if proc.returncode == EXIT_UNSUPPORTED and err.get("error") == "unsupported":
             raise Unsupported(msg)
-        raise InfrastructureError(f"netem {args[0]} on node {node} (pod {ns}/{pod}): exit {proc.returncode}: {msg}")
+        raise InfrastructureError(f"{command} {args[0]} on node {node} (pod {ns}/{pod}): exit {proc.returncode}: {msg}")
 
     def exec_in(self, pod, argv: list[str], timeout: float) -> bytes:
         """``argv`` as the node agent's root in ``pod``'s network namespace (``netem exec``; a

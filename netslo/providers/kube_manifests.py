@@ -208,11 +208,12 @@ HOST_NETNS_DIR = "/run/netns"
 # failed: /run/netns is not a directory") until a non-hostNetwork pod came. Created by kubelet (root,
 # 0755), it is where containerd puts the namespaces later; they appear through HostToContainer.
 HOST_NETNS_TYPE = "DirectoryOrCreate"
-# Root, because the pod namespaces under /var/run/netns belong to the host's root user; but only two
-# capabilities: NET_ADMIN (qdiscs, filters, the ifb link) and SYS_ADMIN (setns into a pod's network
-# namespace). Not privileged, no privilege escalation, read-only root filesystem, the runtime's seccomp
+# Root, because the pod namespaces under /var/run/netns belong to the host's root user; but only three
+# capabilities: NET_ADMIN (qdiscs, filters, the ifb link, netfilter rules), SYS_ADMIN (setns into a pod's
+# network namespace) and NET_RAW (the QoS module's per-hop DSCP capture: AF_PACKET sockets on the node's
+# and pods' interfaces, and the raw socket that sends the marked packets). Not privileged, no privilege escalation, read-only root filesystem, the runtime's seccomp
 # profile (it allows setns/unshare only to holders of SYS_ADMIN).
-IMPAIR_CAPABILITIES = ("NET_ADMIN", "SYS_ADMIN")
+IMPAIR_CAPABILITIES = ("NET_ADMIN", "SYS_ADMIN", "NET_RAW")
 IMPAIR_SECURITY_CONTEXT = {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "privileged": False,
                            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                            "capabilities": {"drop": ["ALL"], "add": list(IMPAIR_CAPABILITIES)},

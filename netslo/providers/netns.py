@@ -454,6 +454,13 @@ class NetnsCluster(Cluster):
     def node_netns(self, node: str) -> str:
         return self.ns_name(f"node{self._node_index(node)}")
 
+    def node_links(self, node: str):
+        """The QoS studies' ``NodeLinks`` of ``node``: its namespace, entered from here; the uplink is
+        its eth0 (the underlay), where the vxlan datapath's outer header carries no mark."""
+        from ..qos.node_links import LocalNodeLinks
+        return LocalNodeLinks(node, self.node_netns(node), "eth0", "vxlan-inner" if self.datapath == "vxlan" else "ip",
+                              host_interface=self.host_interface, pod_netns=self.netns_of)
+
     def host_interface(self, pod: Pod) -> str:
         """The pod's veth on its node (the peer of its eth0)."""
         if not getattr(pod, "host_interface", None):

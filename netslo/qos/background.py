@@ -1,8 +1,10 @@
 """Bounded helper processes in a pod's network namespace: start, stop by PID, collect their output.
 
 ``Background(cluster, pod, argv, limit_s)`` starts ``argv`` (``["-m", "netslo.qos.tcpflow", ...]`` runs
-this Python) in the pod's namespace with ``nsenter``; ``stop()`` sends SIGTERM (the process reports
-and exits), waits, then SIGKILLs its own process group only; ``json()`` is the last stdout line parsed.
+this Python) in the pod's namespace: the cluster's ``spawn_in`` (Kubernetes: the node agent,
+``netslo.providers.kube_links.Spawned``), else with ``nsenter`` from this host; ``stop()`` sends
+SIGTERM (the process reports and exits), waits, then SIGKILLs only what it started; ``json()`` is the
+last stdout line parsed.
 Every process is also killed by ``limit_s`` (hard bound) and when the ``with`` block exits.
 
 ``run(cluster, pod, argv, timeout)`` runs one synchronously with the cluster's ``exec_in`` (works in a
@@ -34,35 +36,51 @@ def host_netns(cluster, pod) -> str:
     return name
 
 
+class LocalSpawn:
+    """``argv`` in the pod's namespace as a child of this process (``nsenter``), in its own process
+    group, killed after ``limit_s`` s; ``signal("TERM"|"KILL")`` reaches its whole group."""
+
+    def __init__(self, cluster, pod, argv: list[str], limit_s: float):
+        ns = host_netns(cluster, pod)
+        self.proc = subprocess.Popen(["timeout", "-s", "KILL", f"{limit_s:.0f}", "nsenter",
+                                      f"--net={NETNS_DIR / ns}", *argv],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
+                                     cwd=CHILD_CWD, start_new_session=True)
+        self.poll, self.communicate, self.pid = self.proc.poll, self.proc.communicate, self.proc.pid
+
+    @property
+    def returncode(self):
+        return self.proc.returncode
+
+    def signal(self, name: str) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, getattr(signal, f"SIG{name}"))
+            except ProcessLookupError:
+                pass
+
+
 class Background:
-    """One helper process in a pod namespace (context manager; always reaped)."""
+    """One helper process in a pod namespace (context manager; always reaped). Started by the
+    cluster's ``spawn_in(pod, argv, limit_s)`` where it has one (a node agent on a real cluster's
+    node), else from this host (``LocalSpawn``)."""
 
     def __init__(self, cluster, pod, argv: list[str], limit_s: float):
         self.pod = pod
         self.limit_s = limit_s
-        ns = host_netns(cluster, pod)
         full = argv if argv[:1] != ["-m"] else [sys.executable, *argv]
-        self.proc = subprocess.Popen(["timeout", "-s", "KILL", f"{limit_s:.0f}", "nsenter",
-                                      f"--net={NETNS_DIR / ns}", *full],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
-                                     cwd=CHILD_CWD, start_new_session=True)
+        spawn = getattr(cluster, "spawn_in", None) or (lambda *a: LocalSpawn(cluster, *a))
+        self.proc = spawn(pod, full, limit_s)
         self.out = b""
         self.err = b""
 
     def stop(self, grace: float = 5.0) -> None:
-        """SIGTERM to our process group, then SIGKILL after ``grace`` s; collects the output."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        """SIGTERM to the helper, then SIGKILL after ``grace`` s; collects the output."""
+        self.proc.signal("TERM")
         try:
             self.out, self.err = self.proc.communicate(timeout=grace)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self.proc.signal("KILL")
             self.out, self.err = self.proc.communicate()
 
     def wait(self, timeout: float | None = None) -> None:

@@ -24,7 +24,10 @@ marks its requests and the responder reports the TOS it received (IP_RECVTOS) an
 
 The capture runs in the calling process: each sniffer and the sender's raw socket is opened by a
 short-lived thread inside its namespace (``netslo.netns_access``), so the caller never changes
-namespace and no interpreter starts per check. ``run_matrix(datapath, cases)``
+namespace and no interpreter starts per check. A cluster whose nodes are not on this host
+(Kubernetes through its node agent) has ``capture_marked(client, server, plan) -> (points, seen)``
+instead: the same ``Sniffers`` and ``send_marked`` run by the agent on each node
+(``python -m netslo.agent qos capture|send``). ``run_matrix(datapath, cases)``
 checks one embedded datapath (placements x variants: plain, rewrite by an iptables DSCP target,
 VXLAN 'tos inherit') in a child that builds and removes its own 2-node cluster.
 """
@@ -119,21 +122,25 @@ def hops(cluster, client, server) -> list[Hop]:
             raise Unsupported(f"pod {pod.name} is a hostNetwork pod: no pod-network path to observe")
     points = getattr(cluster, "observation_points", None)
     if points is None:
-        raise Unsupported(f"per-hop DSCP capture needs node namespaces on this host (the embedded netns "
-                          f"provider or kind), not {cluster.provider} (use dscp_check.end_to_end)")
+        raise Unsupported(f"per-hop DSCP capture needs the nodes' namespaces (this host's, or a node agent's: "
+                          f"capture_marked), which provider {cluster.provider} offers neither of "
+                          f"(use dscp_check.end_to_end)")
     return points(client, server)
 
 
 def check(cluster, client, server, marks=DEFAULT_MARKS, per_mark: int = PACKETS_PER_MARK,
           timeout: float = 3.0) -> DscpReport:
     """Send ``per_mark`` crafted packets per DSCP mark from ``client`` to ``server``; verdict per hop."""
-    path = hops(cluster, client, server)
     dscps = [tos_byte(m, "marks") >> 2 for m in marks]
-    plan = {"hops": [[h.netns, h.ifname] for h in path], "sender": cluster.netns_of(client),
-            "src": client.ip, "dst": server.ip, "port": CHECK_PORT, "dscps": dscps, "per_mark": per_mark,
+    plan = {"src": client.ip, "dst": server.ip, "port": CHECK_PORT, "dscps": dscps, "per_mark": per_mark,
             "marker": secrets.token_hex(6), "timeout": timeout}
     try:
-        seen = _capture(plan)["seen"]
+        if getattr(cluster, "observation_points", None) is None and hasattr(cluster, "capture_marked"):
+            path, seen = cluster.capture_marked(client, server, plan)   # where the nodes are (node agent)
+        else:
+            path = hops(cluster, client, server)
+            plan.update(hops=[[h.netns, h.ifname] for h in path], sender=cluster.netns_of(client))
+            seen = _capture(plan)["seen"]
     except OSError as e:
         raise InfrastructureError(f"DSCP capture failed: {e}") from None
     out = []
@@ -225,53 +232,80 @@ def _sniffer(ifname: str) -> socket.socket:
     return s
 
 
-def _capture(plan: dict) -> dict:
-    """Open every hop's sniffer in its namespace, send the crafted packets, collect what passed."""
-    from scapy.layers.inet import IP, UDP
-    from scapy.packet import Raw
-    marker = bytes.fromhex(plan["marker"])
-    socks = []
-    try:
-        for ns, ifname in plan["hops"]:
-            socks.append(netns_access.run_in(str(NETNS_DIR / ns), _sniffer, ifname))
-        tx = netns_access.run_in(str(NETNS_DIR / plan["sender"]), socket.socket, socket.AF_INET,
-                                 socket.SOCK_RAW, socket.IPPROTO_RAW)
-    except BaseException:
-        for s in socks:
-            s.close()
-        raise
-    seen = [dict() for _ in socks]
+class Sniffers:
+    """AF_PACKET sockets on ``points`` ([(namespace path, ifname), ...]), each opened by a thread inside
+    its namespace; ``drain(timeout)`` files the frames carrying ``marker`` per point and (dscp, k)."""
 
-    def drain(timeout: float) -> None:
-        ready, _, _ = select.select(socks, [], [], timeout)
+    def __init__(self, points, marker: bytes):
+        self.marker, self.socks = marker, []
+        try:
+            for path, ifname in points:
+                self.socks.append(netns_access.run_in(path, _sniffer, ifname))
+        except BaseException:
+            self.close()
+            raise
+        self.seen = [dict() for _ in self.socks]
+
+    def drain(self, timeout: float) -> None:
+        ready, _, _ = select.select(self.socks, [], [], timeout)
         for s in ready:
-            i = socks.index(s)
+            i = self.socks.index(s)
             while True:
                 try:
                     frame = s.recv(65535)
                 except BlockingIOError:
                     break
-                got = _decode(frame, marker)
+                got = _decode(frame, self.marker)
                 if got is not None:
-                    seen[i].setdefault((got[0], got[1]), list(got))
+                    self.seen[i].setdefault((got[0], got[1]), list(got))
 
-    try:
-        for d in plan["dscps"]:
-            for k in range(plan["per_mark"]):
-                pkt = IP(src=plan["src"], dst=plan["dst"], tos=(d << 2) & 0xFC, ttl=64) / \
-                    UDP(sport=41000 + k, dport=plan["port"]) / Raw(marker + bytes([d, k]) + bytes(32))
-                tx.sendto(bytes(pkt), (plan["dst"], 0))
-                drain(SEND_GAP_S)
-        want = len(plan["dscps"]) * plan["per_mark"]
-        deadline = time.monotonic() + plan["timeout"]
-        while time.monotonic() < deadline and any(len(x) < want for x in seen[-1:]):
-            drain(0.05)
-        drain(0.2)  # late copies at other hops
-    finally:
-        tx.close()
-        for s in socks:
+    def wait(self, want: int, timeout: float) -> list:
+        """Drain until the last point saw ``want`` frames or ``timeout`` s passed, then late copies;
+        per point the rows [dscp, k, outer_tos | None, inner_tos]."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(len(x) < want for x in self.seen[-1:]):
+            self.drain(0.05)
+        self.drain(0.2)  # late copies at other hops
+        return [list(x.values()) for x in self.seen]
+
+    def close(self) -> None:
+        for s in self.socks:
             s.close()
-    return {"seen": [list(x.values()) for x in seen]}
+
+
+def send_marked(tx: socket.socket, plan: dict, pause) -> None:
+    """The crafted packets of ``plan`` (per mark, ``per_mark`` of them) on the raw socket ``tx``;
+    ``pause(SEND_GAP_S)`` between two."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.packet import Raw
+    marker = bytes.fromhex(plan["marker"])
+    for d in plan["dscps"]:
+        for k in range(plan["per_mark"]):
+            pkt = IP(src=plan["src"], dst=plan["dst"], tos=(d << 2) & 0xFC, ttl=64) / \
+                UDP(sport=41000 + k, dport=plan["port"]) / Raw(marker + bytes([d, k]) + bytes(32))
+            tx.sendto(bytes(pkt), (plan["dst"], 0))
+            pause(SEND_GAP_S)
+
+
+def raw_sender(netns: str) -> socket.socket:
+    """An IPPROTO_RAW socket opened in ``netns`` (a name under /run/netns or a path)."""
+    return netns_access.run_in(netns_access.path_of(netns), socket.socket, socket.AF_INET, socket.SOCK_RAW,
+                               socket.IPPROTO_RAW)
+
+
+def _capture(plan: dict) -> dict:
+    """Open every hop's sniffer in its namespace, send the crafted packets, collect what passed."""
+    sniff = Sniffers([(netns_access.path_of(ns), ifname) for ns, ifname in plan["hops"]], bytes.fromhex(plan["marker"]))
+    try:
+        tx = raw_sender(plan["sender"])
+        try:
+            send_marked(tx, plan, sniff.drain)
+            seen = sniff.wait(len(plan["dscps"]) * plan["per_mark"], plan["timeout"])
+        finally:
+            tx.close()
+    finally:
+        sniff.close()
+    return {"seen": seen}
 
 
 # ---- one datapath, every placement and variant, in a child process -----------------------------------

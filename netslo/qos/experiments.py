@@ -5,6 +5,9 @@ flows through real qdiscs and returns what was measured (raw series kept). Tests
                        (1 s bins, what iperf3's sender reports) conformance
   priority_outcome     EF latency flow (runner + SLO) beside a saturating best-effort bulk flow,
                        through the node-uplink htb policy (or its flat control)
+
+The node's links are ``pods.uplink`` (``netslo.qos.node_links.NodeLinks``: local namespaces or the node
+agent), so the same study runs on every provider.
   loss_grid            bulk flows per congestion control through a tbf bottleneck with random
                        per-segment drop; realized loss verified from netfilter counters
   iperf3_pair          netslo's flow and iperf3 on the same path, receiver throughput of each
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import time
 from dataclasses import dataclass, field, replace
 
@@ -103,9 +105,9 @@ class PriorityRun:
 
 def priority_outcome(pods, policy: priority.QosPolicy, protocol: str, slo, sec: dict, label: str) -> PriorityRun:
     """EF flow judged by ``slo`` while a best-effort bulk flow saturates the htb-shaped uplink."""
-    c = pods.cluster
+    c, links = pods.cluster, pods.uplink
     tos = 0xB8
-    with priority.installed(pods.uplink_ns, "eth0", policy, pods.layer):
+    with links.priority(policy):
         with background.Background(c, pods.bulk, flow_argv(pods.server.ip, pods.ports["tcp"], 120, sec["bulk_cc"]),
                                    limit_s=150) as bulk:
             settle(sec["settle"])
@@ -114,12 +116,12 @@ def priority_outcome(pods, policy: priority.QosPolicy, protocol: str, slo, sec: 
                 raise InfrastructureError(f"bulk flow ended before the measurement: {bulk.json()}")
             scenario = Scenario("cross-node", protocol, "1k", tos=tos)
             outcome = runner.run(c, pods.lat, pods.server, pods.ports, scenario, slo)
-            counters = priority.class_counters(pods.uplink_ns, "eth0")
+            counters = links.class_counters()
             bulk.stop()
         flow = tcpflow.summary(bulk.json())
     outcome.notes.append(f"{label}: EF flow beside a {sec['bulk_cc']} bulk flow "
                          f"({flow['throughput_bps'] / 1e6:.1f} Mbit/s) through {policy.link_bits / 1e6:g} Mbit/s htb "
-                         f"on {pods.lat.node} eth0; class bytes {counters}")
+                         f"on {pods.lat.node} {links.uplink}; class bytes {counters}")
     return PriorityRun(outcome, label, counters, flow)
 
 
@@ -141,15 +143,13 @@ class LossPoint:
 
 def loss_grid(pods, sec: dict, losses) -> list[LossPoint]:
     """For each loss (0 = none) and algorithm: one flow through the tbf bottleneck with random drop."""
-    c, out = pods.cluster, []
+    c, out, links = pods.cluster, [], pods.uplink
     port = pods.ports["tcp"]
-    match = ["-p", "tcp", "-s", pods.bulk.ip, "-d", pods.server.ip, "--dport", str(port)]
-    with shaping.bottleneck(pods.uplink_ns, "eth0", sec["bottleneck"], sec["queue"]), \
-            shaping.offloads_off(c.netns_of(pods.bulk)):
+    with links.bottleneck(sec["bottleneck"], sec["queue"]), shaping.offloads_off(c, pods.bulk):
         for loss in losses:
             for cc in sec["algorithms"]:
                 if loss > 0:
-                    with shaping.random_drop(pods.uplink_ns, loss, match) as rule:
+                    with links.random_drop(loss, pods.bulk.ip, pods.server.ip, port) as rule:
                         flow = run_flow(c, pods.bulk, pods.server.ip, port, sec["duration"], cc)
                         dropped, matched = rule.counts()
                 else:
@@ -165,7 +165,7 @@ def iperf3_pair(pods, sec: dict, cc: str = "cubic") -> dict:
     """netslo flow and iperf3 (same pods, same bottleneck, same algorithm); receiver-side bit/s each."""
     c = pods.cluster
     omit = 1  # both: first second excluded (iperf3 -O 1 adds it on top of -t)
-    with shaping.bottleneck(pods.uplink_ns, "eth0", sec["bottleneck"], 0.025):
+    with pods.uplink.bottleneck(sec["bottleneck"], 0.025):
         mine = run_flow(c, pods.bulk, pods.server.ip, pods.ports["tcp"], sec["duration"] + omit, cc)
         with background.Background(c, pods.server, ["iperf3", "-s", "-1", "-p", str(IPERF3_PORT)],
                                    limit_s=sec["duration"] + 60) as server:
@@ -186,6 +186,11 @@ def iperf3_pair(pods, sec: dict, cc: str = "cubic") -> dict:
         raise InfrastructureError("iperf3 server never accepted a connection")
     doc = json.loads(raw.decode())
     end = doc["end"]
+    if "sum_received" not in end:
+        raise InfrastructureError(f"iperf3 reported no receiver summary (error: {doc.get('error')!r}; end has "
+                                  f"{sorted(end)}; {len(doc.get('intervals', []))} intervals; server: "
+                                  f"{(server.out or b'').decode(errors='replace')[-300:]!r} "
+                                  f"{(server.err or b'').decode(errors='replace')[-200:]!r})")
     return {"netslo_bps": tcpflow.throughput(mine, omit=omit), "netslo_cc": mine["cc"],
             "iperf3_bps": end["sum_received"]["bits_per_second"],
             "iperf3_sender_bps": end["sum_sent"]["bits_per_second"],
@@ -264,7 +269,7 @@ def bufferbloat_run(pods, sec: dict, slo) -> BloatRun:
     slo = replace(slo, sampling=sampling)
     scenario = Scenario("cross-node", "udp", "1k", interval=sec["interval"])
     loaded, bulk = {}, {}
-    with shaping.bottleneck(pods.uplink_ns, "eth0", sec["bottleneck"], sec["queue"]) as b:
+    with pods.uplink.bottleneck(sec["bottleneck"], sec["queue"]) as b:
         base = runner.run(c, pods.lat, pods.server, pods.ports, scenario, slo)
         for cc in sec["algorithms"]:
             with background.Background(c, pods.bulk, flow_argv(pods.server.ip, pods.ports["tcp"], 60, cc),
@@ -278,8 +283,11 @@ def bufferbloat_run(pods, sec: dict, slo) -> BloatRun:
     return BloatRun(base, loaded, bulk, b)
 
 
-def iperf3_available() -> bool:
+def iperf3_available(cluster, pod) -> bool:
+    """Whether ``iperf3`` runs in ``pod``'s namespace as the cluster starts helpers there (this host's
+    on the embedded provider, the agent image's on Kubernetes)."""
     try:
-        return subprocess.run(["iperf3", "--version"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+        cluster.exec_in(pod, ["iperf3", "--version"], 30)
+        return True
+    except InfrastructureError:
         return False

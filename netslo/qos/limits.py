@@ -100,6 +100,20 @@ TABLE = tuple(
     ])
 
 
+# What a CNI needs from the node's kernel before a feature works at all: a node without it is a
+# 'capability' skip naming this, not a limitation of the CNI (the feature works on a kernel that has it).
+REQUIREMENTS = {
+    ("cilium", "bandwidth-egress"): "Cilium's Bandwidth Manager needs sch_fq on the node's device; without it "
+                                    "Cilium disables it and ignores kubernetes.io/egress-bandwidth (Cilium docs, "
+                                    "Bandwidth Manager: 'requires ... the fq qdisc')",
+}
+
+
+def requirement(cni: str, feature: str) -> str | None:
+    """What the node's kernel must offer for ``feature`` on ``cni`` (None: nothing beyond the CNI)."""
+    return REQUIREMENTS.get((cni, feature))
+
+
 def _check(feature: str, placement: str) -> None:
     if feature not in FEATURES:
         raise SpecError("feature", feature, f"one of {', '.join(FEATURES)}")

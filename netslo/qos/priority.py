@@ -16,8 +16,9 @@ is up to 64 KiB on veth); one u32 filter per DSCP value (protocol IP).
 
 Where the mark is matched (``layer``):
   ip            the IPv4 TOS byte (byte 1 of the packet): DSCP bits = mask 0xfc
-  vxlan-inner   the inner IPv4 TOS of VXLAN (UDP dport 4789, outer IPv4 without options): byte 51,
-                for an uplink where the tunnel does not copy DSCP to the outer header
+  vxlan-inner   the inner IPv4 TOS of VXLAN (UDP dport ``port``: 4789 by default, Cilium's 8472; outer
+                IPv4 without options): byte 51, for an uplink where the tunnel does not copy DSCP to
+                the outer header
 
 Every filter is read back with ``tc filter show`` (an implementation independent of pyroute2, whose
 u32 key string silently accepts a TOS key written at the wrong byte) and compared byte by byte.
@@ -160,13 +161,14 @@ def parse_policy(doc, where: str = "qos.priority") -> QosPolicy:
 
 # ---- u32 keys ---------------------------------------------------------------------------------------
 
-def match_bytes(dscp: int, layer: str) -> dict:
-    """{byte offset: (value, mask)} a packet must match for this DSCP at this layer."""
+def match_bytes(dscp: int, layer: str, port: int = VXLAN_PORT) -> dict:
+    """{byte offset: (value, mask)} a packet must match for this DSCP at this layer (``port``: the
+    VXLAN UDP destination port of a vxlan-inner match)."""
     tos = (dscp << 2) & 0xFC
     if layer == "ip":
         return {1: (tos, 0xFC)}
     if layer == "vxlan-inner":
-        return {22: (VXLAN_PORT >> 8, 0xFF), 23: (VXLAN_PORT & 0xFF, 0xFF),   # outer UDP dport
+        return {22: (port >> 8, 0xFF), 23: (port & 0xFF, 0xFF),               # outer UDP dport
                 48: (0x08, 0xFF), 49: (0x00, 0xFF),                            # inner ethertype IPv4
                 50: (0x45, 0xFF), 51: (tos, 0xFC)}                             # inner IPv4, no options; TOS
     raise SpecError("layer", layer, f"one of {', '.join(LAYERS)}")
@@ -201,7 +203,7 @@ def _classid(i: int) -> int:
 
 
 def _tc_show(netns: str, ifname: str) -> str:
-    run = subprocess.run(["nsenter", f"--net=/run/netns/{netns}", "tc", "filter", "show", "dev", ifname],
+    run = subprocess.run(["nsenter", f"--net={netns_access.path_of(netns)}", "tc", "filter", "show", "dev", ifname],
                          capture_output=True, text=True, timeout=30)
     if run.returncode:
         raise InfrastructureError(f"tc filter show dev {ifname} in {netns} failed: {run.stderr.strip()}")
@@ -232,16 +234,18 @@ class Installed:
     policy: QosPolicy
     layer: str
     filters: list = field(default_factory=list)
+    port: int = VXLAN_PORT
 
     def flowid(self, cls: QosClass) -> str:
         return f"1:{FIRST_LEAF + self.policy.classes.index(cls):x}"
 
 
-def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=u32_keys) -> Installed:
+def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=u32_keys,
+            port: int = VXLAN_PORT) -> Installed:
     """Replace the root qdisc of ``ifname`` with the policy's htb tree; verify the filters read back."""
     if layer not in LAYERS:
         raise SpecError("layer", layer, f"one of {', '.join(LAYERS)}")
-    inst = Installed(netns, ifname, policy, layer)
+    inst = Installed(netns, ifname, policy, layer, port=port)
     try:
         with netns_access.rtnl(netns) as ipr:
             found = ipr.link_lookup(ifname=ifname)
@@ -262,7 +266,7 @@ def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=
             for i, c in enumerate(policy.classes):
                 for d in c.dscp:
                     ipr.tc("add-filter", "u32", dev, parent=ROOT, prio=pref, protocol=ETH_P_IP,
-                           target=_classid(i), keys=keys(match_bytes(d, layer)))
+                           target=_classid(i), keys=keys(match_bytes(d, layer, port)))
                     pref += 1
     except NetlinkError as e:
         clear_root(netns, ifname, "htb")
@@ -277,7 +281,7 @@ def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=
 
 
 def _verify(inst: Installed) -> None:
-    want = sorted((inst.flowid(c), tuple(sorted(match_bytes(d, inst.layer).items())))
+    want = sorted((inst.flowid(c), tuple(sorted(match_bytes(d, inst.layer, inst.port).items())))
                   for c in inst.policy.classes for d in c.dscp)
     got = sorted((f["flowid"], tuple(sorted(f["match"].items()))) for f in inst.filters)
     if want != got:

@@ -5,6 +5,10 @@
   ``queue_s`` of delay. Read back from the kernel; InfrastructureError if it holds another rate.
 - ``netfilter_rule(netns, table, chain, spec)``: one iptables rule (e.g. ``-m statistic`` random drop,
   ``-j DSCP``) tagged with a comment; ``packets()`` reads how many packets it matched (exact count).
+- ``install_tbf`` / ``drop_rules(...).add()``: the same without the ``with`` block, for a node agent
+  that installs in one call and removes in another (``netslo.qos.node_links``).
+
+``netns``: a name under /run/netns or a namespace path (``/proc/self/ns/net``: this process's own).
 
 Used for what this kernel can do without sch_netem: a bandwidth bottleneck (tbf/htb) and random loss
 (xt_statistic). Delay needs netem (user-mode-linux, see ``netslo.kernels.uml``).
@@ -21,8 +25,8 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from ..errors import InfrastructureError, Unsupported
 from ..impair import teardown
+from ..netns_access import path_of
 
-NETNS_DIR = "/run/netns"
 BURST_MTUS = 4
 ROOT_HANDLE = 0x10000
 COMMENT = "netslo-qos"
@@ -66,9 +70,9 @@ class Bottleneck:
         return self.limit_bytes * 8 / self.rate_bits
 
 
-@contextlib.contextmanager
-def bottleneck(netns: str, ifname: str, rate_bits: float, queue_s: float = 0.05):
-    """Root tbf on ``ifname`` for the ``with`` block; yields the read-back ``Bottleneck``."""
+def install_tbf(netns: str, ifname: str, rate_bits: float, queue_s: float = 0.05) -> Bottleneck:
+    """Root tbf on ``ifname`` (replacing netslo's own, never a foreign one), read back from the
+    kernel; InfrastructureError (and nothing left behind) when it fails or holds another rate."""
     rate = int(rate_bits // 8)
     ipr = teardown.open_netns(netns)
     if ipr is None:
@@ -90,11 +94,19 @@ def bottleneck(netns: str, ifname: str, rate_bits: float, queue_s: float = 0.05)
         except InfrastructureError as undo:
             err += f"; and undoing it failed: {undo}"
         raise InfrastructureError(err) from None
+    if not held or held[0]["rate"] != rate or held[0]["limit"] != limit:
+        clear_root(netns, ifname)
+        raise InfrastructureError(f"tbf on {ifname} in {netns}: kernel holds "
+                                  f"{held[0] if held else 'nothing'}, configured rate {rate} B/s limit {limit} B")
+    return Bottleneck(netns, ifname, rate * 8.0, limit, burst)
+
+
+@contextlib.contextmanager
+def bottleneck(netns: str, ifname: str, rate_bits: float, queue_s: float = 0.05):
+    """Root tbf on ``ifname`` for the ``with`` block; yields the read-back ``Bottleneck``."""
+    b = install_tbf(netns, ifname, rate_bits, queue_s)
     try:
-        if not held or held[0]["rate"] != rate or held[0]["limit"] != limit:
-            raise InfrastructureError(f"tbf on {ifname} in {netns}: kernel holds "
-                                      f"{held[0] if held else 'nothing'}, configured rate {rate} B/s limit {limit} B")
-        yield Bottleneck(netns, ifname, rate * 8.0, limit, burst)
+        yield b
     finally:
         clear_root(netns, ifname)
 
@@ -102,7 +114,7 @@ def bottleneck(netns: str, ifname: str, rate_bits: float, queue_s: float = 0.05)
 # ---- netfilter ---------------------------------------------------------------------------------
 
 def _iptables_run(netns: str, args: list[str]) -> subprocess.CompletedProcess:
-    argv = ["nsenter", f"--net={NETNS_DIR}/{netns}", "iptables", "-w", "30", *args]
+    argv = ["nsenter", f"--net={path_of(netns)}", "iptables", "-w", "30", *args]
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
@@ -170,6 +182,38 @@ class RandomDrop:
         """(packets dropped, packets that reached the rule)."""
         return self.drop.packets(), self.counter.packets()
 
+    def add(self, first: bool = False) -> None:
+        """Put both rules in the chain: appended, or (``first``) at its head, ahead of a CNI's own
+        rules that accept forwarded pod traffic before an appended rule sees it; counter before drop.
+        Nothing stays when the second fails."""
+        added = []
+        try:
+            for rule in ((self.drop, self.counter) if first else (self.counter, self.drop)):
+                where = ["-I", rule.chain, "1"] if first else ["-A", rule.chain]
+                iptables(rule.netns, ["-t", rule.table, *where, *rule.spec])
+                added.append(rule)
+        except InfrastructureError:
+            for rule in added:
+                rule.delete()
+            raise
+
+    def remove(self) -> None:
+        """Delete both (drop first); InfrastructureError naming a rule that stayed."""
+        try:
+            self.drop.delete()
+        finally:
+            self.counter.delete()
+
+
+def drop_rules(netns: str, probability: float, match: list[str], table: str = "filter",
+               chain: str = "FORWARD") -> RandomDrop:
+    """The counting and random-drop rules for ``match`` (xt_statistic, independent draws), not yet added."""
+    if not 0.0 < probability < 1.0:
+        raise InfrastructureError(f"random drop: probability {probability} — expected 0 < p < 1")
+    spec = [*match, "-m", "statistic", "--mode", "random", "--probability", f"{probability:.6f}", "-j", "DROP"]
+    return RandomDrop(Rule(netns, table, chain, list(match), f"{COMMENT}-seen"),
+                      Rule(netns, table, chain, spec, f"{COMMENT}-drop"), probability)
+
 
 @contextlib.contextmanager
 def random_drop(netns: str, probability: float, match: list[str], chain: str = "FORWARD"):
@@ -177,22 +221,20 @@ def random_drop(netns: str, probability: float, match: list[str], chain: str = "
 
     Netfilter sees one GSO/TSO packet as one packet: turn segmentation offloads off at the sender
     (``offloads_off``) when the loss must apply per TCP segment."""
-    if not 0.0 < probability < 1.0:
-        raise InfrastructureError(f"random drop: probability {probability} — expected 0 < p < 1")
-    spec = [*match, "-m", "statistic", "--mode", "random", "--probability", f"{probability:.6f}", "-j", "DROP"]
-    with netfilter_rule(netns, "filter", chain, list(match), tag=f"{COMMENT}-seen") as counter:
-        with netfilter_rule(netns, "filter", chain, spec, tag=f"{COMMENT}-drop") as drop:
-            yield RandomDrop(counter, drop, probability)
+    rules = drop_rules(netns, probability, match, chain=chain)
+    rules.add()
+    try:
+        yield rules
+    finally:
+        rules.remove()
 
 
 @contextlib.contextmanager
-def offloads_off(netns: str, ifname: str = "eth0"):
-    """TSO/GSO off on ``ifname`` for the ``with`` block (one packet = one segment), then on again."""
+def offloads_off(cluster, pod, ifname: str = "eth0"):
+    """TSO/GSO off on the pod's ``ifname`` for the ``with`` block (one packet = one segment), then on
+    again; ``ethtool`` run as root in the pod's namespace by the cluster (``exec_in``)."""
     def ethtool(state: str) -> None:
-        run = subprocess.run(["nsenter", f"--net={NETNS_DIR}/{netns}", "ethtool", "-K", ifname, "tso", state,
-                              "gso", state], capture_output=True, text=True, timeout=30)
-        if run.returncode:
-            raise InfrastructureError(f"ethtool -K {ifname} tso/gso {state} in {netns} failed: {run.stderr.strip()}")
+        cluster.exec_in(pod, ["ethtool", "-K", ifname, "tso", state, "gso", state], 30)
     ethtool("off")
     try:
         yield

@@ -3,7 +3,8 @@
 #
 #   agent-image.sh build      docker-archive tarball $NETSLO_IMAGE_CACHE/agent.tar (base layer cached)
 #
-# The agent image has the same contents as the Dockerfile (Python 3.11, requirements.txt, mosquitto, ethtool, procps, the
+# The agent image has the same contents as the Dockerfile (Python 3.11, requirements.txt, mosquitto, ethtool, procps,
+# iptables and iperf3 (the QoS studies: random drop on a node, the iperf3 cross-check), the
 # netslo package at /opt/netslo): a Debian bookworm minbase rootfs (debootstrap from Debian's mirror)
 # with a venv holding the pinned requirements is one cached layer, keyed by requirements.txt; the
 # netslo package is a second, small layer rebuilt from the work tree every time.
@@ -16,7 +17,7 @@ IMAGES=${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}
 AGENT_TAG=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$REPO/netslo/__init__.py")}
 DEBIAN_MIRROR=${NETSLO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
-RECIPE=5   # bump when the base recipe below changes
+RECIPE=6   # bump when the base recipe below changes
 PACK=(python3 "$HERE/image_pack.py")
 log() { printf '[agent image] %s\n' "$*" >&2; }
 
@@ -53,7 +54,7 @@ build_base() {  # sets BASE_TAR: path of the cached base layer tar
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
     --platform linux_x86_64 --platform any -d "$wheels" -r "$REPO/requirements.txt"
   log "debootstrap $SUITE minbase into $root (cached as $out)"
-  nice -n 19 debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,iproute2,mosquitto,ethtool,procps \
+  nice -n 19 debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,iproute2,mosquitto,ethtool,procps,iptables,iperf3 \
     "$SUITE" "$root" "$DEBIAN_MIRROR" >"$IMAGES/debootstrap-$key.log" 2>&1 \
     || { tail -n 20 "$IMAGES/debootstrap-$key.log" >&2; return 1; }
   mkdir -p "$root/tmp/wheels"

@@ -1,7 +1,7 @@
 """The impairment DaemonSet on a real cluster (kube_target: the kind cluster scripts/ci-kind.sh keeps).
 
 Real DaemonSet, real execs into it (the API's exec stream), real pod network namespaces: the DaemonSet becomes
-ready with only NET_ADMIN + SYS_ADMIN; the node agent finds the namespace that holds a pod's IP (and
+ready with only NET_ADMIN + SYS_ADMIN + NET_RAW; the node agent finds the namespace that holds a pod's IP (and
 not another pod's, nor a decoy namespace holding the same address); the capability it reports is the
 node kernel's; applying netem either works and is read back, or (kernel without sch_netem, as here)
 raises Unsupported naming node and kernel and leaves the pod's namespace exactly as it was; and nothing
@@ -63,13 +63,13 @@ def test_daemonset_becomes_ready_on_every_node_with_two_capabilities(cluster, im
         assert pod["spec"]["nodeName"] == node and pod["spec"]["hostNetwork"] is True
         assert pod["metadata"]["labels"][km.RUN_LABEL] == cluster.run_id
         sc = pod["spec"]["containers"][0]["securityContext"]
-        assert sc["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "SYS_ADMIN"]}
+        assert sc["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "SYS_ADMIN", "NET_RAW"]}
         assert sc.get("privileged") is False
-        # what the process really holds: CapEff of the idle process = exactly NET_ADMIN (12) + SYS_ADMIN (21)
+        # what the process really holds: CapEff of the idle process = exactly NET_ADMIN (12) + NET_RAW (13) + SYS_ADMIN (21)
         status = cluster.api.exec(cluster.namespace, name, km.IMPAIR_CONTAINER,
                                       ["cat", "/proc/1/status"], timeout=30).decode()
         cap_eff = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff:")), 16)
-        assert cap_eff == (1 << 12) | (1 << 21), f"CapEff {cap_eff:#x}"
+        assert cap_eff == (1 << 12) | (1 << 13) | (1 << 21), f"CapEff {cap_eff:#x}"
 
 
 def test_lookup_finds_the_netns_holding_the_pod_ip(impairer, pods):
@@ -184,3 +184,20 @@ def test_after_the_run_no_daemonset_remains():
 
 def cluster_daemonsets(c) -> list[str]:
     return [d["metadata"]["name"] for d in c.api.get("daemonsets", selector=f"{km.RUN_LABEL}={c.run_id}")]
+
+
+def test_node_links_through_the_agent(cluster, impairer, pods):
+    """``cluster.node_links`` (the QoS studies' interface) through the same DaemonSet: the node's
+    uplink and tunnel as the node holds them, a pod's host interface found by its IP, and a
+    bottleneck that is on the uplink inside the block and gone after it."""
+    a = pods[0]
+    links = cluster.node_links(a.node)
+    assert links.uplink and links.layer in ("ip", "vxlan-inner")
+    if links.layer == "vxlan-inner":
+        assert links.tunnels and links.tunnel_port in (4789, 8472), (links.tunnels, links.tunnel_port)
+    got = links.pod_info(a)
+    assert got["host_if"] and got["pod_mtu"] <= got["link_mtu"] <= 9000
+    assert links.pod_bandwidth(a) == {"ingress": None, "egress": None}
+    with links.bottleneck(10e6, 0.02) as b:
+        assert b.rate_bits == 10e6 and links.root_qdisc(links.uplink) == "tbf"
+    assert links.root_qdisc(links.uplink) != "tbf"

@@ -32,7 +32,7 @@ def test_daemonset_has_only_the_privileges_it_needs():
     [c] = spec["containers"]
     sc = c["securityContext"]
     assert sc["capabilities"]["drop"] == ["ALL"]
-    assert sorted(sc["capabilities"]["add"]) == ["NET_ADMIN", "SYS_ADMIN"]  # exactly these two
+    assert sorted(sc["capabilities"]["add"]) == ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"]  # exactly these three
     assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["runAsUser"] == 0  # the host's netns files are root's
@@ -78,7 +78,7 @@ def test_hand_run_template_is_the_generated_manifest():
     generated = km.impairment_daemonset_manifest("manual", pull_policy="IfNotPresent")
     assert template == generated, "netslo/manifests/agent/impairment-daemonset.yaml differs from the generated DaemonSet"
     sc = _pod_spec(template)["containers"][0]["securityContext"]
-    assert sorted(sc["capabilities"]["add"]) == ["NET_ADMIN", "SYS_ADMIN"] and sc["privileged"] is False
+    assert sorted(sc["capabilities"]["add"]) == ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"] and sc["privileged"] is False
 
 
 def _agent(*args):
