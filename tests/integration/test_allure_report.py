@@ -76,7 +76,7 @@ def report(tmp_path_factory):
     results, html = d / "allure-results", d / "allure-report"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-m", "cni", *_report_plugin_args(), "-p", "no:cacheprovider",
-         "-k", " or ".join(TESTS), "--netslo-nodes", "1", "--netslo-allow-skip", "nodes", "--netslo-slo", str(slo),
+         "-k", " or ".join(TESTS), "--netslo-ip-family", "ipv4", "--netslo-nodes", "1", "--netslo-allow-skip", "nodes", "--netslo-slo", str(slo),
          "--alluredir", str(results),
          "--netslo-results", str(d / "netslo-results"), "netslo/gate/test_latency.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
