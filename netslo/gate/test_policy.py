@@ -8,7 +8,12 @@
   interleaved rounds; the P50/P99 shift none -> 1000 is judged (``policy_cost.*``, ``netslo.policy_cost``).
 
 On the embedded provider the policies are an iptables emulation (``netslo.providers.netns_policy``) and
-the output says so; on kind/existing they are real NetworkPolicy objects enforced by the CNI.
+the output says so. On kind/existing the same study drives real NetworkPolicy objects
+(``netslo.providers.kube_policy``), but the gate does not run it there yet (marker ``emulation``:
+deselected, named in the summary): its probe is one UDP flow, and a stateful CNI keeps an established
+flow allowed after a deny (kind + Calico, 2026-11-26: no deny in effect within 2.4 s in 10 of 10
+trials; conntrack accepts established traffic before policy). Measuring a real CNI needs a new flow
+per request.
 """
 
 import pytest
@@ -18,7 +23,7 @@ from netslo.errors import Unsupported
 from netslo.plugin.gate import skip_unsupported
 from netslo.plugin.studies import study_thresholds
 
-pytestmark = pytest.mark.cni
+pytestmark = [pytest.mark.cni, pytest.mark.emulation]
 
 PLACEMENT = "cross-node"          # the client on another node than the server (a skip on one node)
 POLICY_SERIES = ("policy_enforce", "policy_allow")

@@ -5,7 +5,10 @@ node's NodePort) before the Service exists; the Service, selecting a backend pod
 then created ``defaults.trials`` times (and deleted in between, unmeasured but checked); the time from
 the create request until the first request the backend answers is ``svc_program.*``
 (``netslo.enforcement``: clock points, 1 ms resolution). On the embedded provider the Service is an
-emulated kube-proxy (``netslo.providers.netns_service``), and the output says so.
+emulated kube-proxy (``netslo.providers.netns_service``), and the output says so. On kind/existing the
+study would create real Services, but the gate does not run it there yet (marker ``emulation``): with
+one UDP flow, conntrack keeps a deleted Service's translation (kind + Calico, 2026-11-26: the flow kept
+its answers > 2.4 s after the delete), so trials cannot be reset; that needs a new flow per request.
 """
 
 import pytest
@@ -16,7 +19,7 @@ from netslo.plugin.gate import skip_unsupported
 from netslo.plugin.studies import study_thresholds
 from netslo.providers.service_program import SERVICE_TYPES
 
-pytestmark = pytest.mark.cni
+pytestmark = [pytest.mark.cni, pytest.mark.emulation]
 
 PLACEMENT = "cross-node"   # the backend on another node than the client (a skip on one node)
 
