@@ -3,9 +3,10 @@
 # source, without a registry (scripts/kind-offline.sh); then, against the same cluster's kubeconfig,
 # the Kubernetes provider tests (tests/integration/test_kube_*.py: pods, Services with kube-proxy's
 # counters, bandwidth annotations on the node, the impairment DaemonSet, kubeconfigs, reaping after
-# kill -9) and the latency, impairment and QoS modules of the gate with --netslo-provider existing. The
-# engine is always taken down again, also when a test fails or the run is interrupted, and the host's
-# FORWARD policy, ip_forward and namespaces are checked unchanged.
+# kill -9) and the latency, DNS, impairment and QoS modules of the gate with --netslo-provider existing.
+# Clusters are dual-stack (netslo's kind default): the gate's IPv6 scenarios run beside the IPv4 ones.
+# The engine is always taken down again, also when a test fails or the run is interrupted, and the
+# host's FORWARD policy, ip_forward, IPv6 forwarding, ip6tables and namespaces are checked unchanged.
 #
 #   sudo bash scripts/ci-kind.sh [CNI ...]     (root: docker engine, mounts, cgroups)
 #
@@ -70,10 +71,10 @@ for name, why in bad:
     print(f"ci-kind: {name} skipped, not an expected skip of this CNI: {why}", file=sys.stderr)
 sys.exit(1 if bad else 0)
 PYEOF
-    say "the gate's latency, impairment and QoS modules, --netslo-provider existing on the same cluster"
+    say "the gate's latency, DNS, impairment and QoS modules, --netslo-provider existing on the same (dual-stack) cluster"
     NETSLO_KUBECONFIG=$KUBECONFIG_KIND "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider existing \
-      --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results "$results-existing" \
-      netslo/gate/test_latency.py netslo/gate/test_impairments.py netslo/gate/test_qos.py || rc=1
+      --netslo-ip-family dual --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results "$results-existing" \
+      netslo/gate/test_latency.py netslo/gate/test_dns.py netslo/gate/test_impairments.py netslo/gate/test_qos.py || rc=1
     first=0
   fi
   "$NETSLO_KIND" delete cluster --name netslo --kubeconfig "$KUBECONFIG_KIND" >/dev/null || rc=1
