@@ -74,7 +74,11 @@ PYEOF
     say "the gate's latency, DNS, impairment and QoS modules, --netslo-provider existing on the same (dual-stack) cluster"
     NETSLO_KUBECONFIG=$KUBECONFIG_KIND "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider existing \
       --netslo-ip-family dual --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results "$results-existing" \
+      -k "not (priority or congestion or iperf3 or slow_start or bufferbloat)" \
       netslo/gate/test_latency.py netslo/gate/test_dns.py netslo/gate/test_impairments.py netslo/gate/test_qos.py || rc=1
+    # -k: the QoS shaping studies act through the same node agent (netslo.providers.kube_links) as on kind
+    # just above; here only what differs on existing runs (DSCP capture through the node agents, bandwidth
+    # annotations), to keep the warm CI near its budget. The whole module on existing: drop the -k.
     first=0
   fi
   "$NETSLO_KIND" delete cluster --name netslo --kubeconfig "$KUBECONFIG_KIND" >/dev/null || rc=1
