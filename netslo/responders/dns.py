@@ -19,6 +19,7 @@ import socket
 import struct
 
 from .. import dnswire
+from ..families import ANY, bound_socket
 from ..errors import SpecError
 
 IP_PKTINFO = 8                      # linux/in.h; not exported by Python's socket module
@@ -69,15 +70,27 @@ def answer(request: bytes, records: dict, local: str | None = None) -> bytes | N
                             [a for a in resolved if a and ipaddress.ip_address(a).version == version])
 
 
+def _arrived_at(anc) -> str | None:
+    """The destination address of a datagram from its ancillary data: IP_PKTINFO (IPv4, also on a
+    dual-stack socket) or IPV6_PKTINFO (IPv6; a v4-mapped address is given as IPv4)."""
+    for level, kind, blob in anc:
+        if level == socket.IPPROTO_IP and kind == IP_PKTINFO and len(blob) >= PKTINFO.size:
+            return socket.inet_ntoa(PKTINFO.unpack_from(blob)[2])
+        if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_PKTINFO and len(blob) >= 16:
+            addr = ipaddress.IPv6Address(blob[:16])
+            return str(addr.ipv4_mapped or addr)
+    return None
+
+
 def serve(port: int, bind: str = "0.0.0.0", records: dict | None = None, ready=None, stop=None) -> None:
-    """Blocking answer loop on UDP ``bind:port``. ``stop()`` -> bool ends it (checked every 0.2 s)."""
+    """Blocking answer loop on UDP ``bind:port`` (``::``: both families on one socket). ``stop()`` ->
+    bool ends it (checked every 0.2 s)."""
     records = parse_records(()) if records is None else records
-    sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock = bound_socket(socket.SOCK_DGRAM, bind, port)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024 * 1024)
-    sock.bind((bind, port))
-    v4 = sock.family == socket.AF_INET
-    if v4:
+    if sock.family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
+    if sock.family == socket.AF_INET or bind in (ANY, ""):   # IPv4 datagrams, also v4-mapped ones
         sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
     if stop is not None:
         sock.settimeout(0.2)
@@ -85,13 +98,10 @@ def serve(port: int, bind: str = "0.0.0.0", records: dict | None = None, ready=N
         ready()
     while not (stop and stop()):
         try:
-            data, anc, _flags, addr = sock.recvmsg(dnswire.MAX_UDP, socket.CMSG_SPACE(PKTINFO.size))
+            data, anc, _flags, addr = sock.recvmsg(dnswire.MAX_UDP, socket.CMSG_SPACE(64))
         except (socket.timeout, OSError):
             continue
-        local = bind if bind not in ("0.0.0.0", "::") else None
-        for level, kind, blob in anc:
-            if v4 and level == socket.IPPROTO_IP and kind == IP_PKTINFO and len(blob) >= PKTINFO.size:
-                local = socket.inet_ntoa(PKTINFO.unpack_from(blob)[2])
+        local = _arrived_at(anc) or (bind if bind not in ("0.0.0.0", ANY, "") else None)
         reply = answer(data, records, local)
         if reply is not None:
             try:

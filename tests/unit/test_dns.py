@@ -149,6 +149,18 @@ def test_probe_and_responder_speak_ipv6_with_aaaa_data():
     assert analyze(s).counts["dns_rcodes"] == {"NOERROR": 10} and s.meta["server"] == f"[::1]:{port}"
 
 
+def test_dual_stack_responder_answers_self_with_the_address_each_query_arrived_at():
+    """Bound to '::' (the agent's default since IPv6), one socket takes both families; 'self' is the
+    destination of each query, read from IP_PKTINFO (v4, v4-mapped) or IPV6_PKTINFO (v6). Before
+    that it answered no address at all: every lookup of the embedded gate failed."""
+    with serving(lambda port, _bind, **kw: responder.serve(port, "::", **kw), _free_port()) as port:
+        v4 = _probe(port, count=5)
+        v6 = run(ProbeSpec("dns", "[::1]", port, count=5, interval=0.002, wait=0.1,
+                           dns=DnsOptions(name=NAME, timeout=1.0, qtypes="aaaa")))
+    assert analyze(v4).metrics["dns.fail"].value == 0 and analyze(v4).counts["dns_rcodes"] == {"NOERROR": 5}
+    assert analyze(v6).metrics["dns.fail"].value == 0 and analyze(v6).counts["dns_rcodes"] == {"NOERROR": 5}
+
+
 def test_probe_counts_timeouts_and_failures_when_nobody_answers():
     port = _free_port()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:   # takes queries, never answers
