@@ -15,6 +15,7 @@ import random
 
 from ..errors import InfrastructureError, SpecError
 from . import kube_manifests as km
+from .kube_wait import wait_deleted
 from .base import Pod
 from .service_program import SERVICE_TYPES, ServiceProgram
 
@@ -63,7 +64,8 @@ class KubeServiceProgram(ServiceProgram):
         self.api.create(self.manifest, what=f"create service {self.cluster.namespace}/{self.name}")
 
     def delete(self) -> None:
-        self.api.delete("service", self.name, self.cluster.namespace, wait=True, timeout=60.0)
+        self.api.delete("service", self.name, self.cluster.namespace)
+        wait_deleted(self.api, "service", self.name, self.cluster.namespace, 60.0)
 
     def close(self) -> None:
         if self._closed:

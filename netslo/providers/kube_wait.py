@@ -16,6 +16,7 @@ import time
 from typing import Callable
 
 from ..errors import InfrastructureError
+from .kubeapi import Expired
 
 log = logging.getLogger("netslo.kube")
 POLL = 0.5  # s between checks of wait_until (non-API conditions only)
@@ -129,7 +130,6 @@ def watch_until(api, kind: str, component: str, timeout: float,
     ends a watch, a new list when it has expired that version). ``check`` raising ``Hopeless`` ends
     the wait at once; the deadline raises InfrastructureError '<component>: not <verb> after <T>s;
     last status: <status>[; <explain(objects)>...]'."""
-    from .kubeapi import Expired
     deadline = clock() + timeout
     objects: dict[str, dict] = {}
     rv = None

@@ -238,14 +238,10 @@ class KubeApi:
             self._call(what or f"create {self._where(o['kind'], meta.get('name'), meta.get('namespace'))}",
                        fn, *args, body=o, field_manager=FIELD_MANAGER)
 
-    def delete(self, kind: str, name: str, namespace: str | None = None, wait: bool = False,
-               timeout: float = 120.0) -> None:
-        """Delete (absent is fine); ``wait`` watches until it is gone (InfrastructureError after ``timeout`` s)."""
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        """Delete (absent is fine); to wait until it is gone, ``kube_wait.wait_deleted`` (a layer above)."""
         fn, args = self._fn("delete", kind, namespace)
         self._call(f"delete {self._where(kind, name, namespace)}", fn, name, *args, missing_ok=True)
-        if wait:
-            from .kube_wait import wait_deleted
-            wait_deleted(self, kind, name, namespace, timeout)
 
     def apply(self, obj: dict | list, what: str | None = None, server_side: bool = True) -> None:
         """Server-side apply (field manager ``netslo``, conflicts forced) of any kinds, in order.

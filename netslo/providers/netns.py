@@ -451,6 +451,10 @@ class NetnsCluster(Cluster):
         """Name of the network namespace a pod (or a hostNetwork pod's node) lives in."""
         return self._pod_ns[pod.name]
 
+    def node_ip(self, node: str) -> str:
+        """The node's IPv4 address on the underlay (NodePort and hostNetwork targets), as KubeCluster's."""
+        return UNDERLAY.format(10 + self._node_index(node))
+
     def node_netns(self, node: str) -> str:
         return self.ns_name(f"node{self._node_index(node)}")
 

@@ -47,14 +47,13 @@ class NetnsServiceProgram(ServiceProgram):
         if client.node == backend.node and cluster.datapath in ("bridge", "vxlan"):
             raise Unsupported(f"a {type} client on the backend's node on the embedded {cluster.datapath} datapath "
                               "(answers bypass the node's conntrack without br_netfilter)", "provider")
-        from .netns import UNDERLAY
         self.cluster, self.type = cluster, type
         k = next(_next)
         if type == "ClusterIP":
             self.target = (CLUSTER_IP.format(k), SERVICE_PORT)
             match = f"-d {self.target[0]}/32 -p udp -m udp --dport {SERVICE_PORT}"
         else:
-            self.target = (UNDERLAY.format(10 + cluster.nodes.index(backend.node)), NODE_PORT + k)
+            self.target = (cluster.node_ip(backend.node), NODE_PORT + k)
             match = f"-p udp -m addrtype --dst-type LOCAL -m udp --dport {self.target[1]}"
         self.dnat = f"{match} {COMMENT} -j DNAT --to-destination {backend.ip}:{port}"
         self.notrack = f"{match} {COMMENT} -j CT --notrack"

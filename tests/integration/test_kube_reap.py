@@ -53,7 +53,8 @@ def killed_run():
     assert f"namespace/{km.namespace_name(run_id)}" in left and f"daemonsets/{km.IMPAIR_NAME}" in left, left
     yield run_id, api
     if leftovers(api, run_id):   # a failed test must not leave it behind
-        api.delete("namespace", km.namespace_name(run_id), wait=True)
+        api.delete("namespace", km.namespace_name(run_id))
+        wait_deleted(api, "namespace", km.namespace_name(run_id), None, 120.0)
 
 
 def _reap_cli(*args: str) -> subprocess.CompletedProcess:
@@ -106,5 +107,6 @@ def test_a_live_run_and_a_young_run_of_another_host_are_not_reaped():
         assert f"would delete namespace {other['metadata']['name']}" in old.stdout, old.stdout
         assert "owner on host some-other-host" in old.stdout and c.namespace not in old.stdout, old.stdout
     finally:
-        c.api.delete("namespace", other["metadata"]["name"], wait=True)
+        c.api.delete("namespace", other["metadata"]["name"])
+        wait_deleted(c.api, "namespace", other["metadata"]["name"], None, 120.0)
         c.close()
