@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 # The flags this machine needs (closed network, root, no GPU); see the env notes of the project.
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -118,6 +119,7 @@ class Browser:
 
     def screenshot(self, path) -> bytes:
         data = base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as f:
             f.write(data)
         return data
