@@ -31,6 +31,7 @@ from . import scratch
 from .errors import InfrastructureError, SpecError, Unsupported
 from .providers.base import RESPONDER_PORTS, Pod
 from .scenario import Scenario
+from .families import host_port
 
 EXPOSURES = ("pod-ip", "clusterip", "nodeport-local", "nodeport-cluster", "ingress")
 DESCRIPTION = {
@@ -119,7 +120,7 @@ class NetnsServices:
 
     # -- build
     def _install(self) -> None:
-        backend = f"{self.backend.ip}:{self.port}"
+        backend = host_port(self.backend.ip, self.port)
         for node in self.cluster.nodes:
             self._installed.append(node)
             ip = self.node_ip(node)
@@ -158,7 +159,7 @@ class NetnsServices:
         log = open(self._tmp / "proxy.log", "wb")
         argv = ["nsenter", f"--net={NETNS_DIR / self.cluster.netns_of(self.ingress)}", sys.executable, "-m",
                 "netslo.agent", "serve", "proxy", "--port", str(RESPONDER_PORTS["proxy"]),
-                "--upstream", f"{self.backend.ip}:{self.port}", "--ready-file", str(ready)]
+                "--upstream", host_port(self.backend.ip, self.port), "--ready-file", str(ready)]
         self._proxy = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
                                        start_new_session=True, cwd=CHILD_CWD)
         log.close()

@@ -81,7 +81,7 @@ class KindProvider:
             raise SpecError("kind cluster name", name, "lowercase letters, digits and '-'")
         self.cni = cni_mod.load(cni)
         self.encapsulation = cni_mod.encapsulation(self.cni, encapsulation)
-        families.families_of(ip_family, "--netslo-ip-family")
+        self.families = families.families_of(ip_family, "--netslo-ip-family")
         self.ip_family = ip_family
         self.nodes = nodes
         self.cluster_name = name
@@ -211,7 +211,7 @@ class KindProvider:
             kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
             cluster = KindCluster(self, kubectl, provider=self.name, image=self.image, pull_policy="Never",
                                   datapath=self.cni.name, run_id=self.run_id, single_kernel=True)
-            cluster.families = families.families_of(self.ip_family)
+            cluster.families = self.families
             return cluster.open(self.timeout)
         except BaseException as e:
             try:

@@ -28,6 +28,7 @@ from .base import RESPONDER_PORTS, Cluster, Pod
 from .kube_wait import Hopeless, pod_summary, wait_deleted, wait_nodes_ready, wait_pods, watch_until
 from .kube_session import AgentSessions
 from .kubeapi import KubeApi, tail
+from ..families import IPV4, IPV6, family_of
 
 log = logging.getLogger("netslo.kube")
 
@@ -56,8 +57,8 @@ def pod_addresses(status: dict) -> tuple[str, str]:
     """(IPv4, IPv6) address of a pod from its status: ``podIPs`` (every family, dual-stack) or the
     single ``podIP``; on an IPv6-only cluster the first is the IPv6 one too (``Pod.ip`` is the primary)."""
     ips = [a.get("ip", "") for a in status.get("podIPs") or []] or [status.get("podIP", "")]
-    v4 = next((a for a in ips if a and ":" not in a), "")
-    v6 = next((a for a in ips if ":" in a), "")
+    v4 = next((a for a in ips if a and family_of(a) == IPV4), "")
+    v6 = next((a for a in ips if family_of(a) == IPV6), "")
     return v4 or v6, v6
 
 class KubeCluster(Cluster):

@@ -20,6 +20,7 @@ from typing import Callable
 from ..errors import InfrastructureError, Unsupported
 from ..exposure import EXPOSURES, check_name
 from .base import RESPONDER_PORTS, Pod
+from ..families import host_port
 
 SERVICE_PORT = 80
 _RULE = re.compile(r'^\[(\d+):\d+\] -A (\S+) .*?--comment (?:"([^"]*)"|(\S+))')
@@ -41,7 +42,7 @@ class KubeServices:
                 self.services[exposure] = cluster.add_service(f"exp-{backend.name}-{exposure}", backend, type=typ,
                                                               external_traffic_policy=policy, ports=ports)
             self.ingress = cluster.add_pod(f"{backend.name}-ingress", ingress_node or backend.node, responders=())
-            cluster.start_responders(self.ingress, ("proxy",), upstream=f"{backend.ip}:{port}")
+            cluster.start_responders(self.ingress, ("proxy",), upstream=host_port(backend.ip, port))
         except BaseException:
             self.close()
             raise

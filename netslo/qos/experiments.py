@@ -211,7 +211,7 @@ def message_arms(cluster, client, dst_ip: str, port: int, sec: dict, arms: list[
     phase_times.scheduled(sec["count"] * sec["interval"], BULK)
     with sysctls.kept(cluster, client, [SSAI_KEY]):
         run = background.run(cluster, client, [
-            "-m", "netslo.qos.tcpflow", "messages", "--target", f"{dst_ip}:{port}", "--size", str(sec["size"]),
+            "-m", "netslo.qos.tcpflow", "messages", "--target", host_port(dst_ip, port), "--size", str(sec["size"]),
             "--count", str(sec["count"]), "--interval", f"{sec['interval']}s", *(f"--arm={a}" for a in arms)],
             timeout=sec["count"] * sec["interval"] + 60)
     return run["arms"]
