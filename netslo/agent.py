@@ -7,6 +7,7 @@
                           [--count N] [--interval 2ms] [--req-size 1k] [--resp-size 1k]
                           [--tos EF|46|0xb8...] [--no-nodelay] [--wait 1s] [--cpu N] [--progress] --out FILE|-
                           [--sender python|native]   (udp: native = the compiled send loop)
+                          [--give-up 250ms]          (tcp-crr: abort unanswered connections; RST close)
     python -m netslo.agent probe dns --target HOST:PORT|resolv.conf [--name N] [--qtypes parallel|sequential|a|aaaa]
                           [--search S1,S2] [--ndots 5] [--timeout 1s] [--attempts 2]   (+ the options above)
     python -m netslo.agent bulk --target HOST:PORT [--duration 6s] [--omit 1s] [--cc bbr] [--sndbuf 512KiB]
@@ -69,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--cpu", type=int)
     q.add_argument("--sender", default="python", choices=SENDERS,
                    help="udp: 'native' sends from a compiled loop (high rates; built on first use with cc)")
+    q.add_argument("--give-up", default=None,
+                   help="tcp-crr: abort a connection unanswered after this long (< 1s; its request is lost) "
+                        "and end every connection with RST")
     q.add_argument("--out", required=True)
     q.add_argument("--progress", action="store_true", help="a line per chunk of requests on stderr")
     d = q.add_argument_group("dns", "lookups of the dns probe (netslo.probes.dns)")
@@ -86,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
 def probe_spec(args):
     """argparse namespace -> ProbeSpec, every unit checked."""
     from .dscp import tos_byte
-    from .probes import ProbeSpec, check_sender
+    from .probes import ProbeSpec, check_give_up, check_sender
     dns = dns_options(args)
     host, port = (args.target, 53) if dns is not None and args.target == "resolv.conf" else parse_target(args.target)
     if args.count < 1:
@@ -95,6 +99,8 @@ def probe_spec(args):
         raise SpecError("--no-nodelay", args.protocol, "a raw TCP protocol (tcp-rr, tcp-crr): aiohttp always "
                         "turns TCP_NODELAY on for its connections")
     check_sender(args.protocol, args.sender, "--sender")
+    give_up = None if args.give_up is None else units.duration(args.give_up, "--give-up")
+    check_give_up(args.protocol, give_up, "--give-up")
     interval = units.duration(args.interval, "--interval")
     if interval <= 0:
         raise SpecError("--interval", args.interval, "a duration > 0, e.g. '2ms'")
@@ -102,7 +108,8 @@ def probe_spec(args):
                      req_bytes=units.size(args.req_size, "--req-size"),
                      resp_bytes=units.size(args.resp_size, "--resp-size"),
                      tos=tos_byte(args.tos, "--tos"), nodelay=not args.no_nodelay,
-                     wait=units.duration(args.wait, "--wait"), cpu=args.cpu, sender=args.sender, dns=dns)
+                     wait=units.duration(args.wait, "--wait"), cpu=args.cpu, sender=args.sender, dns=dns,
+                     give_up=give_up)
 
 
 def dns_options(args):

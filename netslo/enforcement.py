@@ -1,8 +1,8 @@
 """Time until a continuous probe's packets stop or resume after a change (a policy, a Service).
 
-One UDP probe (``netslo.probes.udp``) sends a request every ``interval`` (1 ms by default) for the
-whole study; meanwhile the study applies its changes one after another, each at a recorded time
-``t0`` and each owning a window ``[t0, t0 + window)``:
+One tcp-crr probe (``netslo.probes.tcp``) opens a new connection every ``interval`` (1 ms by default)
+for the whole study; meanwhile the study applies its changes one after another, each at a recorded
+time ``t0`` and each owning a window ``[t0, t0 + window)``:
 
   stop     (a deny policy)    latency = send time of the first request after the window's last
                               answered one (every later request of the window is dropped) - t0;
@@ -14,13 +14,23 @@ whole study; meanwhile the study applies its changes one after another, each at 
 
 Clock points: ``t0`` is CLOCK_MONOTONIC (``time.monotonic_ns``) in this process just before the change
 is requested (the iptables call, the API create/delete); the send times are the probe's user-space
-CLOCK_MONOTONIC just before each send (``send_app_ns``). Both read one clock when the probe runs on
+CLOCK_MONOTONIC just before each connect (``send_app_ns``). Both read one clock when the probe runs on
 this kernel: the embedded provider and kind (nodes are containers on this host's kernel). Error
 bound: the change took effect between the last request that still saw the old state and the first
 that saw the new one, so the value is an upper bound with **resolution = the probe interval**; it
 also counts the one-way delay from the client to the enforcement point (microseconds on one host).
 A change not in effect within its window is *censored* (+inf): percentiles still order it (above
 every real value), and the window is longer than the thresholds it is judged against.
+
+Why a new connection per request: a stateful datapath judges a flow on its first packet and lets the
+rest through on its connection-tracking entry (Calico's iptables/nftables rules accept ESTABLISHED
+before any policy; Cilium's BPF conntrack likewise; kube-proxy's DNAT lives in the entry too), and
+Kubernetes leaves what a new policy does to existing connections to the implementation. One long
+flow would measure the conntrack timeout, not the change (kind + Calico, 2026-11-26, with one UDP
+flow: a deny was not in effect within 2.4 s in 10 of 10 trials). Each request here is a new flow,
+judged afresh: "answered" means its SYN was admitted (and routed), the question a change is about.
+A connection unanswered after ``GIVE_UP_S`` is aborted before its SYN could be sent again (RTO 1 s),
+so a SYN dropped in one window never gets through in the next; connections end with RST.
 
 Statistics over N trials: nearest-rank percentiles with order-statistic CIs (``netslo.stats``); a
 percentile N cannot bound is rejected when the SLO file is loaded (``slo.defaults.trials``).
@@ -38,7 +48,6 @@ import numpy as np
 from . import slo as slo_mod
 from .errors import InfrastructureError
 from .probes import ProbeSpec
-from .probes.udp import WARMUP_WAIT_S
 from .samples import SampleSet
 from .stats import Estimate, percentile_estimate
 
@@ -46,6 +55,9 @@ STOP, RESUME = "stop", "resume"
 START_S = 0.3            # s from a warm agent's start to its first request, with margin (~0.05 s measured)
 TAIL_S = 0.05            # s the schedule runs past the last window
 REQ_BYTES = 64
+PROTOCOL = "tcp-crr"     # a new flow per request (see the module docstring)
+GIVE_UP_S = 0.25         # s a request's connection may take: above any handshake here, below the SYN RTO
+WAIT_S = 0.3             # s the probe waits for answers after its last request (> GIVE_UP_S)
 
 
 @dataclass(frozen=True)
@@ -185,19 +197,18 @@ class Trials:
 
 def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, window: float,
         interval: float = 0.001, lead_in: float | None = None, reset_window: float | None = None) -> Trials:
-    """``trials`` rounds of ``steps`` while a UDP probe from ``client`` to host:port runs throughout.
+    """``trials`` rounds of ``steps`` while a tcp-crr probe from ``client`` to host:port (a TCP responder)
+    runs throughout.
 
     Each step's window is ``window`` s from its t0 (the change's own duration included); a step's
     ``reset`` runs after its window, in a window of ``reset_window`` s (default ``window``), except
     after the study's last step (the probe's end-of-run exchange needs the open path). The
-    changes start ``lead_in`` s after the probe (default: START_S, plus the probe's unanswered
-    warm-up wait when the first step is a RESUME, i.e. the path starts closed); the agent is
+    changes start ``lead_in`` s after the probe (default: START_S); the agent is
     started once before, so the lead-in does not include its cold start. A probe that still started
     after the first change (a loaded host) is seen in its samples: the study is run once more (after
     undoing the last step) with a lead-in longer than the delay measured."""
     reset_window = window if reset_window is None else reset_window
-    if lead_in is None:
-        lead_in = START_S + (WARMUP_WAIT_S if steps and steps[0].kind == RESUME else 0.0)
+    lead_in = START_S if lead_in is None else lead_in
     if trials < 1 or window <= 0 or interval <= 0 or reset_window <= 0:
         raise ValueError(f"trials/window/reset_window/interval: values {trials!r}/{window!r}/{reset_window!r}/"
                          f"{interval!r} — expected > 0")
@@ -218,8 +229,8 @@ def _study(cluster, client, host, port, steps, trials, window, interval, lead_in
     resets = sum(reset_window for s in steps if s.reset)   # (one too many: margin for the last)
     trial_time = trials * (len(steps) * window + resets)
     span = lead_in + 1.1 * trial_time + TAIL_S             # 10 %: changes that overrun their windows
-    spec = ProbeSpec("udp", host, port, count=math.ceil(span / interval), interval=interval,
-                     req_bytes=REQ_BYTES, resp_bytes=REQ_BYTES, wait=0.1)
+    spec = ProbeSpec(PROTOCOL, host, port, count=math.ceil(span / interval), interval=interval,
+                     req_bytes=REQ_BYTES, resp_bytes=REQ_BYTES, wait=WAIT_S, give_up=GIVE_UP_S)
     box: dict = {}
 
     def probe():
@@ -261,6 +272,15 @@ def _sleep_until(t_ns: int) -> None:
     left = (t_ns - time.monotonic_ns()) * 1e-9
     if left > 0:
         time.sleep(left)
+
+
+def trials_for(thresholds: list) -> int:
+    """The trials a study runs for ``thresholds``: the most any of them is judged on (``Threshold.trials``:
+    its objective's ``trials``, else ``defaults.trials``)."""
+    n = max((t.trials for t in thresholds), default=0)
+    if n < 1:
+        raise ValueError("thresholds: none of a change study (no trials)")
+    return n
 
 
 def window_for(thresholds: list, series: tuple, floor: float = 0.05, factor: float = 1.2) -> float:

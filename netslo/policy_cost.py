@@ -1,8 +1,9 @@
 """Data-path cost of NetworkPolicy at scale: RTT with 0, 100, 1000 policies on the server pod.
 
 The server pod is isolated with one policy admitting the client; ``counts`` decoy policies
-(``Policies.decoys``: they select the server, admit no real pod) are added per alternative. A UDP
-probe measures RTT for each count in interleaved rounds (``netslo.interleave``: slow host drift
+(``Policies.decoys``: they select the server, admit no real pod) are added per alternative. A tcp-crr
+probe (a new connection per request: a stateful CNI evaluates policy on a flow's first packet, so a
+long flow would not meet the policies at all) measures RTT for each count in interleaved rounds (``netslo.interleave``: slow host drift
 hits every count alike). Per step (each count against the previous one, and the largest against
 none) the report gives the P50 and P99 shift with a percentile-bootstrap CI
 (``stats.bootstrap_quantile_diff``). SLO metrics ``policy_cost.p50`` / ``policy_cost.p99``: the shift
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import slo as slo_mod
+from .enforcement import GIVE_UP_S, PROTOCOL, WAIT_S
 from .interleave import interleaved, rtt
 from .probes import ProbeSpec
 from .stats import Estimate, bootstrap_quantile_diff
@@ -72,8 +74,8 @@ def measure(cluster, client, server, port: int, policies, counts: tuple = COUNTS
     if list(counts) != sorted(set(counts)) or len(counts) < 2 or counts[0] < 0:
         raise ValueError(f"counts: value {counts!r} — expected at least two ascending counts >= 0")
     policies.allow(client, server, port)
-    specs = {str(n): ProbeSpec("udp", server.ip, port, count=count, interval=interval, req_bytes=64,
-                               resp_bytes=64, wait=0.3) for n in counts}
+    specs = {str(n): ProbeSpec(PROTOCOL, server.ip, port, count=count, interval=interval, req_bytes=64,
+                               resp_bytes=64, wait=WAIT_S, give_up=GIVE_UP_S) for n in counts}
     sets = interleaved(cluster, client, specs, rounds, before=lambda name: policies.decoys(server, port, int(name)))
     cost = Cost(tuple(counts), {n: sets[str(n)] for n in counts})
     for a, b in steps(tuple(counts)):

@@ -16,6 +16,10 @@ File format (units are mandatory)::
         select: {protocol: [udp], placement: [same-node, cross-node], profile: [1k]}  # omitted = any
                               # also datapath, and family: ipv4 | ipv6 (the scenario's IP family)
         thresholds: {rtt.p50: 1ms, rtt.p99: 10ms, ipdv.p99: 5ms, loss: 1%}
+      - name: policy-on-calico
+        select: {datapath: calico}
+        trials: 12            # a change study's trials for this objective (default: defaults.trials)
+        thresholds: {policy_enforce.p50: 500ms}
 
 Every threshold is an upper bound (metric <= value). Verdict per threshold, from the metric's CI
 [lo, hi]: **pass** when hi <= threshold, **fail** when lo > threshold, otherwise **inconclusive**:
@@ -114,6 +118,9 @@ def json_schema() -> dict:
                 "type": "object", "additionalProperties": False, "required": ["name", "thresholds"],
                 "properties": {
                     "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+                    "trials": {"type": "integer", "minimum": 5, "maximum": 100_000,
+                               "description": "trials of the change study this objective judges (default: "
+                                              "defaults.trials), e.g. fewer on a cluster whose changes take seconds"},
                     "select": {"type": "object", "additionalProperties": False,
                                "properties": {k: selector for k in SELECT_KEYS}},
                     "thresholds": {
@@ -177,6 +184,7 @@ class Threshold:
     limit: float
     text: str          # as written in the file, e.g. '5ms'
     objective: str
+    trials: int = 0    # a change study's metric: the trials it is judged on (objective's, else defaults.trials)
 
 
 @dataclass(frozen=True)
@@ -252,26 +260,28 @@ def parse(doc, source: str = "<memory>") -> SloSpec:
                 if not fnmatch.filter(FAMILIES, pat):   # a typo would match nothing and gate nothing
                     raise SpecError(f"objectives[{i}].select.family", pat, f"{' or '.join(FAMILIES)} (or a glob matching one)")
             ths = []
+            trials = o.get("trials", sampling.trials)
             for metric, text in o["thresholds"].items():
                 field_name = f"objectives[{i}].thresholds.{metric}"
                 limit = units.percent(text, field_name) if metric in FRACTION_METRICS else units.duration(text, field_name)
-                _check_trials(metric, text, field_name, sampling)
-                ths.append(Threshold(metric, limit, text, o["name"]))
+                study = metric.partition(".")[0] in TRIAL_SERIES
+                if study:
+                    _check_trials(metric, text, field_name, trials, sampling.confidence,
+                                  f"objectives[{i}].trials" if "trials" in o else "defaults.trials")
+                ths.append(Threshold(metric, limit, text, o["name"], trials if study else 0))
             objectives.append(Objective(o["name"], select, tuple(ths)))
     except SpecError as e:
         raise e.located(source) from None
     return SloSpec(sampling, objectives, source, frozenset(doc.get("allow_skips") or ()))
 
 
-def _check_trials(metric: str, text: str, field_name: str, sampling: Sampling) -> None:
-    """SpecError when ``metric`` is a percentile of trials that ``defaults.trials`` cannot bound."""
-    if metric.partition(".")[0] not in TRIAL_SERIES:
-        return
-    need = samples_needed(metric, sampling.confidence)
-    if need > sampling.trials:
-        raise SpecError(field_name, text, f"a statistic {sampling.trials} trials (defaults.trials) bound at "
-                        f"{sampling.confidence:.0%} confidence: P{percentile_of(metric):g} needs {need} trials "
-                        f"(raise defaults.trials, or use p50/p90/max)")
+def _check_trials(metric: str, text: str, field_name: str, trials: int, confidence: float, source: str) -> None:
+    """SpecError when ``metric`` is a percentile that ``trials`` trials (set by ``source``) cannot bound."""
+    need = samples_needed(metric, confidence)
+    if need > trials:
+        raise SpecError(field_name, text, f"a statistic {trials} trials ({source}) bound at "
+                        f"{confidence:.0%} confidence: P{percentile_of(metric):g} needs {need} trials "
+                        f"(raise {source}, or use p50/p90/max)")
 
 
 def load(path) -> SloSpec:

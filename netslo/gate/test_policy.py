@@ -1,19 +1,22 @@
 """THE GATE, NetworkPolicy part: how fast a policy change takes effect, and what policies cost per packet.
 
-- Enforcement latency: while a UDP probe sends every millisecond from a client pod to a server pod,
-  a policy denying the client is applied, then one allowing it, ``defaults.trials`` times; the time
-  until the client's requests stop (``policy_enforce.*``) and resume (``policy_allow.*``) is judged
-  against the SLO file (``netslo.enforcement``: clock points, 1 ms resolution, censoring).
-- Data-path cost: RTT with 0, 100 and 1000 decoy policies beside the one admitting the client, in
-  interleaved rounds; the P50/P99 shift none -> 1000 is judged (``policy_cost.*``, ``netslo.policy_cost``).
+- Enforcement latency: while a client pod opens a new TCP connection to a server pod every
+  millisecond, a policy denying the client is applied, then one allowing it, ``defaults.trials`` times;
+  the time until the client's connections stop (``policy_enforce.*``) and resume (``policy_allow.*``)
+  being admitted is judged against the SLO file (``netslo.enforcement``: clock points, 1 ms resolution,
+  censoring, and why each request is a new flow: a stateful CNI keeps an established flow allowed).
+- Data-path cost: the RTT of a new connection with 0, 100 and 1000 decoy policies beside the one
+  admitting the client, in interleaved rounds; the P50/P99 shift none -> 1000 is judged
+  (``policy_cost.*``, ``netslo.policy_cost``).
 
 On the embedded provider the policies are an iptables emulation (``netslo.providers.netns_policy``) and
-the output says so. On kind/existing the same study drives real NetworkPolicy objects
-(``netslo.providers.kube_policy``), but the gate does not run it there yet (marker ``emulation``:
-deselected, named in the summary): its probe is one UDP flow, and a stateful CNI keeps an established
-flow allowed after a deny (kind + Calico, 2026-11-26: no deny in effect within 2.4 s in 10 of 10
-trials; conntrack accepts established traffic before policy). Measuring a real CNI needs a new flow
-per request.
+the output says so; on kind and existing clusters they are NetworkPolicy objects the CNI enforces
+(``netslo.providers.kube_policy``). The data-path cost runs on the embedded provider only (marker
+``emulation``: deselected on real clusters, named in the summary): a CNI's agent reprograms the node for
+seconds after 1000 policy objects change, and the study has no criterion yet for when it is done (kind
++ Calico, 2026-11-26, this 2-core VM: measured right after each change, 7 % of the connections with
+no decoys and 31 % with 1000 went unanswered for 250 ms, and the P50 shift, 187 ms, was the agent's
+CPU load on the node, not per-packet cost).
 """
 
 import pytest
@@ -23,7 +26,7 @@ from netslo.errors import Unsupported
 from netslo.plugin.gate import skip_unsupported
 from netslo.plugin.studies import study_thresholds
 
-pytestmark = [pytest.mark.cni, pytest.mark.emulation]
+pytestmark = pytest.mark.cni
 
 PLACEMENT = "cross-node"          # the client on another node than the server (a skip on one node)
 POLICY_SERIES = ("policy_enforce", "policy_allow")
@@ -31,9 +34,9 @@ POLICY_SERIES = ("policy_enforce", "policy_allow")
 
 @pytest.fixture(scope="module")
 def netslo_policy_server(netslo_cluster):
-    """(pod, udp port) of a responder pod of its own: policies isolate it, not the shared responder."""
+    """(pod, tcp port) of a responder pod of its own: policies isolate it, not the shared responder."""
     pod = netslo_cluster.add_pod("pol-server", netslo_cluster.nodes[0])
-    return pod, netslo_cluster.start_responders(pod, ("udp",))["udp"]
+    return pod, netslo_cluster.start_responders(pod, ("tcp",))["tcp"]
 
 
 @pytest.fixture
@@ -50,7 +53,7 @@ def netslo_policies(netslo_cluster):
 
 
 def _thresholds(slo, cluster, study: str, wanted: str) -> list:
-    return study_thresholds(slo, cluster, {"study": study, "placement": PLACEMENT, "protocol": "udp"}, wanted)
+    return study_thresholds(slo, cluster, {"study": study, "placement": PLACEMENT, "protocol": enforcement.PROTOCOL}, wanted)
 
 
 def _report(lines: list, emulated_by: str) -> str:
@@ -67,7 +70,7 @@ def test_policy_enforcement_latency(netslo_cluster, netslo_client_for, netslo_po
     ths = _thresholds(netslo_slo, netslo_cluster, "policy", "policy_enforce.* / policy_allow.*")
     steps = [enforcement.Step("policy_enforce", enforcement.STOP, lambda: netslo_policies.deny(client, server, port)),
              enforcement.Step("policy_allow", enforcement.RESUME, lambda: netslo_policies.allow(client, server, port))]
-    trials = enforcement.run(netslo_cluster, client, server.ip, port, steps, trials=netslo_slo.sampling.trials,
+    trials = enforcement.run(netslo_cluster, client, server.ip, port, steps, trials=enforcement.trials_for(ths),
                              window=enforcement.window_for(ths, POLICY_SERIES))
     trials.judge(ths, netslo_slo.sampling.confidence)
     text = _report(trials.summary(), netslo_policies.description if netslo_policies.emulated else "")
@@ -75,6 +78,7 @@ def test_policy_enforcement_latency(netslo_cluster, netslo_client_for, netslo_po
     assert trials.checks and not trials.failed, "policy enforcement SLO not met:\n" + text
 
 
+@pytest.mark.emulation   # on real clusters not yet: see the module docstring
 def test_policy_datapath_cost(netslo_cluster, netslo_client_for, netslo_policy_server, netslo_policies, netslo_slo,
                               record_property):
     client = netslo_client_for(PLACEMENT)

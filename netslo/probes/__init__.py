@@ -23,6 +23,8 @@ class ProbeSpec:
     cpu: int | None = None        # pin the probe to this CPU (None = not pinned)
     sender: str = "python"        # udp only: "native" sends from a compiled loop (probes.udp_native)
     dns: object = None            # dns only: what each lookup asks (probes.dns.DnsOptions; None = its defaults)
+    give_up: float | None = None  # tcp-crr only: abort a connection unanswered after this many s (its request
+                                  # is lost) and end every connection with RST (no TIME_WAIT); < GIVE_UP_MAX_S
 
     @property
     def interval_ns(self) -> int:
@@ -60,6 +62,22 @@ def run(spec: ProbeSpec, sink=None):
 
 
 SENDERS = ("python", "native")
+# a tcp-crr give-up must end a connection before its SYN is sent again (initial RTO 1 s, RFC 6298 2.1),
+# so a SYN a policy dropped never gets through later, into the next change's window
+GIVE_UP_MAX_S = 1.0
+
+
+def check_give_up(protocol: str, give_up: float | None, field: str = "give_up") -> None:
+    """SpecError unless ``give_up`` is None, or a tcp-crr one in (0, GIVE_UP_MAX_S) s."""
+    from ..errors import SpecError
+    if give_up is None:
+        return
+    if protocol != "tcp-crr":
+        raise SpecError(field, f"{give_up:g}s", f"no value for {protocol}: only tcp-crr (a connection per "
+                        "request) can give up on one request")
+    if not 0 < give_up < GIVE_UP_MAX_S:
+        raise SpecError(field, f"{give_up:g}s", f"a duration in (0, {GIVE_UP_MAX_S:g}s): below the SYN "
+                        "retransmission timeout, so a dropped SYN is never sent again")
 
 # protocol -> the module (netslo.probes.<name>) that probes it: every protocol a probe speaks (the
 # agent's choices, in this order; ws .. icmp are the protocol breadth of issue 7). Only the probed

@@ -1,9 +1,14 @@
-"""TCP request/response probe, open loop, one thread with ``select``.
+"""TCP request/response probe, open loop, one thread with ``poll`` (no FD_SETSIZE limit: a study's
+connections per request can be hundreds at once while a policy drops their SYNs).
 
 - ``tcp-rr``: one persistent connection (set up before the schedule starts); requests are written
   on schedule even if earlier answers are outstanding (pipelined), so queueing shows as latency.
 - ``tcp-crr``: a new connection per request; the RTT includes the handshake (send_ns is taken just
-  before ``connect``), the connection is closed after the answer.
+  before ``connect``), the connection is closed after the answer. With ``give_up`` (the change studies,
+  ``netslo.enforcement``) a connection still unanswered after ``give_up`` s is aborted and its request
+  counts as lost, before the kernel would send its SYN again; and every connection ends with RST, so
+  thousands per second leave no TIME_WAIT holding the ephemeral ports. Each request is then a new flow
+  that a stateful datapath (conntrack, a CNI's policy or load balancer) judges afresh.
 RTT = from the start of the request (connect or first write) to the last byte of the answer.
 
 Kernel timestamps (``netslo.kstamps``, docs/metrics.md), detected per connection: tcp-rr's
@@ -20,6 +25,7 @@ from __future__ import annotations
 import errno
 import select
 import socket
+import struct
 from collections import deque
 
 from .. import kstamps, samples, stream, wire
@@ -30,6 +36,7 @@ from . import ProbeSpec
 
 RECV_CHUNK = 1 << 20
 MAX_UNSTAMPED = 4096        # requests of one connection awaiting their TX stamp, at most
+ABORT = struct.pack("ii", 1, 0)   # SO_LINGER on, 0 s: close() sends RST, no TIME_WAIT
 
 
 class _Conn:
@@ -153,6 +160,8 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     persistent = None if per_request else _open(spec, blocking=True)
     if persistent:
         conns.append(persistent)
+    give_up_ns = int(spec.give_up * 1e9) if per_request and spec.give_up else 0
+    opened: deque = deque()     # (give-up time ns, connection) in the order opened (give_up only)
     arrivals = 0
     clock = kstamps.clock()
     counts = {"got": 0, "tx_missing": 0, "rx_missing": 0, "server_kernel": 0, "sources": set()}
@@ -172,6 +181,8 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
                 if per_request:
                     c = _open(spec, blocking=False)
                     conns.append(c)
+                    if give_up_ns:
+                        opened.append((t + give_up_ns, c))
                 else:
                     if persistent is None or persistent.dead:
                         persistent = _open(spec, blocking=True)
@@ -191,10 +202,15 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
             timeout = (deadline - t) / 1e9
         else:
             timeout = (start + seq * interval_ns - t) / 1e9
+        while opened and (opened[0][1].dead or not opened[0][1].pending or opened[0][0] <= t):
+            _, c = opened.popleft()
+            c.dead = True       # answered (closed below anyway) or given up: its request stays lost
+        if opened:
+            timeout = min(timeout, (opened[0][0] - t) / 1e9)
         live = [c for c in conns if not c.dead]
         rl = [c for c in live if c.pending]
         wl = [c for c in live if c.out or not c.connected]
-        r, w, _ = select.select(rl, wl, [], max(timeout, 0))
+        r, w = _wait(rl, wl, timeout)
         for c in w:
             if not c.connected:
                 err = c.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
@@ -238,19 +254,51 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
             if per_request and not c.pending:
                 c.dead = True
         for c in [c for c in conns if c.dead]:
-            c.sock.close()
+            _close(c.sock, give_up_ns)
             counts["server_kernel"] += c.server_kernel
             conns.remove(c)
             if c is persistent:
                 persistent = None
     for c in conns:
-        c.sock.close()
+        _close(c.sock, give_up_ns)
         counts["server_kernel"] += c.server_kernel
     if holder is not None:
         holder.close()
     meta = spec.meta()
     meta.update(_stamp_meta(counts))
     return rows.finish(meta)
+
+
+def _wait(rl: list, wl: list, timeout: float) -> tuple[list, list]:
+    """(readable of ``rl``, writable of ``wl``), waiting at most ``timeout`` s; an error condition
+    counts as both, as select() has it (a TX stamp waiting on the error queue is one)."""
+    want: dict = {}
+    for c in rl:
+        want[c.fileno()] = [c, select.POLLIN]
+    for c in wl:
+        want.setdefault(c.fileno(), [c, 0])[1] |= select.POLLOUT
+    poller = select.poll()
+    for fd, (_, events) in want.items():
+        poller.register(fd, events)
+    bad = select.POLLERR | select.POLLHUP
+    r, w = [], []
+    for fd, ev in poller.poll(max(timeout, 0.0) * 1000.0):
+        c, events = want[fd]
+        if events & select.POLLIN and ev & (select.POLLIN | bad):
+            r.append(c)
+        if events & select.POLLOUT and ev & (select.POLLOUT | bad):
+            w.append(c)
+    return r, w
+
+
+def _close(sock: socket.socket, abort: bool) -> None:
+    """Close; with ``abort`` by RST (SO_LINGER 0), leaving no TIME_WAIT."""
+    if abort:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, ABORT)
+        except OSError:
+            pass
+    sock.close()
 
 
 def _stamp_meta(counts: dict) -> dict:

@@ -107,7 +107,7 @@ class Cluster(abc.ABC):
         raise Unsupported(f"provider {self.provider} has no NetworkPolicy implementation", "provider")
 
     def service_program(self, backend: Pod, port: int, type: str, client: Pod):
-        """A Service to ``backend``:``port`` (UDP) created on demand (``service_program.ServiceProgram``)."""
+        """A Service to ``backend``:``port`` (TCP) created on demand (``service_program.ServiceProgram``)."""
         raise Unsupported(f"provider {self.provider} cannot create Services", "provider")
 
     @timed_call("probing")
@@ -125,6 +125,8 @@ class Cluster(abc.ABC):
             args += ["--sender", spec.sender]
         if spec.dns is not None:
             args += spec.dns.cli_args()
+        if spec.give_up is not None:
+            args += ["--give-up", f"{spec.give_up * 1e6:.0f}us"]
         budget = spec.count * spec.interval + spec.wait + 30.0 + (spec.dns.longest_s() if spec.dns else 0.0)
         scheduled(spec.count * spec.interval, "probing")
         data = self.exec_agent(pod, args, timeout=budget)

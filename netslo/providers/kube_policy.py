@@ -26,8 +26,8 @@ def policy_manifest(name: str, run_id: str, server: str, ingress: list, kind: st
 
 
 def admit(labels: dict, port: int) -> list:
-    """The ingress rules admitting pods with ``labels`` on UDP ``port``."""
-    return [{"from": [{"podSelector": {"matchLabels": labels}}], "ports": [{"protocol": "UDP", "port": port}]}]
+    """The ingress rules admitting pods with ``labels`` on TCP ``port`` (the studies' probe: tcp-crr)."""
+    return [{"from": [{"podSelector": {"matchLabels": labels}}], "ports": [{"protocol": "TCP", "port": port}]}]
 
 
 class KubePolicies(Policies):

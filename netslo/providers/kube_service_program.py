@@ -1,6 +1,6 @@
 """Service programming on a real cluster: a Service with a requested address, created and deleted.
 
-The Service selects one agent pod and maps UDP ``port`` to it. Its address is fixed up front so a
+The Service selects one agent pod and maps TCP ``port`` to it. Its address is fixed up front so a
 client can send to it before it exists: ClusterIP ``spec.clusterIP`` = a free address in the /24 of
 the ``default/kubernetes`` Service (the service range starts there), NodePort ``spec.ports[].nodePort``
 = a free port in 30000-32767 on the backend's node. ``create()`` is the one API call the study times:
@@ -33,7 +33,7 @@ class KubeServiceProgram(ServiceProgram):
         self.cluster, self.api, self.type = cluster, cluster.api, type
         self.name = km.k8s_name(f"svcp-{backend.name}-{type.lower()}")
         self.manifest = km.service_manifest(self.name, cluster.run_id, backend.name, type=type,
-                                            ports=[{"name": "udp", "port": port, "targetPort": port, "protocol": "UDP"}])
+                                            ports=[{"name": "tcp", "port": port, "targetPort": port, "protocol": "TCP"}])
         self._closed = False
         self._reserve(backend, port)
 

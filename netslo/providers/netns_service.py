@@ -4,12 +4,9 @@
 DNAT rule kube-proxy would into chain ``NETSLO-SVCP`` (jumped to from ``nat PREROUTING``): ClusterIP
 ``10.96.200.<k>:80`` -> backend, or NodePort (any local address, port ``30000+k``) -> backend.
 
-Stale flows: a UDP flow seen before the Service existed has a conntrack entry without NAT, which would
-keep bypassing the new rule for 30 s; kube-proxy deletes such entries after programming. The emulation
-keeps them from being made: while the Service does not exist, a ``raw PREROUTING`` rule exempts its
-address from connection tracking (``-j CT --notrack``), and ``create()`` removes that rule in the same
-``iptables-restore`` transaction that adds the DNAT (NAT first); ``delete()`` restores it before
-flushing the chain. Same path behaviour, one process per node and change, no conntrack flush.
+The Service maps TCP: the study opens a new connection per request, so no flow seen before the
+Service existed (a conntrack entry without NAT) carries over into a trial; ``create()`` adds the DNAT and
+``delete()`` flushes the chain, one ``iptables-restore`` per node and change.
 The client must be on another node than the backend on the ``bridge``/``vxlan`` datapaths (the
 answer would bypass the node's conntrack without br_netfilter, as in ``netslo.exposure``).
 Reports say "emulated".
@@ -36,8 +33,7 @@ _next = itertools.count(1)
 
 class NetnsServiceProgram(ServiceProgram):
     emulated = True
-    description = ("emulated: kube-proxy-like iptables DNAT on every node at once; stale UDP flows kept out "
-                   "by a notrack rule while the Service is absent")
+    description = "emulated: kube-proxy-like iptables DNAT on every node at once"
 
     def __init__(self, cluster, backend: Pod, port: int, type: str, client: Pod):
         if type not in SERVICE_TYPES:
@@ -51,12 +47,11 @@ class NetnsServiceProgram(ServiceProgram):
         k = next(_next)
         if type == "ClusterIP":
             self.target = (CLUSTER_IP.format(k), SERVICE_PORT)
-            match = f"-d {self.target[0]}/32 -p udp -m udp --dport {SERVICE_PORT}"
+            match = f"-d {self.target[0]}/32 -p tcp -m tcp --dport {SERVICE_PORT}"
         else:
             self.target = (cluster.node_ip(backend.node), NODE_PORT + k)
-            match = f"-p udp -m addrtype --dst-type LOCAL -m udp --dport {self.target[1]}"
+            match = f"-p tcp -m addrtype --dst-type LOCAL -m tcp --dport {self.target[1]}"
         self.dnat = f"{match} {COMMENT} -j DNAT --to-destination {backend.ip}:{port}"
-        self.notrack = f"{match} {COMMENT} -j CT --notrack"
         self._hooked: list[str] = []
         self._closed = False
         self._pool = ThreadPoolExecutor(max_workers=len(cluster.nodes), thread_name_prefix="svc-program")
@@ -64,8 +59,7 @@ class NetnsServiceProgram(ServiceProgram):
             for node in cluster.nodes:
                 ns = cluster.node_netns(node)
                 self._hooked.append(ns)
-                self._restore(ns, f"*nat\n:{CHAIN} - [0:0]\n-I PREROUTING 1 -j {CHAIN}\nCOMMIT\n"
-                                  f"*raw\n-I PREROUTING 1 {self.notrack}\nCOMMIT\n")
+                self._restore(ns, f"*nat\n:{CHAIN} - [0:0]\n-I PREROUTING 1 -j {CHAIN}\nCOMMIT\n")
         except BaseException:
             self.close()
             raise
@@ -80,10 +74,10 @@ class NetnsServiceProgram(ServiceProgram):
         list(self._pool.map(lambda ns: self._restore(ns, script), self._hooked))
 
     def create(self) -> None:
-        self._on_every_node(f"*nat\n-A {CHAIN} {self.dnat}\nCOMMIT\n*raw\n-D PREROUTING {self.notrack}\nCOMMIT\n")
+        self._on_every_node(f"*nat\n-A {CHAIN} {self.dnat}\nCOMMIT\n")
 
     def delete(self) -> None:
-        self._on_every_node(f"*raw\n-I PREROUTING 1 {self.notrack}\nCOMMIT\n*nat\n-F {CHAIN}\nCOMMIT\n")
+        self._on_every_node(f"*nat\n-F {CHAIN}\nCOMMIT\n")
 
     def close(self) -> None:
         if self._closed:
@@ -91,6 +85,5 @@ class NetnsServiceProgram(ServiceProgram):
         self._closed = True
         self._pool.shutdown(wait=True)
         for ns in self._hooked:   # each piece alone: whatever state a failure left, the rest still goes
-            for script in (f"*nat\n-D PREROUTING -j {CHAIN}\nCOMMIT\n", f"*nat\n-F {CHAIN}\n-X {CHAIN}\nCOMMIT\n",
-                           f"*raw\n-D PREROUTING {self.notrack}\nCOMMIT\n"):
+            for script in (f"*nat\n-D PREROUTING -j {CHAIN}\nCOMMIT\n", f"*nat\n-F {CHAIN}\n-X {CHAIN}\nCOMMIT\n"):
                 self._restore(ns, script, check=False)   # a namespace already gone took its rules with it

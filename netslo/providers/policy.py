@@ -2,7 +2,7 @@
 
     pol = cluster.policies()            # Unsupported where the provider has none
     pol.deny(client, server, port)      # server isolated for ingress; client not admitted
-    pol.allow(client, server, port)     # a policy admitting client -> server:port (udp)
+    pol.allow(client, server, port)     # a policy admitting client -> server:port (tcp)
     pol.decoys(server, port, n)         # exactly n more policies selecting server, admitting no real pod
     pol.clear()                         # every policy this object made is gone
 
@@ -33,7 +33,7 @@ class Policies(contextlib.AbstractContextManager, abc.ABC):
 
     @abc.abstractmethod
     def allow(self, client: Pod, server: Pod, port: int) -> None:
-        """Admit ``client`` -> ``server``:``port`` (UDP)."""
+        """Admit ``client`` -> ``server``:``port`` (TCP)."""
 
     @abc.abstractmethod
     def decoys(self, server: Pod, port: int, n: int) -> None:

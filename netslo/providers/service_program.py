@@ -20,7 +20,7 @@ SERVICE_TYPES = ("ClusterIP", "NodePort")
 
 
 class ServiceProgram(contextlib.AbstractContextManager, abc.ABC):
-    """One Service in front of one backend pod's UDP responder."""
+    """One Service in front of one backend pod's TCP responder."""
 
     emulated: bool = False
     description: str = ""
@@ -32,7 +32,7 @@ class ServiceProgram(contextlib.AbstractContextManager, abc.ABC):
 
     @abc.abstractmethod
     def delete(self) -> None:
-        """Remove the Service (and what keeps its flows going, as kube-proxy does for UDP)."""
+        """Remove the Service (new connections to its address then go nowhere)."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -127,7 +127,8 @@ def figures(outcome) -> list[tuple[str, bytes]]:
     """(attachment name, PNG bytes): an ECDF per gated delay series (RTT always), the RTT
     histogram/box plot, and the RTT time series with losses."""
     sid = outcome.scenario.id
-    gated = ["rtt"] + sorted({split_metric(c.threshold.metric)[0] for c in outcome.checks} - {"rtt", "loss", "rfc3550"})
+    delays = {name for name, q in map(split_metric, (c.threshold.metric for c in outcome.checks)) if q is not None}
+    gated = ["rtt"] + sorted(delays - {"rtt"})
     out = []
     for name in gated:
         values = series(outcome.samples, name)

@@ -4,7 +4,8 @@ regression tests that need samples, not summaries.
 ``series(samples, "rtt")`` returns exactly the values whose nearest-rank percentiles are
 ``analyze(samples).metrics["rtt.p99"]`` etc. Names: rtt, rtt_app, owd_up, owd_down, ipdv, ipdv_app,
 ipdv_up, ipdv_down, pdv, server_time, timer_error (delays, seconds; ipdv* are absolute values) and loss
-(0/1 per request).
+(0/1 per request). A dns probe's set names its lookup time ``dns`` and its failed lookups ``dns.fail``:
+the same values as its rtt and loss (``stats._dns``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from .. import delays
 from ..delays import ChunkDelays
 from ..order_stats import seconds
 from ..samples import SampleSet
+from ..slo import FRACTION_METRICS
 
 NS = 1e-9
 DELAY_SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "ipdv", "ipdv_app", "ipdv_up", "ipdv_down", "pdv",
                 "server_time", "timer_error")
+ALIASES = {"dns": "rtt", "dns.fail": "loss"}   # another probe's name for the same series
 
 
 def _joined(parts, dtype) -> np.ndarray:
@@ -46,6 +49,7 @@ def series(samples: SampleSet, name: str) -> np.ndarray:
 
     Returns an empty array when the series cannot be measured (e.g. one-way delay without a shared
     clock). Raises ValueError for an unknown name. Read from the compact chunks (no 73-byte rows)."""
+    name = ALIASES.get(name, name)
     chunks = samples.chunks()
     if name == "loss":
         return (~received(samples)).astype(np.float64)
@@ -63,8 +67,9 @@ def series(samples: SampleSet, name: str) -> np.ndarray:
 
 
 def split_metric(metric: str) -> tuple[str, float | None]:
-    """'rtt.p99' -> ('rtt', 99.0); 'loss' -> ('loss', None); 'ipdv.p99.9' -> ('ipdv', 99.9)."""
-    if "." not in metric:
+    """'rtt.p99' -> ('rtt', 99.0); 'loss' -> ('loss', None); 'ipdv.p99.9' -> ('ipdv', 99.9);
+    'dns.fail' -> ('dns.fail', None)."""
+    if "." not in metric or metric in FRACTION_METRICS:
         return metric, None
     name, stat = metric.split(".", 1)
     if not stat.startswith("p"):

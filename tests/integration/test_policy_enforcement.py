@@ -21,7 +21,7 @@ P50 = slo.Threshold("policy_enforce.p50", 0.03, "30ms", "t")
 def cluster():
     with NetnsCluster(nodes=2) as c:
         server, client = c.add_pod("server", "node0"), c.add_pod("client", "node1")
-        port = c.start_responders(server, ("udp",))["udp"]
+        port = c.start_responders(server, ("tcp",))["tcp"]
         yield c, server, client, port
 
 
@@ -48,6 +48,44 @@ def test_emulated_policy_is_measured_and_removed(cluster):
         v = trials.values[series]
         assert len(v) == TRIALS and np.isfinite(v).all() and (v >= 0).all() and (v < WINDOW).all(), (series, v)
     assert [ch.verdict for ch in trials.judge([P50], 0.95)] == [slo.PASS]
+
+
+def test_a_study_probe_gives_up_on_dropped_syns_and_leaves_no_time_wait(cluster):
+    """tcp-crr with give_up: a request whose SYN is dropped is lost after give_up (not answered by the
+    SYN the kernel would resend 1 s later), and connections end with RST (no TIME_WAIT at the client)."""
+    from netslo.probes import ProbeSpec
+    c, server, client, port = cluster
+    spec = ProbeSpec("tcp-crr", server.ip, port, count=200, interval=0.002, req_bytes=64, resp_bytes=64,
+                     wait=0.3, give_up=0.1)
+    with c.policies() as pol:
+        pol.deny(client, server, port)
+        denied = c.probe(client, spec)
+        pol.allow(client, server, port)
+        admitted = c.probe(client, spec)
+    assert (denied.rows["recv_ns"] < 0).all() and denied.meta["give_up"] == pytest.approx(0.1)
+    assert (admitted.rows["recv_ns"] >= 0).all()
+    ss = subprocess.run(["nsenter", f"--net=/run/netns/{c.netns_of(client)}", "ss", "-Htan", "state", "time-wait"],
+                        capture_output=True, text=True, check=True).stdout
+    assert ss.strip() == "", ss
+
+
+def test_a_stateful_policy_is_measured_on_new_flows(cluster, monkeypatch):
+    """A CNI that accepts ESTABLISHED traffic before any policy (Calico) still shows its deny: every
+    request is a new connection. A probe on one long flow would see nothing: shown with tcp-rr."""
+    from netslo.providers import netns_policy
+    stateless = netns_policy.chain_rules
+    monkeypatch.setattr(netns_policy, "chain_rules", lambda p: ["-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"]
+                        + stateless(p))
+    c, server, client, port = cluster
+    with c.policies() as pol:
+        trials = en.run(c, client, server.ip, port, _policy_steps(pol, client, server, port), TRIALS, WINDOW)
+        assert any("ESTABLISHED" in r for r in pol.rules(server))
+        monkeypatch.setattr(en, "PROTOCOL", "tcp-rr")   # one flow, opened before the first deny
+        monkeypatch.setattr(en, "GIVE_UP_S", None)
+        pol.allow(client, server, port)
+        one_flow = en.run(c, client, server.ip, port, _policy_steps(pol, client, server, port)[:1], 2, WINDOW)
+    assert np.isfinite(trials.values["policy_enforce"]).all(), trials.values
+    assert one_flow.censored("policy_enforce") == 2
 
 
 class Inert(Policies):

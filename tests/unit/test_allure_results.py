@@ -21,7 +21,7 @@ ENV = {"provider": "netns (emulated pod network)", "emulated": "yes", "datapath"
        "nodes": "2", "pod_mtu": "1500", "kernel": "host 6.1.0", "run_id": "abc123", "clock": "CLOCK_MONOTONIC µs"}
 
 
-def outcome(thresholds: dict, lost=(), scenario=Scenario("cross-node", "udp", "1k")) -> Outcome:
+def outcome(thresholds: dict, lost=(), scenario=Scenario("cross-node", "udp", "1k"), meta=None) -> Outcome:
     n = 1000
     rows = empty(n)
     rows["sched_ns"] = np.arange(n) * 2_000_000
@@ -29,7 +29,7 @@ def outcome(thresholds: dict, lost=(), scenario=Scenario("cross-node", "udp", "1
     rows["recv_ns"] = rows["send_ns"] + (1e5 * np.random.default_rng(0).lognormal(0, 0.5, n)).astype(np.int64)
     rows["arrival"] = np.arange(n)
     rows["recv_ns"][list(lost)] = -1
-    s = SampleSet(rows, {"protocol": "udp"})
+    s = SampleSet(rows, meta or {"protocol": "udp"})
     a = analyze(s)
     spec = slo_mod.parse({"version": 1, "objectives": [{"name": "udp-latency", "thresholds": thresholds}]})
     checks = [slo_mod.decide(a.metrics[t.metric], t) for t in spec.thresholds_for(scenario.labels())]
@@ -78,6 +78,17 @@ def test_statistics_table_lists_gated_metrics_first_with_ci_threshold_and_verdic
 def test_figures_cover_ecdf_per_gated_series_histogram_and_timeseries():
     names = [n for n, png in al.figures(outcome({"rtt.p99": "10ms", "ipdv.p99": "5ms", "loss": "1%"}, lost=[3]))]
     assert names == ["ECDF of RTT", "ECDF of |IPDV|", "RTT histogram and box plot", "RTT time series"]
+
+
+def test_figures_of_a_dns_outcome_plot_lookup_time_not_its_rates():
+    """dns.fail and dns.retry are fractions (no series to plot); dns.p99 is the lookup time."""
+    zeros = [0] * 1000
+    per_row = {"dns_timeouts_a": zeros, "dns_timeouts_aaaa": zeros, "dns_queries": [2] * 1000, "dns_rcode": zeros}
+    o = outcome({"dns.p99": "50ms", "dns.fail": "1%", "dns.retry": "1%"}, lost=[3],
+                meta={"protocol": "dns", "per_row": per_row})
+    figs = dict(al.figures(o))
+    assert list(figs) == ["ECDF of RTT", "ECDF of dns", "RTT histogram and box plot", "RTT time series"]
+    assert all(png.startswith(b"\x89PNG") for png in figs.values())
 
 
 def test_environment_properties_escape_for_java():

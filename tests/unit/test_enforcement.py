@@ -107,6 +107,10 @@ BAD = [
     (DOC % (36, "svc_program.p50", "-1ms"), "svc_program.p50", "duration"),
     (DOC % (2, "svc_program.p50", "1ms"), "defaults.trials", "5..100000"),
     (DOC % (20, "svc_program.p90", "1ms"), "svc_program.p90", "P90 needs 36"),
+    ("version: 1\nobjectives: [{name: a, trials: 8, thresholds: {svc_program.p90: 1s}}]", "svc_program.p90",
+     "8 trials (objectives[0].trials) bound"),
+    ("version: 1\nobjectives: [{name: a, trials: 4, thresholds: {svc_program.p50: 1s}}]", "objectives[0].trials",
+     "5..100000"),
 ]
 
 
@@ -129,11 +133,23 @@ def test_study_metrics_apply_only_to_their_study():
     assert spec.sampling.trials == 40 and not slo.sample_warnings(spec)
 
 
+def test_an_objective_sets_its_own_trials():
+    spec = slo.parse({"version": 1, "defaults": {"trials": 36}, "objectives": [
+        {"name": "emu", "select": {"datapath": "bridge"}, "thresholds": {"policy_enforce.p90": "50ms", "rtt.p50": "1ms"}},
+        {"name": "real", "select": {"datapath": "calico"}, "trials": 8, "thresholds": {"policy_enforce.p50": "1s"}}]})
+    emu, real = (spec.thresholds_for({"study": "policy", "datapath": d}) for d in ("bridge", "calico"))
+    assert [t.trials for t in emu] == [36] and [t.trials for t in real] == [8]
+    assert spec.thresholds_for({"protocol": "udp", "datapath": "bridge"})[0].trials == 0
+    assert en.trials_for(emu) == 36 and en.trials_for(real) == 8 and en.trials_for(emu + real) == 36
+    with pytest.raises(ValueError):
+        en.trials_for([])
+
+
 def test_emulated_policy_rules_in_evaluation_order():
     p = netns_policy._PodPolicy(isolated=True, decoys=2, port=7000, admitted={"10.244.1.2": 7000})
     assert netns_policy.chain_rules(p) == [
-        "-i lo -j ACCEPT", "-s 10.255.0.1/32 -p udp --dport 7000 -j ACCEPT",
-        "-s 10.255.0.2/32 -p udp --dport 7000 -j ACCEPT", "-s 10.244.1.2/32 -p udp --dport 7000 -j ACCEPT", "-j DROP"]
+        "-i lo -j ACCEPT", "-s 10.255.0.1/32 -p tcp --dport 7000 -j ACCEPT",
+        "-s 10.255.0.2/32 -p tcp --dport 7000 -j ACCEPT", "-s 10.244.1.2/32 -p tcp --dport 7000 -j ACCEPT", "-j DROP"]
     assert len({netns_policy.decoy_source(i) for i in range(1000)}) == 1000
 
 
@@ -141,7 +157,7 @@ def test_kube_policy_manifest_selects_the_server_and_admits_by_labels():
     m = kube_policy.policy_manifest("pol-allow-s-c", "abc123", "s", kube_policy.admit({"k": "v"}, 7000), "allow")
     assert m["kind"] == "NetworkPolicy" and m["metadata"]["namespace"] == "netslo-abc123"
     assert m["spec"]["podSelector"]["matchLabels"]["netslo.io/pod"] == "s" and m["spec"]["policyTypes"] == ["Ingress"]
-    assert m["spec"]["ingress"][0]["ports"] == [{"protocol": "UDP", "port": 7000}]
+    assert m["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 7000}]
     assert kube_policy.policy_manifest("d", "abc123", "s", [], "deny")["spec"]["ingress"] == []
 
 

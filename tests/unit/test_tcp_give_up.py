@@ -1,0 +1,54 @@
+"""tcp-crr with ``give_up`` (the change studies' probe), on loopback with an in-thread responder:
+unanswered connections are given up on time, and descriptors above FD_SETSIZE (1024) work."""
+
+import os
+import socket
+
+import numpy as np
+import pytest
+
+from netslo.probes import ProbeSpec, check_give_up, tcp
+from netslo.errors import SpecError
+from netslo.responders import tcp as tcp_responder
+
+from .local_responder import serving
+
+
+def _port(kind=socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_descriptors_above_fd_setsize_do_not_stop_the_probe():
+    """select() refuses a descriptor >= 1024 ('filedescriptor out of range', seen on kind + Cilium with
+    hundreds of connections pending); the probe polls instead."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        port = _port()
+        with serving(tcp_responder.serve, port):
+            s = tcp.run(ProbeSpec("tcp-crr", "127.0.0.1", port, count=200, interval=0.001, req_bytes=64,
+                                  resp_bytes=64, wait=0.3, give_up=0.2))
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert (s.rows["recv_ns"] >= 0).all()
+
+
+def test_unanswered_connections_are_given_up_and_lost():
+    """A listener that never accepts (backlog full after a few): the rest stay unanswered; the probe
+    ends after its schedule + wait, each such request lost."""
+    with socket.socket() as lst:
+        lst.bind(("127.0.0.1", 0))
+        lst.listen(0)
+        s = tcp.run(ProbeSpec("tcp-crr", "127.0.0.1", lst.getsockname()[1], count=100, interval=0.002,
+                              req_bytes=64, resp_bytes=64, wait=0.3, give_up=0.05))
+    assert (s.rows["recv_ns"] < 0).all() and np.count_nonzero(s.rows["send_app_ns"] >= 0) == 100
+
+
+@pytest.mark.parametrize("protocol,give_up,expected", [
+    ("udp", 0.1, "no value for udp"), ("tcp-crr", 1.0, "(0, 1s)"), ("tcp-crr", 0.0, "(0, 1s)")])
+def test_bad_give_up_is_one_line(protocol, give_up, expected):
+    with pytest.raises(SpecError, match=r"give_up: value .* — expected") as e:
+        check_give_up(protocol, give_up)
+    assert expected in str(e.value) and "\n" not in str(e.value)
