@@ -8,13 +8,25 @@ hits every count alike). Per step (each count against the previous one, and the 
 none) the report gives the P50 and P99 shift with a percentile-bootstrap CI
 (``stats.bootstrap_quantile_diff``). SLO metrics ``policy_cost.p50`` / ``policy_cost.p99``: the shift
 from none to the largest count (seconds; upper bounds like every threshold).
+
+Settling: a CNI's agent reprograms the node after policy objects change (kind + Calico on 2 cores:
+seconds for 1000), and a measurement taken meanwhile shows its CPU load and the connections it has not
+admitted yet, not the per-connection cost. After each change the study probes in short bursts of new
+connections until the path is steady (``settle``: two consecutive bursts with every connection answered
+and P50s within ``SETTLE_TOL`` of each other), and reports how long that took per count; a path that
+does not settle within ``SETTLE_LIMIT_S`` is an infrastructure error naming its last bursts.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from . import slo as slo_mod
+from .errors import InfrastructureError
 from .enforcement import GIVE_UP_S, PROTOCOL, WAIT_S
 from .interleave import interleaved, rtt
 from .probes import ProbeSpec
@@ -24,6 +36,11 @@ from .units import format_duration, format_percent
 COUNTS = (0, 100, 1000)
 QUANTILES = (50.0, 99.0)
 MAX_LOSS = 0.01   # an admitted client losing more is not a cost to measure: the policy blocks it
+SETTLE_BURST = 100           # new connections per settling burst, SETTLE_INTERVAL_S apart
+SETTLE_INTERVAL_S = 0.002
+SETTLE_TOL = 0.25            # consecutive bursts' P50s within 25 % (and SETTLE_FLOOR_S) count as steady
+SETTLE_FLOOR_S = 100e-6
+SETTLE_LIMIT_S = 180.0       # s after a change before "did not settle" (an infrastructure error)
 
 
 @dataclass
@@ -32,6 +49,7 @@ class Cost:
     samples: dict                                  # count -> SampleSet
     shifts: dict = field(default_factory=dict)     # (from, to, q) -> Estimate (s)
     checks: list = field(default_factory=list)
+    settled: dict = field(default_factory=dict)    # count -> [s until steady after each change to it]
 
     def loss(self, n: int) -> float:
         r = self.samples[n].rows
@@ -55,7 +73,8 @@ class Cost:
         return out
 
     def summary(self) -> list[str]:
-        lines = []
+        lines = [f"{n} policies: steady {max(v):.1f} s after the change at most ({len(v)} changes)"
+                 for n, v in self.settled.items() if v]
         for (a, b, q), e in self.shifts.items():
             lines.append(f"P{q:g} shift {a} -> {b} policies: {format_duration(e.value)} "
                          f"(CI {format_duration(e.lo)} – {format_duration(e.hi)}, n={e.n})")
@@ -76,11 +95,43 @@ def measure(cluster, client, server, port: int, policies, counts: tuple = COUNTS
     policies.allow(client, server, port)
     specs = {str(n): ProbeSpec(PROTOCOL, server.ip, port, count=count, interval=interval, req_bytes=64,
                                resp_bytes=64, wait=WAIT_S, give_up=GIVE_UP_S) for n in counts}
-    sets = interleaved(cluster, client, specs, rounds, before=lambda name: policies.decoys(server, port, int(name)))
-    cost = Cost(tuple(counts), {n: sets[str(n)] for n in counts})
+    settled: dict = {n: [] for n in counts}
+
+    def before(name: str) -> None:
+        policies.decoys(server, port, int(name))
+        settled[int(name)].append(settle(cluster, client, server.ip, port))
+
+    sets = interleaved(cluster, client, specs, rounds, before=before)
+    cost = Cost(tuple(counts), {n: sets[str(n)] for n in counts}, settled=settled)
     for a, b in steps(tuple(counts)):
         ra, rb = rtt(cost.samples[a]), rtt(cost.samples[b])
         for q in QUANTILES:
             cost.shifts[(a, b, q)] = (bootstrap_quantile_diff(ra, rb, q, confidence) if len(ra) and len(rb)
                                       else Estimate(float("nan"), float("-inf"), float("inf"), 0))
     return cost
+
+
+def settle(cluster, client, host: str, port: int, limit_s: float = SETTLE_LIMIT_S) -> float:
+    """Seconds until ``client`` -> host:port answers steadily after a change: bursts of SETTLE_BURST new
+    connections until two in a row answer every one with P50s within SETTLE_TOL (or SETTLE_FLOOR_S)
+    of each other. InfrastructureError with the last bursts when that takes longer than ``limit_s``."""
+    spec = ProbeSpec(PROTOCOL, host, port, count=SETTLE_BURST, interval=SETTLE_INTERVAL_S, req_bytes=64,
+                     resp_bytes=64, wait=WAIT_S, give_up=GIVE_UP_S)
+    t0 = time.monotonic()
+    seen: list[tuple[float, float]] = []    # (loss, P50 s) per burst
+    while True:
+        s = cluster.probe(client, spec)
+        r = rtt(s)
+        seen.append((1.0 - len(r) / max(len(s.rows), 1), float(np.median(r)) if len(r) else math.inf))
+        if len(seen) >= 2 and _steady(seen[-2], seen[-1]):
+            return time.monotonic() - t0
+        if time.monotonic() - t0 > limit_s:
+            last = "; ".join(f"loss {format_percent(lo)}, P50 {format_duration(p)}" for lo, p in seen[-3:])
+            raise InfrastructureError(f"the path to {host}:{port} did not settle within {limit_s:.0f} s of a policy "
+                                      f"change (last bursts of {SETTLE_BURST} connections: {last})")
+
+
+def _steady(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Two bursts (loss, P50 s) that answered everything and agree within SETTLE_TOL / SETTLE_FLOOR_S."""
+    (la, pa), (lb, pb) = a, b
+    return la == 0 and lb == 0 and abs(pa - pb) <= max(SETTLE_TOL * min(pa, pb), SETTLE_FLOOR_S)

@@ -26,7 +26,7 @@ say() { echo "ci-kind [$(( $(date +%s) - t0 )) s] $*"; }
 if (($#)); then CNIS=("$@"); else CNIS=(cilium); [[ -n ${NETSLO_CALICO_SRC:-} ]] && CNIS+=(calico); fi
 for c in "${CNIS[@]}"; do
   case $c in
-    cilium) export NETSLO_CILIUM=1 NETSLO_CNI_ALLOW_UNRECORDED=1 ;;  # chart packed locally: no recorded digest
+    cilium) export NETSLO_CILIUM=1 ;;   # chart packed locally: checked against its .local-build record
     calico) [[ -n ${NETSLO_CALICO_SRC:-} ]] || { echo "ci-kind: calico needs NETSLO_CALICO_SRC" >&2; exit 2; } ;;
     *) echo "ci-kind: CNI $c: expected cilium or calico" >&2; exit 2 ;;
   esac

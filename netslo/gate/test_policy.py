@@ -23,6 +23,7 @@ import pytest
 
 from netslo import enforcement, policy_cost, progress
 from netslo.errors import Unsupported
+from netslo.plugin.cluster import plan_pods, planned_pod
 from netslo.plugin.gate import skip_unsupported
 from netslo.plugin.studies import study_thresholds
 
@@ -33,10 +34,13 @@ POLICY_SERIES = ("policy_enforce", "policy_allow")
 
 
 @pytest.fixture(scope="module")
-def netslo_policy_server(netslo_cluster):
+def netslo_policy_server(netslo_cluster, netslo_gate_pods):
     """(pod, tcp port) of a responder pod of its own: policies isolate it, not the shared responder."""
-    pod = netslo_cluster.add_pod("pol-server", netslo_cluster.nodes[0])
+    pod = planned_pod(netslo_gate_pods, netslo_cluster, "pol-server", netslo_cluster.nodes[0])
     return pod, netslo_cluster.start_responders(pod, ("tcp",))["tcp"]
+
+
+plan_pods("netslo_policy_server", ("pol-server", 0))
 
 
 @pytest.fixture

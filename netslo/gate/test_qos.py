@@ -159,6 +159,19 @@ def test_priority_control_without_classes_breaks_slo(netslo_qos_pods, netslo_qos
 
 # ---- bandwidth annotations -----------------------------------------------------------------------
 
+def _bandwidth_pod_specs(c, sec) -> list[dict]:
+    """Every pod the bandwidth tests use, made together by the first of them (``QosPods.prepare``):
+    per direction and placement a shaped pod (ingress: one each, a used token bucket refills only
+    slowly), the same-node sender, and the wrong-limit control's pod."""
+    egress, ingress = {bandwidth.EGRESS_KEY: f"{sec['egress']:.0f}"}, {bandwidth.INGRESS_KEY: f"{sec['ingress']:.0f}"}
+    return [{"name": "qos-bw-eg-same", "node": c.nodes[0], "annotations": egress},
+            {"name": "qos-bw-eg-cros", "node": c.nodes[1], "annotations": egress},
+            {"name": "qos-bw-in-same", "node": c.nodes[0], "annotations": ingress},
+            {"name": "qos-bw-in-cros", "node": c.nodes[0], "annotations": ingress},
+            {"name": "qos-bw-src-same", "node": c.nodes[0]},
+            {"name": "qos-bw-wrong", "node": c.nodes[1], "annotations": egress}]
+
+
 def _bandwidth_pods(pods, direction: str, placement: str, limit_text: str):
     """(sender, receiver ip, receiver port, shaped pod) for one direction and placement."""
     c = pods.cluster
@@ -202,6 +215,7 @@ def test_bandwidth_annotation_conformance(direction, placement, netslo_bandwidth
     sec = netslo_qos_spec["bandwidth"]
     limit = sec[direction]
     expect_limitation(request, c, f"bandwidth-{direction}", placement)
+    netslo_bandwidth_pods.prepare(_bandwidth_pod_specs(c, sec))
     sender, dst, port, shaped = _bandwidth_pods(netslo_bandwidth_pods, direction, placement, f"{limit:.0f}")
     links = netslo_bandwidth_pods.links_of(shaped.node)
     if _bandwidth_manager(c):
@@ -228,6 +242,7 @@ def test_bandwidth_wrong_limit_fails_conformance(netslo_bandwidth_pods, netslo_q
                            "(EDT on the node's device), whose programs run before a tc ingress filter")
     sec = netslo_qos_spec["bandwidth"]
     limit = sec["egress"]
+    pods.prepare(_bandwidth_pod_specs(c, sec))
     pod = pods.pod("qos-bw-wrong", c.nodes[1], annotations={bandwidth.EGRESS_KEY: f"{limit:.0f}"})
     links.reshape_pod(pod, limit * sec["wrong_factor"])
     res = experiments.conformance_run(c, pod, pods.server.ip, pods.ports["tcp"], limit, sec, links.pod_link_mtu(pod))

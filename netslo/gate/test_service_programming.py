@@ -14,6 +14,7 @@ import pytest
 
 from netslo import enforcement, progress
 from netslo.errors import Unsupported
+from netslo.plugin.cluster import plan_pods, planned_pod
 from netslo.plugin.gate import skip_unsupported
 from netslo.plugin.studies import study_thresholds
 from netslo.providers.service_program import SERVICE_TYPES
@@ -24,10 +25,13 @@ PLACEMENT = "cross-node"   # the backend on another node than the client (a skip
 
 
 @pytest.fixture(scope="module")
-def netslo_svc_backend(netslo_cluster):
+def netslo_svc_backend(netslo_cluster, netslo_gate_pods):
     """(pod, tcp port) of the Services' backend on the first node."""
-    pod = netslo_cluster.add_pod("svcp-backend", netslo_cluster.nodes[0])
+    pod = planned_pod(netslo_gate_pods, netslo_cluster, "svcp-backend", netslo_cluster.nodes[0])
     return pod, netslo_cluster.start_responders(pod, ("tcp",))["tcp"]
+
+
+plan_pods("netslo_svc_backend", ("svcp-backend", 0))
 
 
 @pytest.mark.parametrize("service_type", SERVICE_TYPES)

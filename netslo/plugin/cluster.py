@@ -41,14 +41,42 @@ def netslo_cluster(netslo_options):
             c.close()
 
 
+# Pods that session fixtures other than the standard ones need: fixture name -> ((pod name, node
+# index), ...). A module registers its fixtures (``plan_pods``) when it is imported; at the end of
+# collection the plan keeps those a selected test uses (``pytest_collection_finish``), and
+# ``netslo_gate_pods`` makes them with the standard pods in one ``add_pods`` call.
+POD_FIXTURES: dict[str, tuple] = {}
+PLANNED = pytest.StashKey[list]()
+
+
+def plan_pods(fixture: str, *pods: tuple[str, int]) -> None:
+    """Declare that session fixture ``fixture`` takes ``pods`` ((name, node index), ...) from
+    ``netslo_gate_pods`` (``planned_pod``), so they are made at once with the others."""
+    POD_FIXTURES[fixture] = tuple(pods)
+
+
+def pytest_collection_finish(session):
+    """The planned pods of the fixtures the selected tests use (deselection is over by now)."""
+    used = {f for item in session.items for f in getattr(item, "fixturenames", ())}
+    session.config.stash[PLANNED] = [p for f, pods in POD_FIXTURES.items() if f in used for p in pods]
+
+
 @pytest.fixture(scope="session")
-def netslo_gate_pods(netslo_cluster):
-    """name -> pod of the gate's standard pods, made together (``add_pods``: on Kubernetes created at
-    once and awaited with one watch): the responder ``server`` and ``client-same`` on the first node,
-    ``client-cross`` on the second (when there is one)."""
+def netslo_gate_pods(request, netslo_cluster):
+    """name -> pod of the gate's pods, made together (``add_pods``: on Kubernetes created at once and
+    awaited with one watch): the responder ``server`` and ``client-same`` on the first node,
+    ``client-cross`` on the second (when there is one), and the planned pods of the selected tests
+    (``plan_pods``; those on a node the cluster does not have are left to their fixture's skip)."""
     nodes = netslo_cluster.nodes
-    wanted = [("server", nodes[0]), ("client-same", nodes[0])] + ([("client-cross", nodes[1])] if len(nodes) > 1 else [])
-    return {p.name: p for p in netslo_cluster.add_pods([{"name": n, "node": node} for n, node in wanted])}
+    wanted = [("server", 0), ("client-same", 0), ("client-cross", 1)] + request.config.stash.get(PLANNED, [])
+    specs = [{"name": n, "node": nodes[i]} for n, i in dict(wanted).items() if i < len(nodes)]
+    return {p.name: p for p in netslo_cluster.add_pods(specs)}
+
+
+def planned_pod(gate_pods: dict, cluster, name: str, node: str):
+    """Pod ``name`` from the gate's batch when it was planned there, else made now on ``node``."""
+    pod = gate_pods.get(name)
+    return pod if pod is not None and pod.node == node else cluster.add_pod(name, node)
 
 
 @pytest.fixture(scope="session")

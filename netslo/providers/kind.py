@@ -28,6 +28,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
 
 import yaml
@@ -189,6 +191,7 @@ class KindProvider:
         self.workdir.mkdir(parents=True, exist_ok=True)
         Path(self.config_path).write_text(self.config_yaml())
         steps = self.plan(exists)[1:]  # the list command already ran
+        loading = None
         try:
             for argv in steps:
                 creating = argv[:3] == [self.kind, "create", "cluster"]
@@ -197,14 +200,23 @@ class KindProvider:
                 self._created_cluster = self._created_cluster or creating
                 if creating:   # a later run reaps it if this process dies without deleting it
                     write_kind_owner(self.cluster_name)
+                if argv == self.load_command() and loading is not None:
+                    continue   # started beside the CNI install below
                 with progress.phase(" ".join(argv[1:4]) + f" {self.cluster_name}"):
                     self._run(argv, self.timeout)
                 if creating:
+                    # The agent image goes into the nodes while the CNI comes up: neither waits for the
+                    # other (the image load is I/O into each node's containerd, the CNI's readiness is
+                    # its pods starting), so bring-up pays the longer of the two, not their sum.
+                    pool = ThreadPoolExecutor(1, thread_name_prefix="kind-load")
+                    loading = pool.submit(self._load)
+                    pool.shutdown(wait=False)   # (the submitted load still runs to its end)
                     kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
                     with progress.phase(f"CNI {self.cni.name} install and readiness"):
                         self.cni_info = install_cni(kubectl, self.cni, encapsulation=self.encapsulation,
                                                     pod_subnet=",".join(self.subnets("pod")),
                                                     timeout=self.timeout, helm=self.helm)
+                    loading.result()   # (its error, if any, is the bring-up's)
                     self._create_complete = True
                 elif argv[:3] == [self.kind, "export", "kubeconfig"]:
                     self.cni_info = self.installed_cni(Kubectl(self.kubectl_binary, self.kubeconfig))
@@ -214,11 +226,18 @@ class KindProvider:
             cluster.families = self.families
             return cluster.open(self.timeout)
         except BaseException as e:
+            if loading is not None:
+                futures_wait([loading])   # never delete the cluster under a running load
             try:
                 self.teardown()
             except InfrastructureError as te:   # keep the cause; say what is left behind
                 raise InfrastructureError(f"{e}; and deleting the cluster failed: {te}") from e
             raise
+
+    def _load(self) -> None:
+        argv = self.load_command()
+        with progress.phase(" ".join(argv[1:4]) + f" {self.cluster_name}"):
+            self._run(argv, self.timeout)
 
     def installed_cni(self, kubectl) -> dict:
         """What a reused cluster runs: the CNI of its nodes' netslo label, else of its DaemonSets.
@@ -247,12 +266,17 @@ class KindProvider:
         return {"cni": installed, "cni_version": version, "cni_image": image,
                 "encapsulation": "unknown (reused cluster)", "reused": "true"}
 
+    @property
+    def deletes_cluster(self) -> bool:
+        """Whether ``teardown()`` deletes the kind cluster (this provider made it and does not keep it)."""
+        return self._created_cluster and (not self.keep_cluster or not self._create_complete)
+
     def teardown(self) -> None:
         """Delete the kind cluster if this provider created it (never a reused one). With
         ``keep_cluster`` a cluster whose creation or CNI install did not finish is deleted too: kept,
         it would be reused half-made."""
         owned = self._created_cluster
-        if owned and (not self.keep_cluster or not self._create_complete):
+        if self.deletes_cluster:
             self._run(self.delete_command(), 300)   # raises: the owner record stays for a later reap
             self._created_cluster = False
         if owned:
@@ -351,6 +375,10 @@ class KindCluster(KubeCluster):
 
     def close(self) -> None:
         try:
-            super().close()
+            if self._kind.deletes_cluster:   # the namespace goes with the cluster: no delete, no wait
+                self._closed = True
+                self._sessions.close()
+            else:
+                super().close()
         finally:
             self._kind.teardown()

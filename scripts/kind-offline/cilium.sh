@@ -33,8 +33,9 @@
 # imported into the node image like the other component images. The chart directory is packed with
 # the built helm into the CNI mirror as cilium/1.20.2/cilium-1.20.2.tgz (the file name of
 # netslo/manifests/cni/cilium.yaml's URL). A local pack is not helm.cilium.io's file and is not byte-for-byte
-# reproducible (helm writes the time into the archive), so no digest is recorded for it: a run with it
-# needs NETSLO_CNI_ALLOW_UNRECORDED=1 and reports the digest it used.
+# reproducible (helm writes the time into the archive): beside it goes a record <file>.local-build
+# ("sha256 <digest>" and where it was built from), which netslo checks the pack against instead of the
+# published file's recorded digest, and a run with it reports "local build".
 CILIUM_VERSION=1.20.2
 CILIUM_MODULE=github.com/cilium/cilium
 CILIUM_SUM=h1:dqiEGIcXc+gqCLYG/l7VCFJ8GHyb4HUrwbZOpkX5dL8=
@@ -200,7 +201,15 @@ cilium_chart() {  # the module's chart dir, packed with the built helm, into the
   mkdir -p "${f%/*}"
   "$KO_BIN/helm" package "$CILIUM_SRC_DIR/install/kubernetes/cilium" -d "${f%/*}" >/dev/null
   [[ -f $f ]] || ko_die "cilium: helm package made no ${f##*/}"
+  cilium_chart_record
   ko_log "cilium: chart -> $f (sha256 $(sha256sum < "$f" | cut -c1-64); a local pack, not helm.cilium.io's file)"
+}
+
+cilium_chart_record() {  # <pack>.local-build: its digest and provenance (netslo.providers.cni.local_build)
+  local f
+  f=$(cilium_mirror_file)
+  printf 'sha256 %s\nhelm package of %s@v%s (%s) install/kubernetes/cilium, by kind-offline\n' \
+    "$(sha256sum < "$f" | cut -c1-64)" "$CILIUM_MODULE" "$CILIUM_VERSION" "$CILIUM_SUM" > "$f.local-build"
 }
 
 cilium_build() {
@@ -215,6 +224,7 @@ cilium_build() {
     echo "$CILIUM_RECIPE $CILIUM_VERSION" > "$CILIUM_DIR/images.recipe"
   fi
   [[ -f $(cilium_mirror_file) ]] || ko_subtimed cilium-chart cilium_chart   # kept: a new pack has a new digest
+  [[ -f $(cilium_mirror_file).local-build ]] || cilium_chart_record           # a pack made before records
 }
 
 cilium_status() {

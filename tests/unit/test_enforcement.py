@@ -180,3 +180,34 @@ def test_a_study_without_objective_errors_on_the_embedded_provider_and_skips_on_
         study_thresholds(spec, Where("routed", True), labels, "svc_program.*")
     with pytest.raises(pytest.skip.Exception, match=r"netslo\[provider\]: no objective .* datapath calico"):
         study_thresholds(spec, Where("calico", False), labels, "svc_program.*")
+
+
+class _Bursts:
+    """A 'cluster' whose probe answers bursts as scripted: (lost, P50 us) per call, then the last forever."""
+
+    def __init__(self, script):
+        self.script, self.calls = list(script), 0
+
+    def probe(self, client, spec):
+        from netslo.samples import empty
+        lost, p50_us = self.script[min(self.calls, len(self.script) - 1)]
+        self.calls += 1
+        rows = empty(spec.count)
+        rows["send_ns"] = np.arange(spec.count) * 2 * MS
+        rows["recv_ns"] = rows["send_ns"] + int(p50_us * 1000)
+        rows["recv_ns"][:lost] = -1
+        return SampleSet(rows, {"protocol": spec.protocol})
+
+
+def test_policy_cost_waits_until_the_path_is_steady():
+    """Loss or a drifting P50 after a change (a CNI's agent still reprogramming) is waited out."""
+    cluster = _Bursts([(30, 900), (0, 900), (0, 400), (0, 420)])
+    assert policy_cost.settle(cluster, None, "10.0.0.1", 7000) >= 0 and cluster.calls == 4
+    steady = _Bursts([(0, 300)])
+    policy_cost.settle(steady, None, "10.0.0.1", 7000)
+    assert steady.calls == 2
+
+
+def test_policy_cost_errors_when_the_path_never_settles():
+    with pytest.raises(InfrastructureError, match=r"did not settle within 0 s .*loss 5%"):
+        policy_cost.settle(_Bursts([(5, 300)]), None, "10.0.0.1", 7000, limit_s=0.0)

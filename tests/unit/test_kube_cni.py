@@ -64,6 +64,29 @@ def test_unrecorded_checksum_is_refused_unless_allowed(monkeypatch):
     assert cni.verify(_spec_with(""), data) == hashlib.sha256(data).hexdigest()
 
 
+def test_a_mirror_file_built_from_source_is_used_only_with_its_matching_record(tmp_path, monkeypatch):
+    """A local pack (not the published file) passes through its .local-build record, never around the
+    recorded digest silently; a tampered file or a broken record stops the install."""
+    spec = _spec_with("1" * 64)            # the published file's digest: the local pack never has it
+    monkeypatch.setenv(cni.MIRROR_ENV, str(tmp_path))
+    monkeypatch.delenv(cni.ALLOW_UNRECORDED_ENV, raising=False)
+    where = cni.mirror_path(spec)
+    where.parent.mkdir(parents=True)
+    where.write_bytes(b"packed here")
+    with pytest.raises(InfrastructureError, match="expected 1111"):
+        cni.fetch(spec)
+    record = tmp_path / "antrea" / spec.version / ("antrea.yml" + cni.LOCAL_BUILD_SUFFIX)
+    record.write_text(f"sha256 {hashlib.sha256(b'packed here').hexdigest()}\nbuilt from the tag's source\n")
+    assert cni.fetch(spec)[1] == hashlib.sha256(b"packed here").hexdigest()
+    assert cni.digest_status(spec) == "local build" and "built from the tag's source" in cni.source(spec)
+    where.write_bytes(b"tampered")
+    with pytest.raises(InfrastructureError, match="local-build record says"):
+        cni.fetch(spec)
+    record.write_text("md5 abc\n")
+    with pytest.raises(SpecError, match="sha256 <64 hex digits>"):
+        cni.fetch(spec)
+
+
 def test_fetch_uses_the_cache_and_still_verifies(tmp_path):
     spec = _spec_with(hashlib.sha256(b"cached").hexdigest())
     key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]
@@ -92,6 +115,14 @@ def test_fetch_reads_the_mirror_never_the_network_and_still_verifies(tmp_path, m
         cni.fetch(spec, directory=tmp_path / "cache")
     monkeypatch.delenv(cni.MIRROR_ENV)
     assert cni.mirror_path(spec) is None and cni.source(spec) == spec.url
+
+
+def test_cilium_digest_is_recorded_so_no_workflow_needs_the_opt_out():
+    import pathlib
+    assert cni.load("cilium").sha256 == "b2afd87b7f75f875f92a14559f14f59b7babbb479d968e3fd625a20bf30ec20e"
+    root = pathlib.Path(__file__).resolve().parents[2]
+    for f in [root / "action.yml", *(root / ".github" / "workflows").glob("*.yml"), root / "scripts" / "ci-kind.sh"]:
+        assert cni.ALLOW_UNRECORDED_ENV not in f.read_text(), f
 
 
 def test_calico_digest_is_recorded_and_its_default_encapsulation_is_vxlan():

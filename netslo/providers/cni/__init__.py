@@ -15,6 +15,14 @@ source; with none recorded the file is refused unless ``$NETSLO_CNI_ALLOW_UNRECO
 that it may be used, and then its digest is reported (``cni_sha256`` with ``cni_sha256_recorded:
 false`` in the run's environment) so it can be recorded:
 ``python -m netslo.providers.cni digest NAME [--file F] [--record]``.
+
+A mirror may hold a file built from the release's source instead of the published one (kind-offline
+packs Cilium's chart from the Go module proxy's source: helm writes the time into the archive, so the
+pack is never the published file). Such a file carries a record beside it, ``<file>.local-build``,
+first line ``sha256 <hex>`` of the file, then where it was built from; the file is used when its
+digest matches that record, and the run reports ``cni_sha256_recorded: local build`` with the
+record's provenance (``cni_source``). It is the only way around the recorded digest, and it exists
+only where a mirror is set: a download is always the published file.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ SOURCE_KINDS = ("manifest", "helm")
 WORKLOAD_KINDS = ("DaemonSet", "Deployment")
 ALLOW_UNRECORDED_ENV = "NETSLO_CNI_ALLOW_UNRECORDED"  # "1": accept a download whose sha256 is not recorded
 MIRROR_ENV = "NETSLO_CNI_MIRROR"   # directory <mirror>/<name>/<version>/<file name of the URL>
+LOCAL_BUILD_SUFFIX = ".local-build"   # beside a mirror file built from source: "sha256 <hex>\n<provenance>"
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -164,6 +173,30 @@ def verify(spec: CniSpec, data: bytes, allow_unrecorded: bool | None = None) -> 
     return digest
 
 
+def local_build(path: Path) -> tuple[str, str] | None:
+    """(sha256, provenance) of the ``.local-build`` record beside mirror file ``path``; None without one."""
+    record = Path(str(path) + LOCAL_BUILD_SUFFIX)
+    if not record.is_file():
+        return None
+    first, _, rest = record.read_text().partition("\n")
+    kind, _, digest = first.strip().partition(" ")
+    if kind != "sha256" or not _SHA.match(digest):
+        raise SpecError(str(record), first.strip(), "a first line 'sha256 <64 hex digits>' (a local-build record)")
+    return digest, rest.strip()
+
+
+def verify_local_build(spec: CniSpec, data: bytes, path: Path) -> str:
+    """sha256 of a mirror file built from source; InfrastructureError unless its record names it."""
+    recorded, provenance = local_build(path)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != recorded:
+        raise InfrastructureError(f"CNI {spec.name} {spec.version}: mirror file {path} has sha256 {digest}, its "
+                                  f"{LOCAL_BUILD_SUFFIX} record says {recorded}")
+    log.warning("CNI %s %s: a local build, not the published file (%s); sha256 %s", spec.name, spec.version,
+                provenance or "no provenance given", digest)
+    return digest
+
+
 def file_name(spec: CniSpec) -> str:
     """The release file's name (last path element of its URL)."""
     return spec.url.rstrip("/").rsplit("/", 1)[-1]
@@ -178,8 +211,22 @@ def mirror_path(spec: CniSpec, mirror: str | os.PathLike | None = None) -> Path 
 
 
 def source(spec: CniSpec) -> str:
-    """Where ``fetch`` takes the file from: the mirror's path, or the release URL."""
-    return str(mirror_path(spec) or spec.url)
+    """Where ``fetch`` takes the file from: the mirror's path (with a local build's provenance), or the
+    release URL."""
+    path = mirror_path(spec)
+    if path is None:
+        return spec.url
+    built = local_build(path) if path.is_file() else None
+    return f"{path} (local build: {built[1] or 'no provenance given'})" if built else str(path)
+
+
+def digest_status(spec: CniSpec) -> str:
+    """How the file's digest was checked: 'true' (recorded), 'local build' (a mirror file built from
+    source, checked against its record), 'false' (unrecorded, allowed once)."""
+    path = mirror_path(spec)
+    if path is not None and path.is_file() and local_build(path) is not None:
+        return "local build"
+    return "true" if spec.sha256 else "false"
 
 
 def check_source(spec: CniSpec) -> None:
@@ -202,6 +249,8 @@ def fetch(spec: CniSpec, *, timeout: float = 60.0, allow_unrecorded: bool | None
         except OSError as e:
             raise InfrastructureError(f"CNI {spec.name} {spec.version}: mirror file {mirrored}: "
                                       f"{e.strerror} (${MIRROR_ENV} is set, so nothing is downloaded)") from None
+        if local_build(mirrored) is not None:
+            return data, verify_local_build(spec, data, mirrored)
         return data, verify(spec, data, allow_unrecorded)
     directory = directory or cache_dir()
     key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]

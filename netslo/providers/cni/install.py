@@ -23,7 +23,7 @@ import yaml
 
 from ...errors import InfrastructureError
 from ..kube_wait import wait_nodes_ready, wait_workload
-from . import CniSpec, encapsulation as check_encapsulation, fetch, source as cni_source
+from . import CniSpec, digest_status, encapsulation as check_encapsulation, fetch, source as cni_source
 
 def _set_env(container: dict, name: str, value: str) -> None:
     env = container.setdefault("env", [])
@@ -185,7 +185,7 @@ def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_sub
                                           f"{proc.stderr.decode(errors='replace').strip()[-400:]}")
     wait_ready(kubectl, spec, timeout)
     return {"cni": spec.name, "cni_version": spec.version, "encapsulation": enc, "cni_sha256": digest,
-            "cni_sha256_recorded": "true" if spec.sha256 else "false", "cni_source": cni_source(spec),
+            "cni_sha256_recorded": digest_status(spec), "cni_source": cni_source(spec),
             "bandwidth": spec.bandwidth}
 
 

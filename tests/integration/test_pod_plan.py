@@ -1,0 +1,55 @@
+"""Pods at once: a session fixture that declares its pods (``plan_pods``) gets them from the gate's one
+``add_pods`` batch when a selected test uses it, and only then (a real pytest session, embedded provider)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+TESTS = '''
+import pytest
+from netslo.plugin.cluster import PLANNED, plan_pods, planned_pod
+
+pytestmark = pytest.mark.cni
+
+
+@pytest.fixture(scope="session")
+def extra_pod(netslo_cluster, netslo_gate_pods):
+    return planned_pod(netslo_gate_pods, netslo_cluster, "extra", netslo_cluster.nodes[1])
+
+
+plan_pods("extra_pod", ("extra", 1))
+plan_pods("unused_pod", ("unused", 0))
+
+
+def test_planned(request, netslo_gate_pods, extra_pod):
+    assert request.config.stash[PLANNED] == [("extra", 1)]
+    assert netslo_gate_pods["extra"] is extra_pod and extra_pod.node == "node1"
+    assert "unused" not in netslo_gate_pods
+
+
+def test_not_selected(extra_pod):
+    pass
+'''
+
+
+def _run(tmp_path, name: str, text: str) -> subprocess.CompletedProcess:
+    (tmp_path / name).write_text(text)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", name, "-m", "cni",
+                           "--netslo-nodes", "2"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+def test_planned_pods_come_with_the_gate_pods(tmp_path):
+    run = _run(tmp_path, "test_plan.py", TESTS)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "2 passed" in run.stdout
+
+
+def test_a_fixture_no_selected_test_uses_plans_nothing(tmp_path):
+    run = _run(tmp_path, "test_unused.py", (
+        "import pytest\nfrom netslo.plugin.cluster import PLANNED, plan_pods\npytestmark = pytest.mark.cni\n"
+        "plan_pods('other_pod', ('other', 0))\n"
+        "def test_plan(request, netslo_gate_pods):\n"
+        "    assert request.config.stash[PLANNED] == [] and sorted(netslo_gate_pods) == "
+        "['client-cross', 'client-same', 'server']\n"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
