@@ -175,6 +175,15 @@ class Trials:
         self.checks = [decide(est[t.metric], t, confidence) for t in thresholds if t.metric in est]
         return self.checks
 
+    def numbers(self, confidence: float) -> dict:
+        """What studies.json keeps: each trial's value (s; "inf" censored, "nan" not measured) and each
+        statistic as [value, lo, hi, n]."""
+        def num(x) -> object:
+            return float(x) if math.isfinite(x) else str(x)
+        return {"interval_s": self.interval, "window_s": self.window,
+                "trials": {k: [num(x) for x in v] for k, v in self.values.items()},
+                "estimates": {k: [num(e.value), num(e.lo), num(e.hi), e.n] for k, e in self.estimates(confidence).items()}}
+
     def censored(self, series: str) -> int:
         return int(np.isinf(self.values[series]).sum())
 

@@ -72,6 +72,12 @@ class Cost:
         self.checks = out
         return out
 
+    def numbers(self) -> dict:
+        """What studies.json keeps: shifts as [value, lo, hi, n] (s), loss and settling times per count."""
+        return {"shifts": {f"{a}->{b} p{q:g}": [e.value, e.lo, e.hi, e.n] for (a, b, q), e in self.shifts.items()},
+                "loss": {str(n): self.loss(n) for n in self.counts},
+                "settled_s": {str(n): v for n, v in self.settled.items()}}
+
     def summary(self) -> list[str]:
         lines = [f"{n} policies: steady {max(v):.1f} s after the change at most ({len(v)} changes)"
                  for n, v in self.settled.items() if v]

@@ -21,7 +21,7 @@ CPU load on the node, not per-packet cost).
 
 import pytest
 
-from netslo import enforcement, policy_cost, progress
+from netslo import enforcement, policy_cost
 from netslo.errors import Unsupported
 from netslo.plugin.cluster import plan_pods, planned_pod
 from netslo.plugin.gate import skip_unsupported
@@ -60,15 +60,12 @@ def _thresholds(slo, cluster, study: str, wanted: str) -> list:
     return study_thresholds(slo, cluster, {"study": study, "placement": PLACEMENT, "protocol": enforcement.PROTOCOL}, wanted)
 
 
-def _report(lines: list, emulated_by: str) -> str:
-    text = "\n".join(([f"emulated: {emulated_by}"] if emulated_by else []) + lines)
-    for line in lines:
-        progress.note(line)
-    return text
+def _emulated(policies) -> list[str]:
+    return [f"emulated: {policies.description}"] if policies.emulated else []
 
 
 def test_policy_enforcement_latency(netslo_cluster, netslo_client_for, netslo_policy_server, netslo_policies,
-                                    netslo_slo, record_property):
+                                    netslo_slo, netslo_study_report, request, record_property):
     client = netslo_client_for(PLACEMENT)
     server, port = netslo_policy_server
     ths = _thresholds(netslo_slo, netslo_cluster, "policy", "policy_enforce.* / policy_allow.*")
@@ -77,20 +74,21 @@ def test_policy_enforcement_latency(netslo_cluster, netslo_client_for, netslo_po
     trials = enforcement.run(netslo_cluster, client, server.ip, port, steps, trials=enforcement.trials_for(ths),
                              window=enforcement.window_for(ths, POLICY_SERIES))
     trials.judge(ths, netslo_slo.sampling.confidence)
-    text = _report(trials.summary(), netslo_policies.description if netslo_policies.emulated else "")
+    text = netslo_study_report(request.node.name, _emulated(netslo_policies) + trials.summary(),
+                               trials.numbers(netslo_slo.sampling.confidence))
     record_property("netslo_policy_enforcement", text)
     assert trials.checks and not trials.failed, "policy enforcement SLO not met:\n" + text
 
 
 @pytest.mark.emulation   # on real clusters not yet: see the module docstring
 def test_policy_datapath_cost(netslo_cluster, netslo_client_for, netslo_policy_server, netslo_policies, netslo_slo,
-                              record_property):
+                              netslo_study_report, request, record_property):
     client = netslo_client_for(PLACEMENT)
     server, port = netslo_policy_server
     ths = _thresholds(netslo_slo, netslo_cluster, "policy-cost", "policy_cost.*")
     cost = policy_cost.measure(netslo_cluster, client, server, port, netslo_policies,
                                confidence=netslo_slo.sampling.confidence)
     cost.judge(ths, netslo_slo.sampling.confidence)
-    text = _report(cost.summary(), netslo_policies.description if netslo_policies.emulated else "")
+    text = netslo_study_report(request.node.name, _emulated(netslo_policies) + cost.summary(), cost.numbers())
     record_property("netslo_policy_cost", text)
     assert cost.checks and all(c.verdict == "pass" for c in cost.checks), "policy cost SLO not met:\n" + text

@@ -12,7 +12,7 @@ so; on kind and existing clusters it is a real Service that kube-proxy or the CN
 
 import pytest
 
-from netslo import enforcement, progress
+from netslo import enforcement
 from netslo.errors import Unsupported
 from netslo.plugin.cluster import plan_pods, planned_pod
 from netslo.plugin.gate import skip_unsupported
@@ -36,7 +36,7 @@ plan_pods("netslo_svc_backend", ("svcp-backend", 0))
 
 @pytest.mark.parametrize("service_type", SERVICE_TYPES)
 def test_service_programming_latency(service_type, netslo_cluster, netslo_client_for, netslo_svc_backend,
-                                     netslo_slo, record_property):
+                                     netslo_slo, netslo_study_report, request, record_property):
     client = netslo_client_for(PLACEMENT)
     backend, port = netslo_svc_backend
     ths = study_thresholds(netslo_slo, netslo_cluster, {"study": "service", "placement": PLACEMENT, "protocol": enforcement.PROTOCOL,
@@ -52,7 +52,6 @@ def test_service_programming_latency(service_type, netslo_cluster, netslo_client
     trials.judge(ths, netslo_slo.sampling.confidence)
     lines = ([f"emulated: {svc.description}"] if svc.emulated else []) + \
         [f"{service_type} {svc.target[0]}:{svc.target[1]}"] + trials.summary()
-    for line in lines:
-        progress.note(line)
-    record_property("netslo_service_programming", "\n".join(lines))
-    assert trials.checks and not trials.failed, "Service programming SLO not met:\n" + "\n".join(lines)
+    text = netslo_study_report(request.node.name, lines, trials.numbers(netslo_slo.sampling.confidence))
+    record_property("netslo_service_programming", text)
+    assert trials.checks and not trials.failed, "Service programming SLO not met:\n" + text

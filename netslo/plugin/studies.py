@@ -1,9 +1,51 @@
-"""What the change-study gate modules (test_policy, test_service_programming) share: their thresholds."""
+"""What the change-study gate modules (test_policy, test_service_programming) share: their thresholds
+and their report (``netslo_study_report``: studies.json in the results directory, and a section of the
+terminal summary, so a CI log shows each study's numbers without -s)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
+from netslo import progress
 from netslo.errors import SpecError
 from netslo.plugin.gate import skip
+from netslo.plugin.hooks import OPTIONS
+
+LINES = pytest.StashKey[dict]()
+
+
+@pytest.fixture(scope="session")
+def netslo_study_report(pytestconfig):
+    """record(test name, lines, data): each study's summary lines (printed now and in the terminal
+    summary) and its numbers, saved as studies.json in the results directory after the session."""
+    lines: dict = pytestconfig.stash.setdefault(LINES, {})
+    data: dict = {}
+
+    def record(name: str, text_lines: list, numbers: dict) -> str:
+        for line in text_lines:
+            progress.note(line)
+        lines[name], data[name] = list(text_lines), {"lines": list(text_lines), **numbers}
+        return "\n".join(text_lines)
+
+    yield record
+    if data:
+        opts = pytestconfig.stash.get(OPTIONS, None)
+        out = Path(opts.results_dir if opts else "netslo-results")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "studies.json").write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    lines = config.stash.get(LINES, {})
+    if lines:
+        terminalreporter.section("netslo change studies")
+        for name, text in lines.items():
+            terminalreporter.write_line(name)
+            for line in text:
+                terminalreporter.write_line(f"  {line}")
 
 
 def study_thresholds(slo, cluster, labels: dict, wanted: str) -> list:
