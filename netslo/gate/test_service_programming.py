@@ -50,7 +50,7 @@ def test_service_programming_latency(service_type, netslo_cluster, netslo_client
         trials = enforcement.run(netslo_cluster, client, *svc.target, [step], trials=enforcement.trials_for(ths),
                                  window=enforcement.window_for(ths, ("svc_program",)))
     trials.judge(ths, netslo_slo.sampling.confidence)
-    lines = ([f"emulated: {svc.description}"] if svc.emulated else []) + \
+    lines = ([svc.description] if svc.emulated else []) + \
         [f"{service_type} {svc.target[0]}:{svc.target[1]}"] + trials.summary()
     text = netslo_study_report(request.node.name, lines, trials.numbers(netslo_slo.sampling.confidence))
     record_property("netslo_service_programming", text)
