@@ -13,7 +13,7 @@ Settling: a CNI's agent reprograms the node after policy objects change (kind + 
 seconds for 1000), and a measurement taken meanwhile shows its CPU load and the connections it has not
 admitted yet, not the per-connection cost. After each change the study probes in short bursts of new
 connections until the path is steady (``settle``: two consecutive bursts with every connection answered
-and P50s within ``SETTLE_TOL`` of each other), and reports how long that took per count; a path that
+and P50s within ``SETTLE_TOL`` of each other, or with none answered: a blocked path), and reports how long that took per count; a path that
 does not settle within ``SETTLE_LIMIT_S`` is an infrastructure error naming its last bursts.
 """
 
@@ -138,6 +138,9 @@ def settle(cluster, client, host: str, port: int, limit_s: float = SETTLE_LIMIT_
 
 
 def _steady(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    """Two bursts (loss, P50 s) that answered everything and agree within SETTLE_TOL / SETTLE_FLOOR_S."""
+    """Two bursts (loss, P50 s) that answered everything and agree within SETTLE_TOL / SETTLE_FLOOR_S, or
+    that both answered nothing (a path the policies block is steady too: ``Cost.judge`` fails it)."""
     (la, pa), (lb, pb) = a, b
+    if la == 1.0 and lb == 1.0:
+        return True
     return la == 0 and lb == 0 and abs(pa - pb) <= max(SETTLE_TOL * min(pa, pb), SETTLE_FLOOR_S)

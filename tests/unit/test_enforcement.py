@@ -206,6 +206,9 @@ def test_policy_cost_waits_until_the_path_is_steady():
     steady = _Bursts([(0, 300)])
     policy_cost.settle(steady, None, "10.0.0.1", 7000)
     assert steady.calls == 2
+    blocked = _Bursts([(40, 300), (100, 0)])    # a path the policies block: steady, judged as lossy
+    policy_cost.settle(blocked, None, "10.0.0.1", 7000)
+    assert blocked.calls == 3
 
 
 def test_policy_cost_errors_when_the_path_never_settles():
