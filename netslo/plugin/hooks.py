@@ -8,6 +8,7 @@ given, the marker expression names ``cni``, or the rootdir holds a netslo SLO fi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -43,6 +44,15 @@ MARKERS = (
     "emulation: measures netslo's own emulated datapaths, not a cluster's; deselected on kind, minikube, existing",
 )
 GROUP = ("netslo", "netslo: network SLO gate")
+
+
+def write_result_file(config, name: str, data) -> Path:
+    """``data`` as JSON in the run's results directory (``--netslo-results``) as ``name``."""
+    opts = config.stash.get(OPTIONS, None)
+    out = Path(opts.results_dir if opts else "netslo-results")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
+    return out / name
 
 
 @dataclass

@@ -4,15 +4,12 @@ terminal summary, so a CI log shows each study's numbers without -s)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from netslo import progress
 from netslo.errors import SpecError
 from netslo.plugin.gate import skip
-from netslo.plugin.hooks import OPTIONS
+from netslo.plugin.hooks import write_result_file
 
 LINES = pytest.StashKey[dict]()
 
@@ -32,10 +29,7 @@ def netslo_study_report(pytestconfig):
 
     yield record
     if data:
-        opts = pytestconfig.stash.get(OPTIONS, None)
-        out = Path(opts.results_dir if opts else "netslo-results")
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "studies.json").write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
+        write_result_file(pytestconfig, "studies.json", data)
 
 
 def pytest_terminal_summary(terminalreporter, config):
