@@ -59,7 +59,8 @@ cilium_build_light() { ! cilium_wanted; }   # nothing to build: only says so
 cilium_build_cached() {
   [[ -f $(cilium_image_file agent).id && -f $(cilium_image_file operator).id && -x $KO_BIN/helm \
      && $(cat "$KO_BIN/.helm-recipe" 2>/dev/null) == "$HELM_VERSION k8s 1.34" \
-     && -f $(cilium_mirror_file) && $(cat "$CILIUM_DIR/images.recipe" 2>/dev/null) == "$CILIUM_RECIPE $CILIUM_VERSION" ]]
+     && -f $(cilium_mirror_file) && -f $(cilium_mirror_file).local-build \
+     && $(cat "$CILIUM_DIR/images.recipe" 2>/dev/null) == "$CILIUM_RECIPE $CILIUM_VERSION" ]]
 }
 
 cilium_src() {  # the module zip (checked) -> $CILIUM_SRC_DIR with go.mod's two replaces

@@ -149,8 +149,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("NETSLO_CNI_CACHE", Path.home() / ".cache" / "netslo" / "cni"))
 
 
-def verify(spec: CniSpec, data: bytes, allow_unrecorded: bool | None = None) -> str:
-    """sha256 of ``data``; InfrastructureError if it differs from the recorded one.
+def verify(spec: CniSpec, data: bytes, allow_unrecorded: bool | None = None, origin: str | None = None) -> str:
+    """sha256 of ``data`` (read from ``origin``: the URL unless said); InfrastructureError if it differs
+    from the recorded one.
 
     With no recorded digest the download is refused unless allowed ($NETSLO_CNI_ALLOW_UNRECORDED=1),
     and the digest to record is in the message either way.
@@ -158,8 +159,10 @@ def verify(spec: CniSpec, data: bytes, allow_unrecorded: bool | None = None) -> 
     digest = hashlib.sha256(data).hexdigest()
     if spec.sha256:
         if digest != spec.sha256:
-            raise InfrastructureError(f"CNI {spec.name} {spec.version}: {spec.url} has sha256 {digest}, "
-                                      f"expected {spec.sha256} (recorded in {spec.source_file})")
+            hint = (f"; a file built from source needs its {LOCAL_BUILD_SUFFIX} record beside it"
+                    if origin else "")
+            raise InfrastructureError(f"CNI {spec.name} {spec.version}: {origin or spec.url} has sha256 {digest}, "
+                                      f"expected {spec.sha256} (recorded in {spec.source_file}){hint}")
         return digest
     if allow_unrecorded is None:
         allow_unrecorded = os.environ.get(ALLOW_UNRECORDED_ENV) == "1"
@@ -251,7 +254,7 @@ def fetch(spec: CniSpec, *, timeout: float = 60.0, allow_unrecorded: bool | None
                                       f"{e.strerror} (${MIRROR_ENV} is set, so nothing is downloaded)") from None
         if local_build(mirrored) is not None:
             return data, verify_local_build(spec, data, mirrored)
-        return data, verify(spec, data, allow_unrecorded)
+        return data, verify(spec, data, allow_unrecorded, origin=f"mirror file {mirrored}")
     directory = directory or cache_dir()
     key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]
     cached = directory / f"{spec.name}-{spec.version}-{key}"
