@@ -204,6 +204,13 @@ class Trials:
         return [c for c in self.checks if c.verdict != slo_mod.PASS]
 
 
+def probe_spec(host: str, port: int, count: int, interval: float) -> ProbeSpec:
+    """The studies' probe (also ``policy_cost``'s): ``count`` new connections, ``interval`` s apart,
+    64-byte requests, each given up after GIVE_UP_S (see the module docstring)."""
+    return ProbeSpec(PROTOCOL, host, port, count=count, interval=interval, req_bytes=REQ_BYTES,
+                     resp_bytes=REQ_BYTES, wait=WAIT_S, give_up=GIVE_UP_S)
+
+
 def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, window: float,
         interval: float = 0.001, lead_in: float | None = None, reset_window: float | None = None) -> Trials:
     """``trials`` rounds of ``steps`` while a tcp-crr probe from ``client`` to host:port (a TCP responder)
@@ -238,8 +245,7 @@ def _study(cluster, client, host, port, steps, trials, window, interval, lead_in
     resets = sum(reset_window for s in steps if s.reset)   # (one too many: margin for the last)
     trial_time = trials * (len(steps) * window + resets)
     span = lead_in + 1.1 * trial_time + TAIL_S             # 10 %: changes that overrun their windows
-    spec = ProbeSpec(PROTOCOL, host, port, count=math.ceil(span / interval), interval=interval,
-                     req_bytes=REQ_BYTES, resp_bytes=REQ_BYTES, wait=WAIT_S, give_up=GIVE_UP_S)
+    spec = probe_spec(host, port, math.ceil(span / interval), interval)
     box: dict = {}
 
     def probe():

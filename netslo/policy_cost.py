@@ -27,9 +27,8 @@ import numpy as np
 
 from . import slo as slo_mod
 from .errors import InfrastructureError
-from .enforcement import GIVE_UP_S, PROTOCOL, WAIT_S
+from .enforcement import probe_spec
 from .interleave import interleaved, rtt
-from .probes import ProbeSpec
 from .stats import Estimate, bootstrap_quantile_diff
 from .units import format_duration, format_percent
 
@@ -99,8 +98,7 @@ def measure(cluster, client, server, port: int, policies, counts: tuple = COUNTS
     if list(counts) != sorted(set(counts)) or len(counts) < 2 or counts[0] < 0:
         raise ValueError(f"counts: value {counts!r} — expected at least two ascending counts >= 0")
     policies.allow(client, server, port)
-    specs = {str(n): ProbeSpec(PROTOCOL, server.ip, port, count=count, interval=interval, req_bytes=64,
-                               resp_bytes=64, wait=WAIT_S, give_up=GIVE_UP_S) for n in counts}
+    specs = {str(n): probe_spec(server.ip, port, count, interval) for n in counts}
     settled: dict = {n: [] for n in counts}
 
     def before(name: str) -> None:
@@ -121,8 +119,7 @@ def settle(cluster, client, host: str, port: int, limit_s: float = SETTLE_LIMIT_
     """Seconds until ``client`` -> host:port answers steadily after a change: bursts of SETTLE_BURST new
     connections until two in a row answer every one with P50s within SETTLE_TOL (or SETTLE_FLOOR_S)
     of each other. InfrastructureError with the last bursts when that takes longer than ``limit_s``."""
-    spec = ProbeSpec(PROTOCOL, host, port, count=SETTLE_BURST, interval=SETTLE_INTERVAL_S, req_bytes=64,
-                     resp_bytes=64, wait=WAIT_S, give_up=GIVE_UP_S)
+    spec = probe_spec(host, port, SETTLE_BURST, SETTLE_INTERVAL_S)
     t0 = time.monotonic()
     seen: list[tuple[float, float]] = []    # (loss, P50 s) per burst
     while True:

@@ -15,6 +15,7 @@ from .. import __version__
 from ..errors import SpecError
 from ..netns_access import PROC_SYS_DIR
 from .base import RESPONDER_PORTS
+from .service_program import check_type
 
 RUN_LABEL = "netslo.io/run-id"
 POD_LABEL = "netslo.io/pod"
@@ -23,7 +24,6 @@ DEFAULT_IMAGE = f"localhost/netslo-agent:{__version__}"   # python -m netslo ima
 READY_DIR = "/run/netslo"
 PULL_POLICIES = ("Never", "IfNotPresent", "Always")
 BASIC_RESPONDERS = ("udp", "tcp", "http")  # need no options; other kinds (tls, proxy...) do
-SERVICE_TYPES = ("ClusterIP", "NodePort")
 TRAFFIC_POLICIES = ("Cluster", "Local")
 # Bandwidth annotations the CNI bandwidth plugin (and Cilium's Bandwidth Manager) read, e.g. "10M".
 BANDWIDTH_ANNOTATIONS = ("kubernetes.io/egress-bandwidth", "kubernetes.io/ingress-bandwidth")
@@ -170,8 +170,7 @@ def service_manifest(name: str, run_id: str, pod_name: str, *, type: str = "Clus
                      protocols=("udp", "tcp", "http"), ports: list | None = None) -> dict:
     """A Service selecting one agent pod's responders (same port numbers as the pod, or ``ports``:
     a list of Service port dicts with name/port/targetPort/protocol)."""
-    if type not in SERVICE_TYPES:
-        raise SpecError("service type", type, f"one of {', '.join(SERVICE_TYPES)}")
+    check_type(type)
     if external_traffic_policy is not None:
         if type != "NodePort":
             raise SpecError("externalTrafficPolicy", external_traffic_policy, "only with type NodePort")

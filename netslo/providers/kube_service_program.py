@@ -13,11 +13,11 @@ from __future__ import annotations
 import ipaddress
 import random
 
-from ..errors import InfrastructureError, SpecError
+from ..errors import InfrastructureError
 from . import kube_manifests as km
 from .kube_wait import wait_deleted
 from .base import Pod
-from .service_program import SERVICE_TYPES, ServiceProgram
+from .service_program import ServiceProgram, check_type
 
 NODE_PORTS = (30000, 32767)
 TRIES = 20
@@ -28,8 +28,7 @@ class KubeServiceProgram(ServiceProgram):
     description = "a real Service; kube-proxy or the CNI's load balancer programs it"
 
     def __init__(self, cluster, backend: Pod, port: int, type: str, client: Pod):
-        if type not in SERVICE_TYPES:
-            raise SpecError("service type", type, f"one of {', '.join(SERVICE_TYPES)}")
+        check_type(type)
         self.cluster, self.api, self.type = cluster, cluster.api, type
         self.name = km.k8s_name(f"svcp-{backend.name}-{type.lower()}")
         self.manifest = km.service_manifest(self.name, cluster.run_id, backend.name, type=type,

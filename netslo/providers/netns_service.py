@@ -19,9 +19,9 @@ import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
-from ..errors import InfrastructureError, SpecError, Unsupported
+from ..errors import InfrastructureError, Unsupported
 from .base import Pod
-from .service_program import SERVICE_TYPES, ServiceProgram
+from .service_program import ServiceProgram, check_type
 
 CHAIN = "NETSLO-SVCP"
 CLUSTER_IP = "10.96.200.{}"
@@ -36,8 +36,7 @@ class NetnsServiceProgram(ServiceProgram):
     description = "emulated: kube-proxy-like iptables DNAT on every node at once"
 
     def __init__(self, cluster, backend: Pod, port: int, type: str, client: Pod):
-        if type not in SERVICE_TYPES:
-            raise SpecError("service type", type, f"one of {', '.join(SERVICE_TYPES)}")
+        check_type(type)
         if shutil.which("iptables-restore") is None:
             raise Unsupported("emulated Services need iptables (Debian package 'iptables')", "tool")
         if client.node == backend.node and cluster.datapath in ("bridge", "vxlan"):

@@ -16,7 +16,16 @@ from __future__ import annotations
 import abc
 import contextlib
 
-SERVICE_TYPES = ("ClusterIP", "NodePort")
+from ..errors import SpecError
+
+SERVICE_TYPES = ("ClusterIP", "NodePort")   # the Service types netslo creates (kube_manifests too)
+
+
+def check_type(type: str) -> str:
+    """``type`` when it is one of SERVICE_TYPES; SpecError naming it otherwise."""
+    if type not in SERVICE_TYPES:
+        raise SpecError("service type", type, f"one of {', '.join(SERVICE_TYPES)}")
+    return type
 
 
 class ServiceProgram(contextlib.AbstractContextManager, abc.ABC):
