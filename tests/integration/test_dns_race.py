@@ -23,6 +23,7 @@ from netslo.probes import ProbeSpec
 from netslo.probes.dns import DnsOptions
 from netslo.providers.netns import NetnsCluster
 from netslo.stats import analyze
+from netslo.units import format_percent
 
 NAME = "server.netslo.svc.cluster.local"
 TIMEOUT_S = 0.5
@@ -169,4 +170,7 @@ def test_gate_check_fails_on_the_race(dns_pods):
         out = runner.run(c, cli, srv, {"dns": port}, scenario, spec)
     assert out.verdict == slo.FAIL
     assert {ch.threshold.metric for ch in out.failed} == {"dns.p50", "dns.retry"}
-    assert "dns.retry = 100" in out.message()
+    # not always 100 %: a lookup whose source port an earlier lookup of this module used within the
+    # conntrack timeout finds that entry, its AAAA is not the entry's 2nd packet and is not dropped
+    retry = out.analysis.metrics["dns.retry"].value
+    assert retry >= 0.5 and f"dns.retry = {format_percent(retry)}" in out.message(), out.message()
