@@ -221,6 +221,7 @@ class NetnsCluster(Cluster):
         self.state = STATE_ROOT / self.run_id
         self._namespaces: list[str] = []
         self._procs: list[subprocess.Popen] = []
+        self._responders: dict = {}     # (pod name, protocol) -> its process
         self._forkserver: subprocess.Popen | None = None
         self._forkserver_lock = threading.Lock()
         self._pods: dict[str, Pod] = {}
@@ -510,6 +511,7 @@ class NetnsCluster(Cluster):
                                             stderr=subprocess.STDOUT, env=child_env(), start_new_session=True,
                                             cwd=CHILD_CWD)
             self._procs.append(proc)
+            self._responders[(pod.name, proto)] = proc
             procs.append((proto, proc, ready))
             ports[proto] = port
         deadline = time.monotonic() + 20.0
@@ -523,6 +525,17 @@ class NetnsCluster(Cluster):
                     raise InfrastructureError(f"responder {proto} in pod {pod.name} not ready after 20 s")
                 time.sleep(0.02)
         return ports
+
+    def exited_responders(self, pod: Pod) -> list[str]:
+        """One line per responder of ``pod`` that has exited: protocol, exit code, its log's last lines."""
+        lines = []
+        for (name, proto), proc in self._responders.items():
+            if name == pod.name and proc.poll() is not None:
+                log = self.state / f"responder-{name}-{proto}.log"
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+                lines.append(f"responder {proto} in pod {name} exited (code {proc.returncode}): "
+                             f"{' | '.join(tail) or 'no output'}")
+        return lines
 
     def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
         return self.exec_in(pod, ["__agent__", *args], timeout)

@@ -181,6 +181,33 @@ def test_a_dead_guest_is_booted_again_on_next_use():
     assert not _uml_processes(f"uml-{second.run_id}")
 
 
+def test_a_guest_whose_server_lost_a_responder_is_booted_again_and_says_why(caplog):
+    """A responder of the guest's server that exited (here killed) would refuse the next test's
+    connections (an infrastructure error naming only the client): the next ``up()`` names the
+    responder, its exit code and log, and boots a guest whose responders serve."""
+    from netslo.plugin.impair import NetemGuest
+    guest = NetemGuest(2, "bridge")
+    try:
+        first = guest.up()
+        port = guest.ports["tcp"]
+        assert first.exited_responders(guest.server) == []
+        first.exec_in(guest.server, ["sh", "-c", f"kill -9 $(ss -Htlnp 'sport = :{port}' | grep -o 'pid=[0-9]*' "
+                                                  "| head -n1 | cut -d= -f2)"], timeout=10)
+        deadline = time.monotonic() + 10
+        while not (gone := first.exited_responders(guest.server)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gone and gone[0].startswith("responder tcp in pod netem-server exited (code -9)"), gone
+        with caplog.at_level("INFO", logger="netslo.progress"):
+            second = guest.up()
+        assert second is not first and second.alive() and not first.alive()
+        assert "booted again before the next test: responder tcp in pod netem-server exited" in caplog.text
+        client = guest.pod("client", "node1")
+        s = second.probe(client, ProbeSpec("tcp-rr", guest.server.ip, guest.ports["tcp"], count=20, interval=0.002))
+        assert (s.rows["recv_ns"] >= 0).sum() == 20
+    finally:
+        guest.close()
+
+
 def test_the_first_measured_requests_are_not_the_probes_cold_start():
     """A freshly forked probe pays a page fault for every page it first writes; inside
     user-mode-linux that held the first ~25 requests of every run at 5-8 ms (median) on a 0.5 ms
