@@ -377,7 +377,7 @@ class KindCluster(KubeCluster):
         try:
             if self._kind.deletes_cluster:   # the namespace goes with the cluster: no delete, no wait
                 self._closed = True
-                self._sessions.close()
+                self.end_sessions()
             else:
                 super().close()
         finally:

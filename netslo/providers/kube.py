@@ -123,7 +123,7 @@ class KubeCluster(Cluster):
             self._closed = True
             return
         self._closed = True
-        self._sessions.close()
+        self.end_sessions()
         ns = self.api.get("namespace", self.namespace, missing_ok=True)
         if ns is None:
             return
@@ -132,6 +132,12 @@ class KubeCluster(Cluster):
                                       f"{self.run_id!r}; not deleting what this run did not create")
         self.api.delete("namespace", self.namespace)
         wait_deleted(self.api, "namespace", self.namespace, None, self.delete_timeout)
+
+    def end_sessions(self) -> None:
+        """End the warm agent sessions of the run's pods and node agents."""
+        self._sessions.close()
+        if self._node_agent is not None:
+            self._node_agent.close_sessions()
 
     # ---- nodes ------------------------------------------------------------------------------
     def _load_nodes(self, timeout: float) -> None:

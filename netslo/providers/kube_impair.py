@@ -8,8 +8,10 @@ On first use it creates the DaemonSet ``netslo-impair`` in the run's namespace (
 ``kube_manifests.impairment_daemonset_manifest``: hostNetwork, root with only NET_ADMIN + SYS_ADMIN,
 the host's /var/run/netns read-only), waits until it is ready on every node (an error names the
 DaemonSet, its pods' last status and events) and then execs ``python -m netslo.agent netem ...``
-(``netslo.impair.node_cli``) in the DaemonSet pod on the target pod's node (``KubeApi.run``). That finds the pod's
-network namespace by the pod IP and runs the embedded provider's netem code there.
+(``netslo.impair.node_cli``) in the DaemonSet pod on the target pod's node, through that pod's warm
+agent session (``kube_session``: one exec stream per node agent, opened when the DaemonSet is ready,
+no interpreter start per command). That finds the pod's network namespace by the pod IP and runs the
+embedded provider's netem code there.
 
 The same agent is the cluster's hands on a pod's network namespace: ``KubeCluster.exec_in`` runs
 helpers (sysctl, ethtool, nstat, bulk flows) there as the agent's root through ``exec_in`` below
@@ -25,7 +27,9 @@ from __future__ import annotations
 import json
 
 from ..errors import InfrastructureError, SpecError, Unsupported
+from ..phase_times import timed_call
 from . import kube_manifests as km
+from .kube_session import AgentSessions
 from .kube_wait import wait_workload
 from .kubeapi import tail
 
@@ -44,6 +48,7 @@ class KubeImpairer:
         self.applied: dict[tuple[str, str], object] = {}   # (pod name, direction) -> Pod
         self._agents: dict[str, str] | None = None          # node name -> DaemonSet pod name
         self._caps: dict[str, dict] = {}
+        self._agent_sessions: AgentSessions | None = None   # made on first use (_sessions)
 
     @property
     def name(self) -> str:
@@ -66,7 +71,21 @@ class KubeImpairer:
                        selector=f"app.kubernetes.io/name={km.IMPAIR_NAME},{km.RUN_LABEL}={self.cluster.run_id}")
         self._agents = {p["spec"].get("nodeName"): p["metadata"]["name"] for p in pods
                         if p.get("status", {}).get("phase") == "Running"}
+        for pod in self._agents.values():
+            self._sessions.warm(pod)        # each node agent imports while the caller goes on
         return self._agents
+
+    @property
+    def _sessions(self) -> AgentSessions:
+        """The node agents' warm sessions, one exec stream each (``kube_session``)."""
+        if self._agent_sessions is None:
+            self._agent_sessions = AgentSessions(self.cluster.api, self.cluster.namespace, km.IMPAIR_CONTAINER)
+        return self._agent_sessions
+
+    def close_sessions(self) -> None:
+        """End the node agents' sessions (the run is ending)."""
+        if self._agent_sessions is not None:
+            self._agent_sessions.close()
 
     def agent_pod(self, node: str) -> str:
         agents = self.ensure()
@@ -75,12 +94,12 @@ class KubeImpairer:
                                       f"running pod on node {node} (has {', '.join(sorted(agents)) or 'none'})")
         return agents[node]
 
+    @timed_call("bulk flows and pod commands")
     def run(self, node: str, args: list[str], command: str = "netem") -> dict:
         """``python -m netslo.agent COMMAND ARGS`` (netem, qos) on ``node``; its JSON, or the error it reported."""
         pod = self.agent_pod(node)
         ns = self.cluster.namespace
-        proc = self.cluster.api.run(ns, pod, km.IMPAIR_CONTAINER, ["python", "-m", "netslo.agent", command, *args],
-                                    timeout=self.exec_timeout)
+        proc = self._sessions.call(pod, [command, *args], {}, self.exec_timeout)
         if proc.returncode == 0:
             try:
                 return json.loads(proc.stdout)
@@ -93,14 +112,16 @@ class KubeImpairer:
             raise Unsupported(msg)
         raise InfrastructureError(f"{command} {args[0]} on node {node} (pod {ns}/{pod}): exit {proc.returncode}: {msg}")
 
+    @timed_call("bulk flows and pod commands")
     def exec_in(self, pod, argv: list[str], timeout: float) -> bytes:
         """``argv`` as the node agent's root in ``pod``'s network namespace (``netem exec``; a
         hostNetwork pod: in the node's, where the agent already is); its stdout. InfrastructureError
         with the command's stderr when it fails or cannot start."""
-        node_argv = list(argv) if getattr(pod, "host_network", False) else \
-            ["python", "-m", "netslo.agent", "netem", "exec", "--pod-ip", pod.ip, "--", *argv]
         agent = self.agent_pod(pod.node)
-        proc = self.cluster.api.run(self.cluster.namespace, agent, km.IMPAIR_CONTAINER, node_argv, timeout=timeout)
+        if getattr(pod, "host_network", False):
+            proc = self.cluster.api.run(self.cluster.namespace, agent, km.IMPAIR_CONTAINER, list(argv), timeout=timeout)
+        else:
+            proc = self._sessions.call(agent, ["netem", "exec", "--pod-ip", pod.ip, "--", *argv], {}, timeout)
         if proc.returncode == 0:
             return proc.stdout
         err = _last_json(proc.stderr)
