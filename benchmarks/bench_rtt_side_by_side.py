@@ -8,9 +8,11 @@ namespace b (``benchmarks/veth.py``), one tool after the other in a rotated orde
 round's P50/P99 (µs), then per tool the median over the rounds of each and its ratio to the better
 of irtt and sockperf and to the C echo reference. What each tool's RTT is:
 
-  netslo rtt        kernel TX stamp to kernel RX stamp (docs/metrics.md; the native sender: user space)
+  netslo rtt        kernel TX stamp to kernel RX stamp less the responder's residence (its kernel RX
+                    stamp to its send): irtt's definition at kernel clock points (docs/metrics.md)
+  netslo round trip kernel TX stamp to kernel RX stamp with the responder's residence in it (series
+                    ``round_trip``; what netslo reported as rtt until 2026-11-27)
   netslo rtt_app    user space before send to user space after the answer was read
-  netslo rtt - server_time   per request, irtt's definition (the responder's own time taken out)
   irtt              its ``delay.rtt``: client receive - client send - server processing time (irtt 0.9)
   sockperf          ping-pong, ``--full-rtt``, its summary percentiles (one request in flight)
   ping              ICMP echo, the kernel answers (``-i`` at the rate, 56-byte payload)
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.veth import VethPair  # noqa: E402
 from netslo import stats  # noqa: E402
+from netslo.report.series import series  # noqa: E402
 from netslo.samples import SampleSet  # noqa: E402
 
 SIZE = 64
@@ -55,11 +58,9 @@ def netslo(pair, sender: str, count: int, rate: int) -> dict:
     s = SampleSet.from_bytes(run.stdout)
     m = stats.analyze(s).metrics
     ts = s.meta.get("timestamps", "user")
-    r = s.rows[(s.rows["recv_ns"] >= 0) & (s.rows["srv_rx_ns"] >= 0)]
-    net = (r["recv_ns"] - r["send_ns"]) - (r["srv_tx_ns"] - r["srv_rx_ns"])
     return {f"netslo {sender} rtt ({ts})": (m["rtt.p50"].value * 1e6, m["rtt.p99"].value * 1e6),
-            f"netslo {sender} rtt_app": (m["rtt_app.p50"].value * 1e6, m["rtt_app.p99"].value * 1e6),
-            f"netslo {sender} rtt - server_time": _pcts(net * 1e-9)}
+            f"netslo {sender} round trip ({ts})": _pcts(series(s, "round_trip")),
+            f"netslo {sender} rtt_app": (m["rtt_app.p50"].value * 1e6, m["rtt_app.p99"].value * 1e6)}
 
 
 def irtt(pair, count: int, rate: int) -> dict:

@@ -54,16 +54,19 @@ def shifted(s: SampleSet, kind: str, rng) -> SampleSet:
     """A copy of ``s`` with the regression ``kind`` (see the module doc) injected."""
     rows = s.rows.copy()
     got = np.flatnonzero(received(s))
-    rtt_ns = rows["recv_ns"][got] - rows["send_ns"][got]
+    g = rows[got]
+    stamped = (g["srv_rx_ns"] >= 0) & (g["srv_tx_ns"] >= 0)
+    start = g["send_ns"] + np.where(stamped, g["srv_tx_ns"] - g["srv_rx_ns"], 0)  # rtt leaves the responder out
+    rtt_ns = g["recv_ns"] - start
     if kind in ("scale10", "add1ms"):
         new = np.round(rtt_ns * 1.1) if kind == "scale10" else rtt_ns + 1_000_000
-        rows["recv_ns"][got] = rows["send_ns"][got] + new.astype(np.int64)
+        rows["recv_ns"][got] = start + new.astype(np.int64)
     elif kind in ("tail10", "tail1ms"):
         p99 = reg.nearest_rank(rtt_by_seq(s)[got], 99.0)
         target = p99 * 1.1 if kind == "tail10" else p99 + 1e-3
         pick = rng.choice(len(got), size=max(1, int(np.ceil(0.02 * len(got)))), replace=False)
         want = (target * rng.uniform(0.98, 1.02, len(pick)) * 1e9).astype(np.int64)
-        rows["recv_ns"][got[pick]] = rows["send_ns"][got[pick]] + np.maximum(rtt_ns[pick], want)
+        rows["recv_ns"][got[pick]] = start[pick] + np.maximum(rtt_ns[pick], want)
     elif kind == "loss05":
         drop = got[rng.random(len(got)) < 0.005]
         rows["recv_ns"][drop] = -1

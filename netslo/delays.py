@@ -6,7 +6,9 @@ For one chunk (``netslo.compact.Chunk``), ``ChunkDelays`` gives the masks and in
   got          recv_ns >= 0 (the response arrived)
   srv          got and srv_rx_ns >= 0 and srv_tx_ns >= 0 (the responder's timestamps are known)
   sent         send_ns >= 0
-  rtt          recv_ns - send_ns of the got rows             (the stored recv_ns offsets themselves)
+  round_trip   recv_ns - send_ns of the got rows             (the stored recv_ns offsets themselves)
+  rtt          round_trip - server_time of the got rows      (round_trip where the row is not srv:
+                                                             the responder's residence left out, as irtt does)
   rtt_app      recv_app_ns - send_app_ns of the got rows     (user space to user space)
   owd_up       srv_rx_ns - send_ns of the srv rows
   server_time  srv_tx_ns - srv_rx_ns of the srv rows
@@ -30,10 +32,11 @@ from .order_stats import seconds
 
 INT64 = (-2**63, 2**63 - 1)
 # series -> (field, reference field): the value is field - reference, on the rows of the mask
-DIFFERENCES = {"rtt": ("recv_ns", "send_ns", "got"), "rtt_app": ("recv_app_ns", "send_app_ns", "got"),
+DIFFERENCES = {"round_trip": ("recv_ns", "send_ns", "got"), "rtt_app": ("recv_app_ns", "send_app_ns", "got"),
                "owd_up": ("srv_rx_ns", "send_ns", "srv"), "server_time": ("srv_tx_ns", "srv_rx_ns", "srv"),
                "timer_error": ("send_app_ns", "sched_ns", "sent")}
-SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "server_time", "timer_error")
+SERIES = ("rtt", "round_trip", "rtt_app", "owd_up", "owd_down", "server_time", "timer_error")
+MASKS = {"rtt": "got", "owd_down": "srv"}     # the derived series' rows (the others': DIFFERENCES)
 
 
 class ChunkDelays:
@@ -88,8 +91,16 @@ class ChunkDelays:
     def series(self, name: str) -> np.ndarray:
         """Values of series ``name`` (one of ``SERIES``) on its mask's rows, in row order."""
         if name == "owd_down":
-            return self.series_on("rtt", self.srv) - self.series_on("owd_up", self.srv) \
+            return self.series_on("round_trip", self.srv) - self.series_on("owd_up", self.srv) \
                 - self.series_on("server_time", self.srv)
+        if name == "rtt":
+            round_trip = self.series_on("round_trip", self.got)
+            srv = self.srv[self.got]
+            if not srv.any():
+                return round_trip
+            residence = np.zeros(len(round_trip), dtype=np.int64)
+            residence[srv] = self.series_on("server_time", self.srv)
+            return round_trip - residence
         return self.series_on(name, self.mask(name))
 
     def series_on(self, name: str, mask: np.ndarray) -> np.ndarray:
@@ -109,7 +120,13 @@ class ChunkDelays:
 
     def mask(self, name: str) -> np.ndarray:
         """Rows series ``name`` is defined on."""
-        return getattr(self, "srv" if name == "owd_down" else DIFFERENCES[name][2])
+        return getattr(self, MASKS.get(name) or DIFFERENCES[name][2])
+
+
+def series_seconds(samples, name: str) -> np.ndarray:
+    """Series ``name`` (one of ``SERIES``) of a whole ``SampleSet`` in seconds, in row order."""
+    parts = [ChunkDelays(ch).series(name) for ch in samples.chunks()]
+    return seconds(np.concatenate(parts)) if parts else np.empty(0)
 
 
 def pairs(chunks, name: str):
@@ -167,11 +184,17 @@ def bounds(chunks, name: str) -> tuple[int, int] | None:
         (f0, f1), (r0, r1) = _app_delta(chunks, field), _app_delta(chunks, ref)
         lo, hi = base[0] + f0 - r1, base[1] + f1 - r0
         return (lo, hi) if INT64[0] <= lo and hi <= INT64[1] else INT64
+    if name == "rtt":
+        b, s = bounds(chunks, "round_trip"), bounds(chunks, "server_time")
+        if b is None or s is None:
+            return b
+        lo, hi = min(b[0], b[0] - s[1]), max(b[1], b[1] - s[0])
+        return (lo, hi) if INT64[0] <= lo and hi <= INT64[1] else INT64
     if name != "owd_down":
         field, ref, _ = DIFFERENCES[name]
         b = _field_bounds(chunks, field, ref)
         return None if b is None else (max(b[0], INT64[0]), min(b[1], INT64[1]))
-    parts = [bounds(chunks, s) for s in ("rtt", "owd_up", "server_time")]
+    parts = [bounds(chunks, s) for s in ("round_trip", "owd_up", "server_time")]
     if None in parts:
         return None
     (r0, r1), (u0, u1), (s0, s1) = parts

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import progress, runner
 from . import slo as slo_mod
+from .delays import series_seconds
 from .runner import Outcome, check_pace, judge_all, require_measurable
 from .samples import SampleSet
 from .stats import Estimate, analyze, bootstrap_quantile_diff
@@ -40,10 +41,8 @@ def interleaved(cluster, client, specs: dict, rounds: int = 3, between=None, bef
 
 
 def rtt(samples: SampleSet) -> np.ndarray:
-    """Application RTTs (s) of the answered requests."""
-    r = samples.rows
-    got = r["recv_ns"] >= 0
-    return (r["recv_ns"][got] - r["send_ns"][got]) * 1e-9
+    """RTTs (s) of the answered requests: the ``rtt`` series (docs/metrics.md)."""
+    return series_seconds(samples, "rtt")
 
 
 def p50_shift(a: SampleSet, b: SampleSet, confidence: float = 0.95) -> Estimate:

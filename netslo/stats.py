@@ -168,8 +168,9 @@ def analyze(samples: SampleSet, confidence: float = DEFAULT_CONFIDENCE) -> Analy
     """Compute RTT, one-way delay, jitter, loss, duplicate and reorder statistics from raw rows.
 
     ``rtt``, ``owd_*``, ``ipdv*`` and ``pdv`` are at the clock points of ``meta['timestamps']``
-    (kernel TX to kernel RX where the probe had kernel stamps); ``rtt_app`` and ``ipdv_app`` are
-    user space to user space, the application-visible time (docs/metrics.md).
+    (kernel TX to kernel RX where the probe had kernel stamps), ``rtt`` without the responder's
+    residence where the responder stamped it (``netslo.delays``); ``rtt_app`` and ``ipdv_app`` are
+    user space to user space with everything in between, the application-visible time (docs/metrics.md).
 
     Works on the compact chunks (``SampleSet.chunks()``), one delay series at a time, and finds
     only the order statistics the estimates need, counted or partitioned on integer ns
@@ -205,12 +206,8 @@ def analyze(samples: SampleSet, confidence: float = DEFAULT_CONFIDENCE) -> Analy
     m.update(_describe_ipdv(chunks, "rtt", n, confidence, "ipdv"))
     m.update(_estimates("pdv", received, lambda r: float(seconds(rtt_at[r]) - rtt_min),
                         pdv_moments, confidence))
-    if samples.meta.get("timestamps", "user") == "user":   # the same clock points: the same values
-        m.update({k.replace("rtt.", "rtt_app.", 1).replace("ipdv.", "ipdv_app.", 1): v for k, v in m.items()
-                  if k.startswith(("rtt.", "ipdv."))})
-    else:
-        m.update(_describe_series(chunks, "rtt_app", n, confidence))
-        m.update(_describe_ipdv(chunks, "rtt_app", n, confidence, "ipdv_app"))
+    m.update(_describe_series(chunks, "rtt_app", n, confidence))
+    m.update(_describe_ipdv(chunks, "rtt_app", n, confidence, "ipdv_app"))
 
     if jitter is None:
         j, c["reordered"] = _arrival_order_fallback(chunks)
@@ -428,9 +425,8 @@ def _arrival_order_fallback(chunks) -> tuple[float, int]:
     def col(name):
         return np.concatenate([ch.values(name) for ch in chunks])
     got = np.concatenate([ChunkDelays(ch).got for ch in chunks])
-    recv, send = col("recv_ns"), col("send_ns")
-    rtt_by_seq = np.where(got, seconds(recv - send), np.nan)
-    del recv, send
+    rtt_by_seq = np.full(len(got), np.nan)
+    rtt_by_seq[got] = seconds(np.concatenate([ChunkDelays(ch).series("rtt") for ch in chunks]))
     order = np.argsort(np.where(got, col("arrival"), np.iinfo(np.int64).max), kind="stable")[:int(got.sum())]
     return rfc3550_jitter(rtt_by_seq[order]), reorder_count(col("seq")[order])
 

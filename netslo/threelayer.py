@@ -1,6 +1,7 @@
 """Three layers of one flow side by side: network (ICMP echo), transport (TCP_INFO), application RTT.
 
-  application  RTT of the probe's requests (``stats.analyze``: P50 with its order-statistic CI)
+  application  RTT of the probe's requests as the application sees it (``rtt_app`` of
+               ``stats.analyze``, the responder's time in it: P50 with its order-statistic CI)
   transport    the kernel's smoothed RTT of the SAME connection, ``tcpi_rtt`` sampled after every
                answer (``meta['tcp_info']`` of the ws/wss probe), with ``tcpi_rttvar``, ``tcpi_min_rtt``
                and retransmissions
@@ -122,6 +123,6 @@ def compare(app: SampleSet, icmp: SampleSet | None = None, confidence: float = 0
         got = r["recv_ns"] >= 0
         loss = 1.0 - float(got.mean()) if len(r) else None
         network = describe((r["recv_ns"][got] - r["send_ns"][got]) * 1e-9, confidence, "icmp")["icmp.p50"]
-    app_p50, app_min = a.metrics["rtt.p50"], a.metrics["rtt.min"].value
+    app_p50, app_min = a.metrics["rtt_app.p50"], a.metrics["rtt_app.min"].value
     problems = check(app_p50, app_min, transport)
     return ThreeLayer(app_p50, app_min, transport, network, loss, not problems, problems)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .. import phase_times, runner, sysctls
+from ..delays import series_seconds
 from ..errors import InfrastructureError
 from ..families import host_port
 from ..probes import ProbeSpec
@@ -244,9 +245,7 @@ class BloatRun:
     bottleneck: shaping.Bottleneck
 
     def rtts(self, samples: SampleSet) -> np.ndarray:
-        r = samples.rows
-        got = r["recv_ns"] >= 0
-        return (r["recv_ns"][got] - r["send_ns"][got]) * 1e-9
+        return series_seconds(samples, "rtt")
 
     def table(self) -> dict:
         base = self.baseline.analysis.metrics

@@ -4,7 +4,7 @@ regression tests that need samples, not summaries.
 ``series(samples, "rtt")`` returns exactly the values whose nearest-rank percentiles are
 ``analyze(samples).metrics["rtt.p99"]`` etc. Names: rtt, rtt_app, owd_up, owd_down, ipdv, ipdv_app,
 ipdv_up, ipdv_down, pdv, server_time, timer_error (delays, seconds; ipdv* are absolute values) and loss
-(0/1 per request). A dns probe's set names its lookup time ``dns`` and its failed lookups ``dns.fail``:
+(0/1 per request); ``round_trip`` is rtt with the responder's residence in it (``netslo.delays``). A dns probe's set names its lookup time ``dns`` and its failed lookups ``dns.fail``:
 the same values as its rtt and loss (``stats._dns``).
 """
 
@@ -56,7 +56,7 @@ def series(samples: SampleSet, name: str) -> np.ndarray:
     if name in ("owd_up", "owd_down", "ipdv_up", "ipdv_down") and not samples.meta.get("shared_clock", False):
         return np.empty(0)
     if name in delays.SERIES:
-        return seconds(_joined((ChunkDelays(ch).series(name) for ch in chunks), np.int64))
+        return delays.series_seconds(samples, name)
     if name in ("ipdv", "ipdv_app", "ipdv_up", "ipdv_down"):
         of = {"ipdv": "rtt", "ipdv_app": "rtt_app", "ipdv_up": "owd_up", "ipdv_down": "owd_down"}[name]
         return _joined((delays.ipdv_seconds(x, pair) for x, pair in delays.pairs(chunks, of)), np.float64)

@@ -1,11 +1,14 @@
 """netslo's RTT against independent tools on the same veth path: ping (kernel ICMP) and irtt (Go UDP).
 
-Tolerances: an application-level RTT cannot beat the kernel's ICMP echo on the same path (beyond the
-medians' CI), and it adds the user-space wake-ups of client and responder. Measured with this module
-(`sudo .venv/bin/python -m pytest -s tests/integration/test_reference_tools.py`, 2-core AMD EPYC VM,
-Linux 6.18, unpinned, 2026-11-23): netslo median 89.5 µs (udp) and 86.8 µs (tcp-rr) vs ping 15.0 µs;
-netslo 74.8 µs vs irtt 98.0 µs. We allow up to 500 µs above ping and ±300 µs from irtt, both
-user-space UDP echo tools.
+Tolerances: the application-visible RTT (``rtt_app``) cannot beat the kernel's ICMP echo on the same
+path (beyond the medians' CI), and it adds the user-space wake-ups of client and responder; the
+network RTT (``rtt``: kernel stamps, the responder's residence left out) carries neither, so it stays
+close to ping's. Measured with this module (`sudo .venv/bin/python -m pytest -s
+tests/integration/test_reference_tools.py`, 2-core AMD EPYC VM, Linux 6.18, unpinned, 2026-11-23,
+before rtt left the responder out): netslo median 89.5 µs (udp) and 86.8 µs (tcp-rr) vs ping 15.0 µs;
+netslo 74.8 µs vs irtt 98.0 µs. We allow rtt_app up to 500 µs above ping, rtt up to 100 µs above
+it, and ±300 µs from irtt on each of its two definitions (its delay.rtt without its server's time,
+its client's whole round trip).
 """
 
 import json
@@ -22,6 +25,7 @@ from netslo.probes import ProbeSpec
 from netslo.providers.netns import NetnsCluster
 
 APP_OVERHEAD_MAX = 500e-6
+NETWORK_OVER_PING_MAX = 100e-6
 IRTT_TOLERANCE = 300e-6
 N = 1000
 
@@ -63,10 +67,12 @@ def test_netslo_median_rtt_is_ping_plus_bounded_app_overhead(path, protocol):
     ping = _median_ci(_ping_rtts(c, cli, srv.ip))
     port = ports["udp" if protocol == "udp" else "tcp"]
     a = stats.analyze(c.probe(cli, ProbeSpec(protocol, srv.ip, port, count=N, interval=0.002, req_bytes=64, resp_bytes=64)))
-    ours = a.metrics["rtt.p50"]
-    print(f"{protocol}: netslo median {ours.value * 1e6:.1f} µs, ping median {ping.value * 1e6:.1f} µs")
-    assert ours.hi >= ping.lo, "an application RTT below the kernel ICMP RTT means a broken clock or pairing"
-    assert ours.value - ping.value <= APP_OVERHEAD_MAX
+    ours, app = a.metrics["rtt.p50"], a.metrics["rtt_app.p50"]
+    print(f"{protocol}: netslo median rtt {ours.value * 1e6:.1f} µs, rtt_app {app.value * 1e6:.1f} µs, "
+          f"ping median {ping.value * 1e6:.1f} µs")
+    assert app.hi >= ping.lo, "an application RTT below the kernel ICMP RTT means a broken clock or pairing"
+    assert app.value - ping.value <= APP_OVERHEAD_MAX
+    assert 0 < ours.value and ours.lo - ping.hi <= NETWORK_OVER_PING_MAX, "the network RTT holds user-space time"
 
 
 @pytest.mark.skipif(shutil.which("irtt") is None, reason="needs irtt (Debian package irtt)")
@@ -83,11 +89,13 @@ def test_netslo_udp_median_matches_irtt(path, tmp_path):
     finally:
         server.terminate()
         server.wait()
-    irtt_rtts = [rt["timestamps"]["client"]["receive"]["monotonic"] - rt["timestamps"]["client"]["send"]["monotonic"]
-                 for rt in doc["round_trips"] if rt["lost"] == "false"]  # irtt writes a string
-    irtt_med = _median_ci(np.array(irtt_rtts) * 1e-9)
+    answered = [rt for rt in doc["round_trips"] if rt["lost"] == "false"]  # irtt writes a string
+    irtt_whole = _median_ci(np.array([rt["timestamps"]["client"]["receive"]["monotonic"]
+                                      - rt["timestamps"]["client"]["send"]["monotonic"] for rt in answered]) * 1e-9)
+    irtt_rtt = _median_ci(np.array([rt["delay"]["rtt"] for rt in answered]) * 1e-9)   # its server's time left out
     a = stats.analyze(c.probe(cli, ProbeSpec("udp", srv.ip, ports["udp"], count=N, interval=0.002, req_bytes=64, resp_bytes=64)))
-    ours = a.metrics["rtt.p50"]
-    print(f"netslo median {ours.value * 1e6:.1f} µs, irtt median {irtt_med.value * 1e6:.1f} µs, "
-          f"irtt stats median {doc['stats']['rtt']['median'] / 1e3:.1f} µs")
-    assert abs(ours.value - irtt_med.value) <= IRTT_TOLERANCE
+    ours, app = a.metrics["rtt.p50"], a.metrics["rtt_app.p50"]
+    print(f"netslo median rtt {ours.value * 1e6:.1f} µs, rtt_app {app.value * 1e6:.1f} µs; irtt median delay.rtt "
+          f"{irtt_rtt.value * 1e6:.1f} µs, whole round trip {irtt_whole.value * 1e6:.1f} µs")
+    assert abs(ours.value - irtt_rtt.value) <= IRTT_TOLERANCE
+    assert abs(app.value - irtt_whole.value) <= IRTT_TOLERANCE

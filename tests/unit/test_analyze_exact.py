@@ -16,15 +16,17 @@ from netslo.stats import (Analysis, Estimate, describe, ipdv, pdv, proportion, r
 
 
 def reference_analyze(s: SampleSet, confidence: float = 0.95) -> Analysis:
-    """The analysis before compact samples: whole int64 columns, full sorts (``describe``)."""
+    """The analysis before compact samples: whole int64 columns, full sorts (``describe``); rtt
+    without the responder's residence where the row has its stamps."""
     r = s.rows
     n = len(r)
     got = r["recv_ns"] >= 0
     ns = 1e-9
-    rtt_by_seq = np.where(got, (r["recv_ns"] - r["send_ns"]) * ns, np.nan)
+    srv = got & (r["srv_rx_ns"] >= 0) & (r["srv_tx_ns"] >= 0)
+    residence = np.where(srv, r["srv_tx_ns"] - r["srv_rx_ns"], 0)      # rtt leaves it out (irtt's definition)
+    rtt_by_seq = np.where(got, (r["recv_ns"] - r["send_ns"] - residence) * ns, np.nan)
     rtt = rtt_by_seq[got]
     m = describe(rtt, confidence, "rtt")
-    srv = got & (r["srv_rx_ns"] >= 0) & (r["srv_tx_ns"] >= 0)
     if srv.any():
         m.update(describe((r["srv_tx_ns"][srv] - r["srv_rx_ns"][srv]) * ns, confidence, "server_time"))
     if s.meta.get("shared_clock", False) and srv.any():
