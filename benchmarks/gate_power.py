@@ -23,7 +23,8 @@ K = 1 gives the single-run block-bootstrap mode) and run i is the current run:
 run-to-run factor of ``--run-sd`` on the log scale): the statistics without this host's noise.
 With ``--shape-from DIR`` their RTTs have the shape of this host's (see ``shaped_runs``): its tails,
 a quieter runner's run-to-run spread. ``--confirm`` re-measures suspected tests as the plugin does.
-Prints numbers (rates with 95 % Clopper-Pearson intervals), no pass/fail.
+``--definition round_trip`` judges the same runs with the responder's residence kept in the RTT (the
+definition before 2026-11-27). Prints numbers (rates with 95 % Clopper-Pearson intervals), no pass/fail.
 """
 
 from __future__ import annotations
@@ -74,6 +75,18 @@ def shifted(s: SampleSet, kind: str, rng) -> SampleSet:
     elif kind != "none":
         raise ValueError(f"shift: value {kind!r} — expected one of none, {', '.join(SHIFTS)}")
     return SampleSet(rows, copy.deepcopy(s.meta))
+
+
+def as_round_trip(run: reg.Run) -> reg.Run:
+    """``run`` with its responders' stamps dropped from every set: its rtt is then the round trip with
+    the responder's residence in it, netslo's rtt until 2026-11-27 (``--definition round_trip``)."""
+    out = reg.Run(environment=run.environment, sources=run.sources)
+    for t, parts in run.samples.items():
+        for s, j in zip(parts, run.session_of.get(t, [0] * len(parts))):
+            rows = s.rows.copy()
+            rows["srv_rx_ns"] = rows["srv_tx_ns"] = -1
+            out.add(t, SampleSet(rows, copy.deepcopy(s.meta)), j)
+    return out
 
 
 def pooled(runs: list[reg.Run]) -> reg.Run:
@@ -198,6 +211,8 @@ def main(argv=None) -> int:
     ap.add_argument("--alpha", default=None)
     ap.add_argument("--confirm", action="store_true",
                     help="re-measure suspected tests (here: the next run's samples) as the plugin does")
+    ap.add_argument("--definition", choices=("rtt", "round_trip"), default="rtt",
+                    help="round_trip: judge the round trip with the responder in it (rtt until 2026-11-27)")
     a = ap.parse_args(argv)
     policy = reg.policy_from_text(alpha=a.alpha)
     if a.synthetic:
@@ -205,12 +220,14 @@ def main(argv=None) -> int:
                   else synthetic_runs(a.synthetic, a.run_sd, a.requests)]
     else:
         groups = [runs_in(d) for d in a.runs]
+    if a.definition == "round_trip":
+        groups = [[as_round_trip(r) for r in g] for g in groups]
     if not any(len(g) > a.baseline_runs for g in groups):
         print(f"need more than {a.baseline_runs} runs in a directory")
         return 2
     print(f"policy: alpha={policy.alpha:.0%} (Holm, family-wise) baseline_runs={a.baseline_runs} "
           f"mode={'run spread' if a.baseline_runs >= policy.spread_min_runs else 'block bootstrap'}; "
-          f"runs per directory: {', '.join(str(len(g)) for g in groups)}"
+          f"runs per directory: {', '.join(str(len(g)) for g in groups)}; definition {a.definition}"
           + (f"; synthetic: run-to-run sd {a.run_sd:.0%}, {a.requests} requests per test"
              + (f", RTT shapes of {a.shape_from}" if a.shape_from else "") if a.synthetic else ""))
     study(groups, a.baseline_runs, policy, [s for s in a.shifts.split(",") if s], confirm=a.confirm)
