@@ -4,8 +4,9 @@ regression tests that need samples, not summaries.
 ``series(samples, "rtt")`` returns exactly the values whose nearest-rank percentiles are
 ``analyze(samples).metrics["rtt.p99"]`` etc. Names: rtt, rtt_app, owd_up, owd_down, ipdv, ipdv_app,
 ipdv_up, ipdv_down, pdv, server_time, timer_error (delays, seconds; ipdv* are absolute values) and loss
-(0/1 per request); ``round_trip`` is rtt with the responder's residence in it (``netslo.delays``). A dns probe's set names its lookup time ``dns`` and its failed lookups ``dns.fail``:
-the same values as its rtt and loss (``stats._dns``).
+(0/1 per request); ``round_trip`` is rtt with the responder's residence in it (``netslo.delays``).
+A dns probe's set names its lookup time ``dns`` and its failed lookups ``dns.fail``: the same values
+as its rtt and loss (``stats._dns``).
 """
 
 from __future__ import annotations
