@@ -39,6 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from netslo import stats  # noqa: E402
+from netslo.delays import series_ns  # noqa: E402
 from netslo.report import regression as reg  # noqa: E402
 from netslo.report.run_spread import INDEX_TEST  # noqa: E402
 from netslo.report.series import received, rtt_by_seq  # noqa: E402
@@ -55,10 +56,8 @@ def shifted(s: SampleSet, kind: str, rng) -> SampleSet:
     """A copy of ``s`` with the regression ``kind`` (see the module doc) injected."""
     rows = s.rows.copy()
     got = np.flatnonzero(received(s))
-    g = rows[got]
-    stamped = (g["srv_rx_ns"] >= 0) & (g["srv_tx_ns"] >= 0)
-    start = g["send_ns"] + np.where(stamped, g["srv_tx_ns"] - g["srv_rx_ns"], 0)  # rtt leaves the responder out
-    rtt_ns = g["recv_ns"] - start
+    rtt_ns = series_ns(s.chunks(), "rtt")     # per answered request, in row order, as the gate judges it
+    start = rows["recv_ns"][got] - rtt_ns     # recv_ns = start + rtt: shifting rtt shifts recv_ns
     if kind in ("scale10", "add1ms"):
         new = np.round(rtt_ns * 1.1) if kind == "scale10" else rtt_ns + 1_000_000
         rows["recv_ns"][got] = start + new.astype(np.int64)

@@ -123,10 +123,15 @@ class ChunkDelays:
         return getattr(self, MASKS.get(name) or DIFFERENCES[name][2])
 
 
+def series_ns(chunks, name: str) -> np.ndarray:
+    """Series ``name`` (one of ``SERIES``) over ``chunks`` joined: int64 ns, in row order."""
+    parts = [ChunkDelays(ch).series(name) for ch in chunks]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
 def series_seconds(samples, name: str) -> np.ndarray:
     """Series ``name`` (one of ``SERIES``) of a whole ``SampleSet`` in seconds, in row order."""
-    parts = [ChunkDelays(ch).series(name) for ch in samples.chunks()]
-    return seconds(np.concatenate(parts)) if parts else np.empty(0)
+    return seconds(series_ns(samples.chunks(), name))
 
 
 def pairs(chunks, name: str):

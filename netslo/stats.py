@@ -426,7 +426,7 @@ def _arrival_order_fallback(chunks) -> tuple[float, int]:
         return np.concatenate([ch.values(name) for ch in chunks])
     got = np.concatenate([ChunkDelays(ch).got for ch in chunks])
     rtt_by_seq = np.full(len(got), np.nan)
-    rtt_by_seq[got] = seconds(np.concatenate([ChunkDelays(ch).series("rtt") for ch in chunks]))
+    rtt_by_seq[got] = seconds(delays.series_ns(chunks, "rtt"))
     order = np.argsort(np.where(got, col("arrival"), np.iinfo(np.int64).max), kind="stable")[:int(got.sum())]
     return rfc3550_jitter(rtt_by_seq[order]), reorder_count(col("seq")[order])
 
