@@ -5,7 +5,8 @@ For each network namespace on the path (client pod, client node, server node, se
 ``tc -s qdisc`` (the path's devices and their counters), ``iptables-save -c`` (rules with packet and
 byte counters), ``ip -br link`` (state and MAC of the path's devices, to compare with the neighbour
 entries), ``ip neigh`` and ``ip route``; for the client pod also ``ss -tin`` (state of its TCP
-flows: retransmits, rtt, cwnd). Every command has a short timeout and the whole collection a time
+flows: retransmits, rtt, cwnd), for the server pod ``ss -tuan`` (its listeners and every socket's
+state: a refused connection shows whether the port had a listener). Every command has a short timeout and the whole collection a time
 budget, so a wedged namespace cannot hang the error path.
 
 ``attach(err, sections)`` returns the error with an indented ``evidence:`` block appended to its
@@ -34,6 +35,8 @@ POD_COMMANDS = (("tc -s qdisc", ["tc", "-s", "qdisc", "show"]),
                 ("ip neigh", ["ip", "neigh", "show"]),
                 ("ip route", ["ip", "route", "show"]))
 FLOW_COMMAND = ("ss -tin", ["ss", "-tin"])
+SERVER_COMMAND = ("ss -tuan", ["ss", "-tuan"])
+SERVER_ROLE = "server pod"
 
 
 @dataclass(frozen=True)
@@ -112,9 +115,11 @@ def _iptables(text: str) -> str:
 
 
 def collect(places: list[Place], flow: Place | None = None, budget_s: float = BUDGET_S) -> dict[str, str]:
-    """Section name -> text, in path order; ``ss -tin`` of ``flow`` first (it changes fastest)."""
+    """Section name -> text, in path order; ``ss -tin`` of ``flow`` first (it changes fastest), then
+    the sockets of the server pod (``SERVER_ROLE``), then each place's commands."""
     deadline = time.monotonic() + budget_s
     jobs = [(flow, *FLOW_COMMAND)] if flow is not None else []
+    jobs += [(p, *SERVER_COMMAND) for p in places if p.role == SERVER_ROLE]
     jobs += [(p, title, argv) for p in places for title, argv in POD_COMMANDS]
     sections = {}
     for place, title, argv in jobs:

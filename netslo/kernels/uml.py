@@ -340,8 +340,8 @@ class UmlCluster(Cluster):
     def start_responders(self, pod: Pod, protocols=("udp", "tcp", "http")) -> dict[str, int]:
         return self.call("start_responders", pod=pod.name, protocols=list(protocols))
 
-    def exited_responders(self, pod: Pod) -> list[str]:
-        return self.call("exited_responders", pod=pod.name)
+    def responder_faults(self, pod: Pod) -> list[str]:
+        return self.call("responder_faults", pod=pod.name)
 
     def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
         return self.exec_in(pod, ["__agent__", *args], timeout)

@@ -98,8 +98,8 @@ class Guest:
     def op_start_responders(self, pod, protocols):
         return self.cluster.start_responders(self.pods[pod], tuple(protocols))
 
-    def op_exited_responders(self, pod):
-        return self.cluster.exited_responders(self.pods[pod])
+    def op_responder_faults(self, pod):
+        return self.cluster.responder_faults(self.pods[pod])
 
     def op_exec_in(self, pod, argv, timeout):
         out = self.cluster.exec_in(self.pods[pod], list(argv), timeout)

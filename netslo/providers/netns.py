@@ -111,6 +111,28 @@ def _v6(address: str) -> str:
     return str(ipaddress.IPv6Address(address))
 
 
+UDP_RESPONDERS = ("udp", "dns")     # responder kinds that serve on a UDP port (the rest: TCP)
+TCP_LISTEN, UDP_UNCONNECTED = "0A", "07"   # socket states in /proc/net/{tcp,udp}[6]
+
+
+def bound_ports(pid: int, transport: str) -> set[int] | None:
+    """Ports with a listening TCP socket (``transport`` 'tcp') or an unconnected bound UDP socket
+    ('udp') in the network namespace of process ``pid`` (its /proc/PID/net tables, both families);
+    None when they cannot be read (the process is gone)."""
+    state = TCP_LISTEN if transport == "tcp" else UDP_UNCONNECTED
+    ports = set()
+    for table in (transport, transport + "6"):
+        try:
+            rows = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            return None
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 3 and cols[3] == state:
+                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def _kill_all(pids: list[int], grace: float = 1.0) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
@@ -526,15 +548,24 @@ class NetnsCluster(Cluster):
                 time.sleep(0.02)
         return ports
 
-    def exited_responders(self, pod: Pod) -> list[str]:
-        """One line per responder of ``pod`` that has exited: protocol, exit code, its log's last lines."""
+    def responder_faults(self, pod: Pod) -> list[str]:
+        """One line per responder of ``pod`` that cannot answer: it exited (its code and log's last
+        lines), or it runs but its port has no listening (TCP) / bound (UDP) socket in its namespace."""
         lines = []
         for (name, proto), proc in self._responders.items():
-            if name == pod.name and proc.poll() is not None:
+            if name != pod.name:
+                continue
+            if proc.poll() is not None:
                 log = self.state / f"responder-{name}-{proto}.log"
                 tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
                 lines.append(f"responder {proto} in pod {name} exited (code {proc.returncode}): "
                              f"{' | '.join(tail) or 'no output'}")
+            elif (port := RESPONDER_PORTS.get(proto)) is not None:
+                transport = "udp" if proto in UDP_RESPONDERS else "tcp"
+                bound = bound_ports(proc.pid, transport)
+                if bound is not None and port not in bound:
+                    lines.append(f"responder {proto} in pod {name} runs (pid {proc.pid}) but nothing "
+                                 f"{'is bound to' if transport == 'udp' else 'listens on'} {transport} port {port}")
         return lines
 
     def exec_agent(self, pod: Pod, args: list[str], timeout: float) -> bytes:
@@ -611,7 +642,14 @@ class NetnsCluster(Cluster):
     def evidence_for(self, pod: Pod, argv: list[str]) -> dict[str, str]:
         """``netslo.evidence`` sections for a flow from ``pod`` to the pod or node whose IP is in ``argv``."""
         places = self.path_places(pod, _target_ip(argv))
-        return evidence.collect(places, flow=places[0])
+        sections = evidence.collect(places, flow=places[0])
+        for place in places:
+            served = [proto for (name, proto) in self._responders if name == place.name]
+            if place.role == evidence.SERVER_ROLE and served:
+                faults = self.responder_faults(self._pods[place.name])
+                sections[f"responders: {place.label}"] = "\n".join(faults) or (
+                    f"{', '.join(served)}: running, each with its socket")
+        return sections
 
     def path_places(self, client: Pod, server_ip: str | None) -> list[evidence.Place]:
         """Namespaces on the path client pod -> client node -> server node -> server pod (each once),
@@ -634,7 +672,7 @@ class NetnsCluster(Cluster):
                     "client node" if node == client.node else "server node")
             places.append(evidence.Place(role, node, self.node_netns(node), devices(node)))
         if server is not None and not server.host_network:
-            places.append(evidence.Place("server pod", server.name, self.netns_of(server)))
+            places.append(evidence.Place(evidence.SERVER_ROLE, server.name, self.netns_of(server)))
         return places
 
     def environment(self) -> dict[str, str]:

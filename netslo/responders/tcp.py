@@ -11,6 +11,7 @@ the read that completed the request came with (``netslo.kstamps``; flag ``wire.U
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 
@@ -95,7 +96,9 @@ def serve_connection(conn: socket.socket, nodelay: bool = True, slots: threading
 
 
 def serve(port: int, bind: str = ANY, nodelay: bool = True, ready=None, stop=None) -> None:
-    """Accept loop (both families on ``ANY``: ``families.bound_socket``); each connection gets a daemon thread."""
+    """Accept loop (both families on ``ANY``: ``families.bound_socket``); each connection gets a daemon
+    thread. SystemExit naming the port when the listening socket stops listening (the process ends,
+    so its supervisor sees a responder that cannot answer instead of one that spins)."""
     lsock = bound_socket(socket.SOCK_STREAM, bind, port)
     lsock.listen(1024)
     if stop is not None:
@@ -106,8 +109,12 @@ def serve(port: int, bind: str = ANY, nodelay: bool = True, ready=None, stop=Non
     while not (stop and stop()):
         try:
             conn, _ = lsock.accept()
-        except (socket.timeout, OSError):
+        except socket.timeout:
             continue
+        except OSError as e:
+            if e.errno == errno.EINVAL:     # the listener is no longer listening (e.g. aborted by ss -K)
+                raise SystemExit(f"tcp responder: port {port} stopped listening ({e.strerror})") from None
+            continue                        # ECONNABORTED, EMFILE, ENOBUFS ...: this connection only
         if not slots.acquire(blocking=False):
             conn.close()  # over the connection cap: refuse rather than grow threads without bound
             continue

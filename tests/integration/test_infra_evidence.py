@@ -1,10 +1,13 @@
 """Evidence on a real connect timeout in the embedded pod network: an iptables DROP rule in the server
 pod's namespace for the TCP responder port makes the probe's connect time out; the InfrastructureError
 names every section (tc, iptables counters, neighbours, routes of both pods and both nodes, ss of the
-client) and shows the DROP rule with a packet counter > 0. A run that hangs past its timeout is
-looked at before it is killed: ss shows the flow in SYN-SENT."""
+client, the server's sockets and responders) and shows the DROP rule with a packet counter > 0. A run
+that hangs past its timeout is looked at before it is killed: ss shows the flow in SYN-SENT. A refused
+connection (the responder's listener aborted with ``ss -K``) names the responder and shows no listener."""
 
 import re
+import subprocess
+import time
 
 import pytest
 
@@ -16,6 +19,7 @@ from netslo.qos import shaping
 
 PLACES = ("client pod client", "client node node1", "server node node0", "server pod server")
 COMMANDS = ("tc -s qdisc", "iptables-save -c", "ip -br link", "ip neigh", "ip route")
+SERVER_SECTIONS = ("ss -tuan: server pod server (", "responders: server pod server (")
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +56,13 @@ def test_connect_timeout_carries_the_paths_evidence(cl):
             assert f"\n  {command}: {place} (" in msg, (command, place, msg)
     assert "\n  ss -tin: client pod client (" in msg
     assert drop_counter(msg, port) > 0
-    assert set(e.value.evidence) == {k for k in e.value.evidence if k.split(":")[0] in (*COMMANDS, "ss -tin")}
-    assert len(e.value.evidence) == len(PLACES) * len(COMMANDS) + 1
+    assert set(e.value.evidence) == {k for k in e.value.evidence
+                                     if k.split(":")[0] in (*COMMANDS, "ss -tin", "ss -tuan", "responders")}
+    assert len(e.value.evidence) == len(PLACES) * len(COMMANDS) + 1 + len(SERVER_SECTIONS)
+    sockets = next(v for k, v in e.value.evidence.items() if k.startswith(SERVER_SECTIONS[0]))
+    assert re.search(rf"^tcp +LISTEN .*:{port} ", sockets, re.M), sockets
+    assert e.value.evidence[next(k for k in e.value.evidence if k.startswith(SERVER_SECTIONS[1]))] == \
+        "tcp: running, each with its socket"
     assert "default via 10.244.1.1 dev eth0" in next(v for k, v in e.value.evidence.items()
                                                      if k.startswith("ip route: client pod"))
     links = next(v for k, v in e.value.evidence.items() if k.startswith("ip -br link: client node"))
@@ -71,6 +80,49 @@ def test_a_hung_run_is_looked_at_before_it_is_killed(cl):
     flow = next(v for k, v in e.value.evidence.items() if k.startswith("ss -tin: client pod client"))
     assert re.search(rf"SYN-SENT\s+\d+\s+\d+\s+{re.escape(client.ip)}:\d+\s+{re.escape(server.ip)}:{port}", flow), flow
     assert drop_counter(msg, port) > 0
+
+
+def test_a_refused_connection_names_the_responder_that_stopped_listening():
+    """The TCP responder's listening socket aborted from outside (``ss -K``, the kernel's SOCK_DESTROY):
+    the responder ends saying so, ``responder_faults`` names it, and a probe's refused connect carries
+    the server's sockets (no listener on the port) and that line."""
+    with NetnsCluster(nodes=2, datapath="bridge") as c:
+        server = c.add_pod("server", "node0")
+        client = c.add_pod("client", "node1")
+        port = c.start_responders(server, ("tcp",))["tcp"]
+        assert c.responder_faults(server) == []
+        killed = subprocess.run(["nsenter", f"--net=/run/netns/{c.netns_of(server)}", "ss", "-K", "-tln",
+                                 f"sport = :{port}"], capture_output=True, text=True)
+        if killed.returncode or f":{port}" not in killed.stdout:
+            pytest.skip(f"this kernel cannot abort a socket (ss -K: {killed.stderr.strip() or killed.stdout})")
+        deadline = time.monotonic() + 5
+        while "exited" not in str(faults := c.responder_faults(server)) and time.monotonic() < deadline:
+            assert faults in ([], [f"responder tcp in pod server runs (pid {c._responders[(server.name, 'tcp')].pid}) "
+                                   f"but nothing listens on tcp port {port}"]), faults
+            time.sleep(0.05)
+        assert faults == [f"responder tcp in pod server exited (code 1): tcp responder: port {port} "
+                          "stopped listening (Invalid argument)"], faults
+        with pytest.raises(InfrastructureError) as e:
+            c.probe(client, ProbeSpec("tcp-rr", server.ip, port, count=5, interval=0.01))
+    assert "refused" in str(e.value).splitlines()[0].lower(), str(e.value)[:300]
+    sockets = next(v for k, v in e.value.evidence.items() if k.startswith(SERVER_SECTIONS[0]))
+    assert not re.search(rf"LISTEN .*:{port} ", sockets), sockets
+    assert e.value.evidence[next(k for k in e.value.evidence if k.startswith(SERVER_SECTIONS[1]))] == faults[0]
+
+
+def test_a_responder_that_runs_without_its_socket_is_named(cl):
+    """A process registered as the server's UDP responder that has no socket on the port (here a plain
+    ``sleep`` in the pod's namespace): ``responder_faults`` says it runs but nothing is bound."""
+    c, server, _, _ = cl
+    proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{c.netns_of(server)}", "sleep", "30"])
+    c._responders[(server.name, "udp")] = proc
+    try:
+        assert c.responder_faults(server) == [f"responder udp in pod server runs (pid {proc.pid}) but nothing "
+                                              "is bound to udp port 7000"]
+    finally:
+        del c._responders[(server.name, "udp")]
+        proc.kill()
+        proc.wait()
 
 
 def test_same_node_path_names_the_shared_node_once(cl):
@@ -101,7 +153,7 @@ def test_evidence_crosses_the_user_mode_linux_channel():
                 c.probe(client, ProbeSpec("tcp-rr", server.ip, port, count=5, interval=0.01))
         finally:
             c.impairer.clear()
-    assert len(e.value.evidence) == len(PLACES) * len(COMMANDS) + 1
+    assert len(e.value.evidence) == len(PLACES) * len(COMMANDS) + 1 + len(SERVER_SECTIONS)
     qdiscs = next(v for k, v in e.value.evidence.items() if k.startswith("tc -s qdisc: server pod server"))
     dropped = re.search(r"qdisc netem 1: dev eth0 root.*\n.*\(dropped (\d+),", qdiscs)
     assert dropped and int(dropped.group(1)) > 0, qdiscs

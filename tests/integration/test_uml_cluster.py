@@ -190,11 +190,11 @@ def test_a_guest_whose_server_lost_a_responder_is_booted_again_and_says_why(capl
     try:
         first = guest.up()
         port = guest.ports["tcp"]
-        assert first.exited_responders(guest.server) == []
+        assert first.responder_faults(guest.server) == []
         first.exec_in(guest.server, ["sh", "-c", f"kill -9 $(ss -Htlnp 'sport = :{port}' | grep -o 'pid=[0-9]*' "
                                                   "| head -n1 | cut -d= -f2)"], timeout=10)
         deadline = time.monotonic() + 10
-        while not (gone := first.exited_responders(guest.server)) and time.monotonic() < deadline:
+        while not (gone := first.responder_faults(guest.server)) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert gone and gone[0].startswith("responder tcp in pod netem-server exited (code -9)"), gone
         with caplog.at_level("INFO", logger="netslo.progress"):
