@@ -2,6 +2,7 @@
 
     python -m netslo.agent serve udp|tcp|http|ws|tls|mqtt|proxy|dns --port P [--bind ADDR] [--ready-file F]
                           [--no-nodelay] [--tls-dir D] [--upstream HOST:PORT] [--record NAME=IP ...]
+    python -m netslo.agent responders udp,tcp,http --ready-dir DIR   (one process each, forked: netslo.responder_set)
     python -m netslo.agent probe udp|tcp-rr|tcp-crr|http|http-new|ws|wss|https|https-new|
                           mqtt-qos0|mqtt-qos1|mqtt-qos2|icmp --target HOST:PORT|[IPV6]:PORT
                           [--count N] [--interval 2ms] [--req-size 1k] [--resp-size 1k]
@@ -175,6 +176,26 @@ def _probe(args) -> int:
     return 0
 
 
+def _responders(argv: list[str]) -> int:
+    from . import responder_set
+    from .providers.base import RESPONDER_PORTS
+    p = argparse.ArgumentParser(prog="python -m netslo.agent responders")
+    p.add_argument("protocols", help="comma-separated: " + ",".join(responder_set.PROTOCOLS))
+    p.add_argument("--ready-dir", required=True, help="each responder creates PROTOCOL.ready here once it serves")
+    args = p.parse_args(argv)
+    try:
+        protocols = responder_set.parse_protocols(args.protocols)
+    except SpecError as e:
+        print(f"netslo.agent: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    from .responders import http, tcp, udp  # noqa: F401  (imported once, before the forks)
+
+    def serve(protocol: str, ready: str) -> int:
+        return _serve(_parser().parse_args(["serve", protocol, "--port", str(RESPONDER_PORTS[protocol]),
+                                            "--ready-file", ready]))
+    return responder_set.run(protocols, args.ready_dir, serve)
+
+
 def _reap(args) -> int:
     from .providers import netns
     for line in netns.reap(dry_run=args.dry_run):
@@ -190,6 +211,8 @@ def main(argv=None) -> int:
     if argv[:1] == ["session"]:  # a warm agent behind one exec stream (Kubernetes providers)
         from . import agent_session
         return agent_session.main(argv[1:])
+    if argv[:1] == ["responders"]:  # a Kubernetes agent pod's responders, one container
+        return _responders(argv[1:])
     if argv[:1] == ["netem"]:  # impairment DaemonSet: netem in a pod's netns, JSON on stdout
         from .impair import node_cli
         return node_cli.main(argv[1:])

@@ -87,7 +87,7 @@ class KubeCluster(Cluster):
         self._closed = False
         self._tls_synced: dict[str, str] = {}   # pod name -> host TLS dir copied into it
         self._node_agent = None                 # KubeImpairer, made on first use (node_agent)
-        self._sessions = AgentSessions(api, self.namespace, "agent")   # warm agents, one stream each
+        self._sessions = AgentSessions(api, self.namespace, km.AGENT_CONTAINER)   # warm agents, one stream each
         self.reaped: list[str] = []             # what open() removed of dead runs (one line each)
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -253,7 +253,7 @@ class KubeCluster(Cluster):
                          upstream: str | None = None) -> dict[str, int]:
         """protocol -> port once each responder listens.
 
-        udp/tcp/http run as containers from the pod's creation (checked here); ws/tls/mqtt are started
+        udp/tcp/http run in the agent container from the pod's creation (checked here); ws/tls/mqtt are started
         on demand inside the agent container (an exec, in the background) with the run's TLS
         directory ($NETSLO_TLS_DIR) copied into the pod first; ``proxy`` needs ``upstream`` (HOST:PORT).
         """
@@ -263,16 +263,15 @@ class KubeCluster(Cluster):
             raise InfrastructureError(f"pod {pod.name}: created without responders {unknown} "
                                       f"(add_pod(..., responders=...))")
         ports = {}
-        as_containers = [p for p in protocols if p in have]
-        if as_containers:
+        served = [p for p in protocols if p in have]
+        if served:      # the agent container serves them; started = its startup probe saw them all ready
             obj = self.pod_object(pod)
-            started = {cs["name"]: bool(cs.get("started")) and "running" in cs.get("state", {})
-                       for cs in obj.get("status", {}).get("containerStatuses", [])}
-            down = [p for p in as_containers if not started.get(p)]
-            if down:
-                raise InfrastructureError(f"pod {pod.name}: responders {down} not running; "
+            agent = next((cs for cs in obj.get("status", {}).get("containerStatuses", [])
+                          if cs["name"] == km.AGENT_CONTAINER), {})
+            if not (agent.get("started") and "running" in agent.get("state", {})):
+                raise InfrastructureError(f"pod {pod.name}: responders {served} not running; "
                                           f"last status: {self._summary(obj)}")
-            ports.update({p: RESPONDER_PORTS[p] for p in as_containers})
+            ports.update({p: RESPONDER_PORTS[p] for p in served})
         if "proxy" in protocols and not upstream:
             raise SpecError("upstream", upstream, "HOST:PORT of the HTTP responder the proxy forwards to")
         for p in protocols:
@@ -313,7 +312,7 @@ class KubeCluster(Cluster):
 
     @timed_call("bulk flows and pod commands")
     def _exec(self, pod: Pod, command: list[str], timeout: float, input: bytes | None = None) -> bytes:
-        return self.api.exec(self.namespace, self.k8s_pod_name(pod), "agent", command, timeout=timeout,
+        return self.api.exec(self.namespace, self.k8s_pod_name(pod), km.AGENT_CONTAINER, command, timeout=timeout,
                              input=input)
 
     @staticmethod

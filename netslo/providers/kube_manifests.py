@@ -14,6 +14,7 @@ import time
 from .. import __version__
 from ..errors import SpecError
 from ..netns_access import PROC_SYS_DIR
+from ..responder_set import PROTOCOLS, ready_file
 from .base import RESPONDER_PORTS
 from .service_program import check_type
 
@@ -23,7 +24,8 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "netslo"}
 DEFAULT_IMAGE = f"localhost/netslo-agent:{__version__}"   # python -m netslo image build tags it so
 READY_DIR = "/run/netslo"
 PULL_POLICIES = ("Never", "IfNotPresent", "Always")
-BASIC_RESPONDERS = ("udp", "tcp", "http")  # need no options; other kinds (tls, proxy...) do
+BASIC_RESPONDERS = PROTOCOLS     # served by the agent container's process; other kinds (tls, proxy...) by exec
+AGENT_CONTAINER = "agent"
 TRAFFIC_POLICIES = ("Cluster", "Local")
 # Bandwidth annotations the CNI bandwidth plugin (and Cilium's Bandwidth Manager) read, e.g. "10M".
 BANDWIDTH_ANNOTATIONS = ("kubernetes.io/egress-bandwidth", "kubernetes.io/ingress-bandwidth")
@@ -86,27 +88,20 @@ def check_annotations(annotations: dict) -> dict:
     return out
 
 
-def _responder_container(protocol: str, image: str, pull_policy: str) -> dict:
-    port = RESPONDER_PORTS[protocol]
-    ready = f"{READY_DIR}/{protocol}.ready"
-    if protocol == "udp":
-        startup = {"exec": {"command": ["cat", ready]}}
-    else:
-        startup = {"tcpSocket": {"port": port}}
-    # A startup probe only (no readiness/liveness probe): it stops once the responder listens, so no
+def _agent_command(responders) -> dict:
+    """The agent container's command, ports and startup probe: with ``responders``, the process that
+    serves them (``netslo.responder_set``: one container, one interpreter, a forked process per
+    protocol), ready once every responder's file exists; without, an idle process."""
+    if not responders:
+        return {"command": IDLE_COMMAND}
+    # A startup probe only (no readiness/liveness probe): it stops once the responders serve, so no
     # periodic probe traffic or exec disturbs a measurement afterwards.
     return {
-        "name": protocol,
-        "image": image,
-        "imagePullPolicy": pull_policy,
-        "command": ["python", "-m", "netslo.agent", "serve", protocol, "--port", str(port),
-                    "--ready-file", ready],
-        "ports": [{"name": protocol, "containerPort": port,
-                   "protocol": "UDP" if protocol == "udp" else "TCP"}],
-        "startupProbe": {**startup, "periodSeconds": 1, "failureThreshold": 600},
-        "resources": {"requests": {"cpu": "10m", "memory": "48Mi"}},
-        "securityContext": SECURITY_CONTEXT,
-        "volumeMounts": [{"name": "netslo-run", "mountPath": READY_DIR}],
+        "command": ["python", "-m", "netslo.agent", "responders", ",".join(responders), "--ready-dir", READY_DIR],
+        "ports": [{"name": p, "containerPort": RESPONDER_PORTS[p], "protocol": "UDP" if p == "udp" else "TCP"}
+                  for p in responders],
+        "startupProbe": {"exec": {"command": ["cat", *(ready_file(READY_DIR, p) for p in responders)]},
+                         "periodSeconds": 1, "failureThreshold": 600},
     }
 
 
@@ -116,9 +111,9 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
                        role: str = "agent") -> dict:
     """An agent pod pinned to ``node`` (required node affinity on kubernetes.io/hostname).
 
-    Containers: ``agent`` (idle; probes are exec-ed into it) plus one container per
-    responder protocol running ``python -m netslo.agent serve``. ``host_network`` gives the
-    hostNetwork baseline (the node's own network stack).
+    One container, ``agent``: probes are exec-ed into it; its own process serves ``responders``
+    (``python -m netslo.agent responders``), or idles when there are none. ``host_network`` gives
+    the hostNetwork baseline (the node's own network stack).
     """
     if pull_policy not in PULL_POLICIES:
         raise SpecError("imagePullPolicy", pull_policy, f"one of {', '.join(PULL_POLICIES)}")
@@ -127,14 +122,14 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
             raise SpecError("responders", p, f"some of {', '.join(RESPONDER_PORTS)}")
     pod_name = k8s_name(name)
     containers = [{
-        "name": "agent",
+        "name": AGENT_CONTAINER,
         "image": image,
         "imagePullPolicy": pull_policy,
-        "command": IDLE_COMMAND,
-        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+        **_agent_command(responders),
+        "resources": {"requests": {"cpu": "10m", "memory": f"{64 + 48 * len(responders)}Mi"}},
         "securityContext": SECURITY_CONTEXT,
         "volumeMounts": [{"name": "netslo-run", "mountPath": READY_DIR}],
-    }] + [_responder_container(p, image, pull_policy) for p in responders]
+    }]
     spec = {
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [

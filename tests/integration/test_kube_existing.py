@@ -92,7 +92,7 @@ def test_pods_are_placed_and_labelled(cluster, server, client):
     assert obj["spec"]["nodeName"] == cluster.nodes[0]
     assert obj["metadata"]["labels"][km.RUN_LABEL] == cluster.run_id
     assert obj["metadata"]["namespace"] == f"netslo-{cluster.run_id}"
-    assert {c["name"] for c in obj["spec"]["containers"]} == {"agent", "udp", "tcp", "http"}
+    assert [c["name"] for c in obj["spec"]["containers"]] == ["agent"]   # it serves udp/tcp/http too
     assert all(c["imagePullPolicy"] == "Never" for c in obj["spec"]["containers"])
     assert srv.ip and srv.ip != client.ip
     ns = cluster.api.get("namespace", cluster.namespace)

@@ -40,20 +40,22 @@ def test_agent_pod_is_pinned_to_its_node_with_required_affinity():
     assert pod["metadata"]["labels"][km.POD_LABEL] == "server"
 
 
-def test_agent_pod_runs_one_container_per_responder_plus_the_exec_target():
+def test_agent_pod_is_one_container_that_serves_the_responders_and_is_the_exec_target():
     pod = km.agent_pod_manifest("server", "r1", "n1", image="img:1", pull_policy="Never")
     cs = {c["name"]: c for c in pod["spec"]["containers"]}
-    assert list(cs) == ["agent", "udp", "tcp", "http"]
-    assert cs["udp"]["command"] == ["python", "-m", "netslo.agent", "serve", "udp", "--port", "7000",
-                                    "--ready-file", "/run/netslo/udp.ready"]
-    assert cs["tcp"]["ports"] == [{"name": "tcp", "containerPort": 7001, "protocol": "TCP"}]
-    assert cs["udp"]["ports"][0]["protocol"] == "UDP"
-    assert all(c["image"] == "img:1" and c["imagePullPolicy"] == "Never" for c in cs.values())
-    # startup probes only: nothing probes a responder once it listens (no noise during measurements)
-    for p in ("udp", "tcp", "http"):
-        assert "startupProbe" in cs[p] and "readinessProbe" not in cs[p] and "livenessProbe" not in cs[p]
-    assert cs["udp"]["startupProbe"]["exec"]["command"] == ["cat", "/run/netslo/udp.ready"]
-    assert cs["http"]["startupProbe"]["tcpSocket"]["port"] == 7080
+    assert list(cs) == ["agent"]
+    agent = cs["agent"]
+    assert agent["command"] == ["python", "-m", "netslo.agent", "responders", "udp,tcp,http",
+                                "--ready-dir", "/run/netslo"]
+    assert agent["ports"] == [{"name": "udp", "containerPort": 7000, "protocol": "UDP"},
+                              {"name": "tcp", "containerPort": 7001, "protocol": "TCP"},
+                              {"name": "http", "containerPort": 7080, "protocol": "TCP"}]
+    assert agent["image"] == "img:1" and agent["imagePullPolicy"] == "Never"
+    # a startup probe only: nothing probes the responders once they serve (no noise during measurements)
+    assert "readinessProbe" not in agent and "livenessProbe" not in agent
+    assert agent["startupProbe"]["exec"]["command"] == ["cat", "/run/netslo/udp.ready", "/run/netslo/tcp.ready",
+                                                        "/run/netslo/http.ready"]
+    assert agent["resources"]["requests"] == {"cpu": "10m", "memory": "208Mi"}
     spec = pod["spec"]
     assert spec["automountServiceAccountToken"] is False and spec["terminationGracePeriodSeconds"] == 1
     assert "hostNetwork" not in spec
@@ -70,7 +72,8 @@ def test_host_network_baseline_pod():
     assert pod["spec"]["hostNetwork"] is True
     assert pod["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert "securityContext" not in pod["spec"]          # a namespaced sysctl would be the node's
-    assert [c["name"] for c in pod["spec"]["containers"]] == ["agent"]
+    [agent] = pod["spec"]["containers"]
+    assert agent["name"] == "agent" and agent["command"] == km.IDLE_COMMAND and "startupProbe" not in agent
 
 
 def test_bandwidth_annotations_are_carried_and_checked():

@@ -1,0 +1,94 @@
+"""A pod's standard responders in one container: ``python -m netslo.agent responders udp,tcp,http
+--ready-dir DIR``.
+
+One interpreter imports the responders once and forks a child per protocol; each child serves as
+``python -m netslo.agent serve PROTOCOL --port <its standard port> --ready-file DIR/PROTOCOL.ready``
+would, in a process of its own (one protocol's work never waits on another's interpreter lock). On a
+Kubernetes node that is one container start and one interpreter start per pod instead of one per
+protocol (each costs about a second of a node's CPU while a gate creates its pods).
+
+The parent forwards SIGTERM/SIGINT to its children and ends with 0 once they have ended. When a child
+ends on its own, the parent says which (on stderr), stops the others and ends with that child's code
+(1 if it was 0 or a signal), so the container restarts and its status shows the restart: a pod never keeps running
+with one of its responders gone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from typing import Callable
+
+from .errors import SpecError
+from .forkserver import exit_child, exit_code
+
+PROTOCOLS = ("udp", "tcp", "http")     # the responders that need no options (the others: ``serve``)
+Serve = Callable[[str, str], int]      # (protocol, ready file) -> exit code; serves until SIGTERM
+
+
+def ready_file(ready_dir: str, protocol: str) -> str:
+    """The file a responder creates once it serves."""
+    return f"{ready_dir}/{protocol}.ready"
+
+
+def parse_protocols(text: str) -> list[str]:
+    """'udp,tcp,http' -> the protocols, each once, each one of ``PROTOCOLS``; SpecError otherwise."""
+    protocols = [p for p in text.split(",") if p]
+    if not protocols or len(set(protocols)) != len(protocols) or any(p not in PROTOCOLS for p in protocols):
+        raise SpecError("protocols", text, f"a comma-separated list of distinct {', '.join(PROTOCOLS)}")
+    return protocols
+
+
+def _child(serve: Serve, protocol: str, ready_dir: str) -> None:
+    """In a forked child: serve ``protocol``; never returns."""
+    code = 1
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+        code = serve(protocol, ready_file(ready_dir, protocol))
+    except SystemExit as e:
+        code = exit_code(e)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        exit_child(code)
+
+
+def run(protocols: list[str], ready_dir: str, serve: Serve) -> int:
+    """Fork one child per protocol and supervise them (see the module docstring); the exit code."""
+    children: dict[int, str] = {}
+    stopping = []
+
+    def stop(*_):
+        stopping.append(1)
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for protocol in protocols:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(serve, protocol, ready_dir)
+        children[pid] = protocol
+    if stopping:        # a signal during the forks: the children forked after it get it too
+        stop()
+    code = 0
+    while children:
+        pid, status = os.wait()
+        protocol = children.pop(pid, None)
+        if protocol is None or stopping:
+            continue
+        child_code = os.waitstatus_to_exitcode(status)
+        print(f"netslo responders: {protocol} ended (code {child_code}); stopping {', '.join(children.values())}",
+              file=sys.stderr, flush=True)
+        code = child_code if child_code > 0 else 1
+        stop()
+    return code
