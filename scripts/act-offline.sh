@@ -7,6 +7,11 @@
 #                                                   HEAD, with the offline flags; e.g. `act -l`, `act -n`,
 #                                                   `act workflow_dispatch -W .github/workflows/gate.yml
 #                                                   --input toolchain=offline --matrix cni:calico`
+#   sudo bash scripts/act-offline.sh user-repo green|tight [ARGS...]
+#                                                   a scratch user repository (its own slo.yaml: netslo's
+#                                                   default; 'tight': UDP P50 threshold 1 us) with the minimal
+#                                                   workflow using netslo/netslo@<HEAD> (this checkout), run
+#                                                   by act (pull_request)
 #   bash scripts/act-offline.sh status
 #
 # What `prepare` makes (under $NETSLO_ACT_HOME, default /var/cache/netslo/act):
@@ -258,29 +263,86 @@ cmd_prepare() {
   say "prepared: $("$ACT" --version), node $("$NODE_DIR/bin/node" --version), user $ACT_USER, cache $CACHE"
 }
 
-cmd_act() {
-  require_root
-  [[ -x $ACT ]] || die "act not built: sudo bash $0 prepare"
-  id "$ACT_USER" >/dev/null 2>&1 || die "user $ACT_USER missing: sudo bash $0 prepare"
-  # act reads the repository (git context, workflows) and the job writes into it: a clone of HEAD owned
-  # by the runner user, as a hosted runner's checkout is
-  local work=$ACT_HOME/work/netslo branch
-  branch=$(git -C "$REPO" rev-parse --abbrev-ref HEAD)
-  rm -rf "$work"
-  git clone -q --no-hardlinks "$REPO" "$work"
-  git -C "$work" checkout -q -B "$branch" "$(git -C "$REPO" rev-parse HEAD)"
-  chown -R "$ACT_USER:" "$work"
-  cd "$work"
-  local l local_repos=()
+run_act() {  # run_act DIR [act args...]: act as the runner user in DIR, with the offline flags
+  local dir=$1 l local_repos=()
+  shift
   if [[ -f $ACT_HOME/local-repositories ]]; then
     while read -r l; do local_repos+=(--local-repository "$l"); done < "$ACT_HOME/local-repositories"
   fi
+  cd "$dir"
   sudo -u "$ACT_USER" -H env \
     PATH="$NODE_DIR/bin:$ACT_HOME/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
     "$ACT" -P ubuntu-24.04=-self-hosted \
       --use-new-action-cache --action-offline-mode --action-cache-path "$CACHE" \
       --artifact-server-path "$ACT_HOME/artifacts" --cache-server-path "$ACT_HOME/actcache" \
       --defaultbranch main "${local_repos[@]}" "$@"
+}
+
+clone_head() {  # clone_head DEST: a clone of this checkout's HEAD, owned by the runner user
+  local dest=$1 branch
+  branch=$(git -C "$REPO" rev-parse --abbrev-ref HEAD)
+  rm -rf "$dest"
+  git clone -q --no-hardlinks "$REPO" "$dest"
+  git -C "$dest" checkout -q -B "$branch" "$(git -C "$REPO" rev-parse HEAD)"
+  chown -R "$ACT_USER:" "$dest"
+}
+
+require_act() {
+  require_root
+  [[ -x $ACT ]] || die "act not built: sudo bash $0 prepare"
+  id "$ACT_USER" >/dev/null 2>&1 || die "user $ACT_USER missing: sudo bash $0 prepare"
+}
+
+cmd_act() {
+  require_act
+  # act reads the repository (git context, workflows) and the job writes into it: a clone of HEAD owned
+  # by the runner user, as a hosted runner's checkout is
+  clone_head "$ACT_HOME/work/netslo"
+  run_act "$ACT_HOME/work/netslo" "$@"
+}
+
+# The minimal workflow of docs/github-actions.md, with the three variables a self-hosted runner sets.
+user_workflow() {  # user_workflow SHA
+  cat <<EOF
+name: network SLOs
+on: pull_request
+jobs:
+  netslo:
+    runs-on: ubuntu-24.04
+    steps:
+      - uses: actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1
+      - uses: netslo/netslo@$1
+        with:
+          cni: calico
+          # what a self-hosted runner differs in (unset on GitHub's runners)
+          toolchain: \${{ vars.NETSLO_TOOLCHAIN || 'online' }}
+          allow-skips: \${{ vars.NETSLO_ALLOW_SKIPS }}
+          pytest-args: \${{ vars.NETSLO_PYTEST_ARGS }}
+EOF
+}
+
+cmd_user_repo() {  # user-repo green|tight [act args...]
+  require_act
+  local mode=${1:-} sha repo=$ACT_HOME/work/user-repo action=$ACT_HOME/work/netslo-action
+  [[ $mode == green || $mode == tight ]] || die "user-repo: mode '$mode', expected green or tight"
+  shift
+  sha=$(git -C "$REPO" rev-parse HEAD)
+  clone_head "$action"                    # what `uses: netslo/netslo@<sha>` resolves to
+  rm -rf "$repo"
+  mkdir -p "$repo/.github/workflows"
+  # the user's own SLO file: netslo's default, copied; 'tight' sets the UDP P50 below any pod network's
+  cp "$REPO/netslo/gate/slo.yaml" "$repo/slo.yaml"
+  if [[ $mode == tight ]]; then
+    sed -i '/- name: udp-latency/,/rtt.p50:/ s/rtt\.p50: 1ms/rtt.p50: 1us/' "$repo/slo.yaml"
+    grep -q 'rtt.p50: 1us' "$repo/slo.yaml" || die "user-repo: the udp-latency P50 threshold was not found"
+  fi
+  user_workflow "$sha" > "$repo/.github/workflows/netslo.yml"
+  git -C "$repo" init -q -b main
+  git -C "$repo" add -A
+  git -C "$repo" -c user.name=user -c user.email=user@example.invalid commit -q -m "network SLO gate"
+  chown -R "$ACT_USER:" "$repo"
+  say "user repository $repo ($mode): slo.yaml, .github/workflows/netslo.yml using netslo/netslo@$sha"
+  run_act "$repo" pull_request --local-repository "netslo/netslo@$sha=$action" "$@"
 }
 
 cmd_status() {
@@ -300,6 +362,7 @@ cmd_status() {
 case ${1:-} in
   prepare) cmd_prepare ;;
   act) shift; cmd_act "$@" ;;
+  user-repo) shift; cmd_user_repo "$@" ;;
   status) cmd_status ;;
-  *) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
