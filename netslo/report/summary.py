@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from .. import units
+from ..slo import FRACTION_METRICS
 
 
 def _fmt(value, unit_is_fraction: bool) -> str:
@@ -22,7 +23,7 @@ def _fmt(value, unit_is_fraction: bool) -> str:
 
 
 def check_cell(check: dict) -> str:
-    frac = check["metric"].startswith(("loss", "dup", "reorder"))
+    frac = check["metric"] in FRACTION_METRICS
     mark = {"pass": "✅", "fail": "❌"}.get(check["verdict"], "⚠️")
     note = " (point estimate)" if check.get("by_point") else ""
     return (f"{mark} {check['metric']} {_fmt(check['value'], frac)} "
