@@ -118,8 +118,9 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
     if pull_policy not in PULL_POLICIES:
         raise SpecError("imagePullPolicy", pull_policy, f"one of {', '.join(PULL_POLICIES)}")
     for p in responders:
-        if p not in RESPONDER_PORTS:
-            raise SpecError("responders", p, f"some of {', '.join(RESPONDER_PORTS)}")
+        if p not in BASIC_RESPONDERS:
+            raise SpecError("responders", p, f"some of {', '.join(BASIC_RESPONDERS)} (the other kinds start "
+                            f"on demand: start_responders)")
     pod_name = k8s_name(name)
     containers = [{
         "name": AGENT_CONTAINER,

@@ -86,7 +86,8 @@ def test_bandwidth_annotations_are_carried_and_checked():
 
 
 @pytest.mark.parametrize("kw,field", [({"pull_policy": "Sometimes"}, "imagePullPolicy"),
-                                      ({"responders": ("udp", "quic")}, "responders")])
+                                      ({"responders": ("udp", "quic")}, "responders"),
+                                      ({"responders": ("tcp", "ws")}, "responders")])
 def test_bad_pod_options_name_the_field(kw, field):
     with pytest.raises(SpecError, match=f"^{field}: value"):
         km.agent_pod_manifest("c", "r1", "n1", **kw)
