@@ -22,6 +22,7 @@ from pathlib import Path
 from .. import progress
 from ..errors import InfrastructureError, SpecError
 from ..phase_times import timed_call
+from ..responder_set import ready_file
 from . import kube_manifests as km
 from . import kube_reap
 from .base import RESPONDER_PORTS, Cluster, Pod
@@ -281,7 +282,7 @@ class KubeCluster(Cluster):
 
     def _start_exec_responder(self, pod: Pod, kind: str, timeout: float = 30.0, extra=()) -> int:
         port = RESPONDER_PORTS[kind]
-        ready = f"{km.READY_DIR}/{kind}.ready"
+        ready = ready_file(km.READY_DIR, kind)
         logfile = f"/tmp/netslo-{kind}.log"
         env = self._pod_env(pod)
         serve = " ".join(shlex.quote(a) for a in ["env", *env, "python", "-m", "netslo.agent", "serve", kind,
