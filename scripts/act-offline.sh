@@ -303,6 +303,9 @@ cmd_act() {
 
 # The minimal workflow of docs/github-actions.md, with the three variables a self-hosted runner sets.
 user_workflow() {  # user_workflow SHA
+  local checkout   # the actions/checkout pin gate.yml uses (one pin to keep current, not two)
+  checkout=$(grep -m1 -o 'actions/checkout@[0-9a-f]\{40\} # v[0-9.]*' "$REPO/.github/workflows/gate.yml") ||
+    die "no pinned actions/checkout in .github/workflows/gate.yml"
   cat <<EOF
 name: network SLOs
 on: pull_request
@@ -310,7 +313,7 @@ jobs:
   netslo:
     runs-on: ubuntu-24.04
     steps:
-      - uses: actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1
+      - uses: $checkout
       - uses: netslo/netslo@$1
         with:
           cni: calico
