@@ -7,6 +7,7 @@ pipes (``PipeStream``): on a cluster the kind tier runs it for every probe."""
 from __future__ import annotations
 
 import os
+import re
 import select
 import subprocess
 import sys
@@ -152,3 +153,39 @@ def test_a_command_past_its_timeout_is_an_infrastructure_error_and_its_session_i
         assert res.returncode == 0 and len(api.opened) == 2
     finally:
         sessions.close()
+
+
+def _ask(proc, argv: list[str]) -> tuple[int, bytes, bytes]:
+    proc.stdin.write(request_line(argv))
+    proc.stdin.flush()
+    buf = bytearray()
+    while (reply := parse_reply(buf)) is None:
+        chunk = os.read(proc.stdout.fileno(), 1 << 16)
+        assert chunk, f"session ended: {proc.stderr.read().decode(errors='replace')[-500:]}"
+        buf += chunk
+    return reply
+
+
+def test_a_node_agent_command_imports_netlink_once_in_the_session_not_in_every_run():
+    """``qos``/``netem`` runs need pyroute2: the session imports it before the first one's fork, so no
+    run imports it again. Python's own import log (PYTHONPROFILEIMPORTTIME: one line per import on the
+    importing process's stderr) shows where the import happened: a run's stderr comes back in its reply,
+    the session's own stderr is separate."""
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
+    proc = subprocess.Popen([sys.executable, "-m", "netslo.agent", "session"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        runs = [_ask(proc, argv) for argv in (["qos"], ["netem", "--help"], ["qos"])]
+        proc.stdin.close()
+        session_err = proc.stderr.read().decode(errors="replace")
+        assert proc.wait(10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert [rc for rc, _, _ in runs] == [2, 0, 2]       # a usage error, the usage, a usage error: the commands ran
+    assert b"qos action" in runs[0][2]
+    imported = re.compile(r"^import time:.*\|\s*(\S+)$", re.M)
+    for rc, out, err in runs:
+        assert "pyroute2" not in imported.findall(err.decode(errors="replace")), "a run imported pyroute2 itself"
+    in_session = imported.findall(session_err)
+    assert in_session.count("pyroute2") == 1, "the session did not import pyroute2 (once)"
