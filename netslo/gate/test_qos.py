@@ -13,7 +13,8 @@ import pytest
 from scipy import stats as sps
 
 from netslo.plugin.qos import (netslo_bandwidth_pods, netslo_cluster_dscp, netslo_dscp_matrix,  # noqa: F401
-                               expect_limitation, netslo_qos_pods, netslo_qos_report, netslo_qos_spec, netslo_uml_qos)
+                               bandwidth_plan, expect_limitation, netslo_qos_pods, netslo_qos_report, netslo_qos_spec,
+                               netslo_uml_qos)
 from netslo.errors import InfrastructureError
 from netslo.impair.spec import parse as parse_impairment
 from netslo.providers.netns import DATAPATHS
@@ -160,16 +161,9 @@ def test_priority_control_without_classes_breaks_slo(netslo_qos_pods, netslo_qos
 # ---- bandwidth annotations -----------------------------------------------------------------------
 
 def _bandwidth_pod_specs(c, sec) -> list[dict]:
-    """Every pod the bandwidth tests use, made together by the first of them (``QosPods.prepare``):
-    per direction and placement a shaped pod (ingress: one each, a used token bucket refills only
-    slowly), the same-node sender, and the wrong-limit control's pod."""
-    egress, ingress = {bandwidth.EGRESS_KEY: f"{sec['egress']:.0f}"}, {bandwidth.INGRESS_KEY: f"{sec['ingress']:.0f}"}
-    return [{"name": "qos-bw-eg-same", "node": c.nodes[0], "annotations": egress},
-            {"name": "qos-bw-eg-cros", "node": c.nodes[1], "annotations": egress},
-            {"name": "qos-bw-in-same", "node": c.nodes[0], "annotations": ingress},
-            {"name": "qos-bw-in-cros", "node": c.nodes[0], "annotations": ingress},
-            {"name": "qos-bw-src-same", "node": c.nodes[0]},
-            {"name": "qos-bw-wrong", "node": c.nodes[1], "annotations": egress}]
+    """``add_pods`` entries of the bandwidth tests' pods (``bandwidth_plan``); the gate made them with
+    its other pods, so ``QosPods.prepare`` makes only those it could not."""
+    return [{"name": name, "node": c.nodes[i], **({"annotations": a} if a else {})} for name, i, a in bandwidth_plan(sec)]
 
 
 def _bandwidth_pods(pods, direction: str, placement: str, limit_text: str):

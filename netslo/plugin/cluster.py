@@ -42,23 +42,27 @@ def netslo_cluster(netslo_options):
 
 
 # Pods that session fixtures other than the standard ones need: fixture name -> ((pod name, node
-# index), ...). A module registers its fixtures (``plan_pods``) when it is imported; at the end of
-# collection the plan keeps those a selected test uses (``pytest_collection_finish``), and
-# ``netslo_gate_pods`` makes them with the standard pods in one ``add_pods`` call.
-POD_FIXTURES: dict[str, tuple] = {}
+# index[, annotations]), ...), or a function of the pytest config giving them (for pods whose
+# annotations come from a file the session reads). A module registers its fixtures (``plan_pods``)
+# when it is imported; at the end of collection the plan keeps those a selected test uses
+# (``pytest_collection_finish``), and ``netslo_gate_pods`` makes them with the standard pods in one
+# ``add_pods`` call.
+POD_FIXTURES: dict[str, object] = {}
 PLANNED = pytest.StashKey[list]()
 
 
-def plan_pods(fixture: str, *pods: tuple[str, int]) -> None:
-    """Declare that session fixture ``fixture`` takes ``pods`` ((name, node index), ...) from
-    ``netslo_gate_pods`` (``planned_pod``), so they are made at once with the others."""
-    POD_FIXTURES[fixture] = tuple(pods)
+def plan_pods(fixture: str, *pods) -> None:
+    """Declare that session fixture ``fixture`` takes ``pods`` ((name, node index[, annotations]), ...;
+    or one function ``config -> [such tuples]``) from ``netslo_gate_pods`` (``planned_pod``), so they
+    are made at once with the others."""
+    POD_FIXTURES[fixture] = pods[0] if len(pods) == 1 and callable(pods[0]) else tuple(pods)
 
 
 def pytest_collection_finish(session):
     """The planned pods of the fixtures the selected tests use (deselection is over by now)."""
     used = {f for item in session.items for f in getattr(item, "fixturenames", ())}
-    session.config.stash[PLANNED] = [p for f, pods in POD_FIXTURES.items() if f in used for p in pods]
+    session.config.stash[PLANNED] = [tuple(p) for f, pods in POD_FIXTURES.items() if f in used
+                                     for p in (pods(session.config) if callable(pods) else pods)]
 
 
 @pytest.fixture(scope="session")
@@ -69,8 +73,13 @@ def netslo_gate_pods(request, netslo_cluster):
     (``plan_pods``; those on a node the cluster does not have are left to their fixture's skip)."""
     nodes = netslo_cluster.nodes
     wanted = [("server", 0), ("client-same", 0), ("client-cross", 1)] + request.config.stash.get(PLANNED, [])
-    specs = [{"name": n, "node": nodes[i]} for n, i in dict(wanted).items() if i < len(nodes)]
-    return {p.name: p for p in netslo_cluster.add_pods(specs)}
+    specs = {}
+    for name, i, *annotations in wanted:
+        if i < len(nodes) and name not in specs:
+            specs[name] = {"name": name, "node": nodes[i]}
+            if annotations and annotations[0]:
+                specs[name]["annotations"] = dict(annotations[0])
+    return {p.name: p for p in netslo_cluster.add_pods(list(specs.values()))}
 
 
 def planned_pod(gate_pods: dict, cluster, name: str, node: str):

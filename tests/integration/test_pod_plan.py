@@ -11,6 +11,7 @@ import pytest
 from netslo.plugin.cluster import PLANNED, plan_pods, planned_pod
 
 pytestmark = pytest.mark.cni
+BW = "kubernetes.io/egress-bandwidth"
 
 
 @pytest.fixture(scope="session")
@@ -18,14 +19,25 @@ def extra_pod(netslo_cluster, netslo_gate_pods):
     return planned_pod(netslo_gate_pods, netslo_cluster, "extra", netslo_cluster.nodes[1])
 
 
+@pytest.fixture(scope="session")
+def shaped_pod(netslo_cluster, netslo_gate_pods):
+    return netslo_gate_pods["shaped"]
+
+
 plan_pods("extra_pod", ("extra", 1))
 plan_pods("unused_pod", ("unused", 0))
+# annotations known only once the session has its config (a file it reads): a function of the config
+plan_pods("shaped_pod", lambda config: [("shaped", 0, {BW: config.getoption("--netslo-nodes") + "M"})])
 
 
 def test_planned(request, netslo_gate_pods, extra_pod):
-    assert request.config.stash[PLANNED] == [("extra", 1)]
+    assert request.config.stash[PLANNED] == [("extra", 1), ("shaped", 0, {BW: "2M"})]
     assert netslo_gate_pods["extra"] is extra_pod and extra_pod.node == "node1"
     assert "unused" not in netslo_gate_pods
+
+
+def test_planned_with_annotations(shaped_pod):
+    assert shaped_pod.node == "node0" and shaped_pod.annotations == {BW: "2M"}
 
 
 def test_not_selected(extra_pod):
@@ -42,7 +54,7 @@ def _run(tmp_path, name: str, text: str) -> subprocess.CompletedProcess:
 def test_planned_pods_come_with_the_gate_pods(tmp_path):
     run = _run(tmp_path, "test_plan.py", TESTS)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert "2 passed" in run.stdout
+    assert "3 passed" in run.stdout
 
 
 def test_a_fixture_no_selected_test_uses_plans_nothing(tmp_path):
