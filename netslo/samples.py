@@ -58,6 +58,11 @@ def timestamps(meta: dict) -> str:
     return meta.get("timestamps", "user")
 
 
+def timestamps_missing(meta: dict) -> int:
+    """Requests of a set whose kernel send or receive stamp did not arrive (their user-space time stands in)."""
+    return sum(meta.get(k, 0) for k in ("kernel_tx_missing", "kernel_rx_missing"))
+
+
 def from_user_rows(rows: np.ndarray) -> np.ndarray:
     """``USER_DTYPE`` rows as ``SAMPLE_DTYPE`` rows: the user-space fields are send_ns and recv_ns."""
     out = np.empty(len(rows), dtype=SAMPLE_DTYPE)

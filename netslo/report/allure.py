@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import __version__, evidence, units
 from ..phase_times import timed_call
+from ..samples import timestamps, timestamps_missing
 from ..slo import FAIL, PASS
 from . import plots
 from .series import rtt_by_seq, received, series, split_metric
@@ -94,6 +95,9 @@ def parameters(outcome, environment: dict) -> list[tuple[str, str, bool]]:
     return [
         ("provider", _short(env.get("provider", "?")), False),
         ("datapath", env.get("cni") or _short(env.get("datapath", "?")), False),
+        # the clock points of rtt/owd (docs/metrics.md): another source is another metric, another history
+        ("timestamps", timestamps(outcome.samples.meta), False),
+        ("kernel stamps missing", str(timestamps_missing(outcome.samples.meta)), True),
         ("samples", str(len(outcome.samples)), True),
         ("batches", str(outcome.batches), True),
         ("run id", str(env.get("run_id", "?")), True),

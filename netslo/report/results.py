@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from ..phase_times import timed_call
-from ..samples import timestamps
+from ..samples import timestamps, timestamps_missing
 
 SCHEMA_VERSION = 1
 
@@ -37,7 +37,7 @@ def outcome_record(test_id: str, outcome, samples_file: str | None) -> dict:
         "samples_file": samples_file,
         "notes": list(getattr(outcome, "notes", [])),
         "timestamps": timestamps(outcome.samples.meta),   # clock points of rtt/owd (docs/metrics.md)
-        "timestamps_missing": sum(outcome.samples.meta.get(k, 0) for k in ("kernel_tx_missing", "kernel_rx_missing")),
+        "timestamps_missing": timestamps_missing(outcome.samples.meta),
         "environment": outcome.environment,   # per record: e.g. kernel differs between host and UML tests
     }
 

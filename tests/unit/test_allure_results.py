@@ -64,6 +64,16 @@ def test_run_varying_parameters_are_excluded():
     assert params["run id"][0] == "abc123" and params["samples"][0] == "1000"
 
 
+def test_the_timestamp_source_is_a_parameter_of_the_history_and_missing_stamps_are_shown():
+    """rtt from kernel stamps and rtt from user-space times are different metrics (docs/metrics.md):
+    the source is part of Allure's history id; how many kernel stamps were missing is shown, not keyed."""
+    kernel = {n: (v, x) for n, v, x in al.parameters(outcome({"rtt.p50": "1ms"}, meta={
+        "protocol": "udp", "timestamps": "kernel", "kernel_tx_missing": 2, "kernel_rx_missing": 1}), ENV)}
+    assert kernel["timestamps"] == ("kernel", False) and kernel["kernel stamps missing"] == ("3", True)
+    user = {n: v for n, v, _ in al.parameters(outcome({"rtt.p50": "1ms"}), ENV)}
+    assert user["timestamps"] == "user" and user["kernel stamps missing"] == "0"
+
+
 def test_statistics_table_lists_gated_metrics_first_with_ci_threshold_and_verdict():
     o = outcome({"rtt.p99": "10us", "loss": "1%"}, lost=[5, 6])
     page = al.stats_table_html(o)
