@@ -131,6 +131,8 @@ def test_results_dir_has_run_files_and_attachments(report):
             ("severity", "normal"), ("tag", "placement:same-node")} <= labels
     excluded = {p["name"] for p in failed["parameters"] if p.get("excluded")}
     assert {"samples", "run id", "kernel"} <= excluded
+    params = {p["name"]: p["value"] for p in failed["parameters"]}
+    assert params["timestamps"].strip("'") == "kernel" and "timestamps" not in excluded   # tcp-rr: kernel stamps
     ours = [a for a in failed["attachments"] if a["name"] not in ("log", "stdout", "stderr")]  # pytest's captures
     assert ours and all((results / a["source"]).stat().st_size > 1000 for a in ours), ours
     assert by_name["test_latency_slo[cross-node-udp-1k]"]["status"] == "skipped"
