@@ -229,16 +229,47 @@ data:
     #  AntreaProxy: true
     #trafficEncapMode: encap
     #tunnelType: geneve
+---
+kind: DaemonSet
+apiVersion: apps/v1
+metadata: {name: antrea-agent, namespace: kube-system}
+spec:
+  template:
+    spec:
+      initContainers: [{name: install-cni, image: "antrea/antrea-agent-ubuntu:latest"}]
+      containers: [{name: antrea-agent, image: "antrea/antrea-agent-ubuntu:latest"}, {name: other, image: "busybox:latest"}]
 """
 
 
 @pytest.mark.parametrize("enc,mode,tunnel", [("none", "noEncap", None), ("vxlan", "encap", "vxlan"),
                                              ("geneve", "encap", "geneve")])
 def test_antrea_overlay_sets_encap_mode(enc, mode, tunnel):
-    conf = antrea_overlay(list(yaml.safe_load_all(ANTREA_LIKE)), enc)[0]["data"]["antrea-agent.conf"]
+    conf = antrea_overlay(list(yaml.safe_load_all(ANTREA_LIKE)), enc, "v2.4.3")[0]["data"]["antrea-agent.conf"]
     parsed = yaml.safe_load(conf)
     assert parsed["trafficEncapMode"] == mode
     assert parsed.get("tunnelType") == tunnel
+
+
+def test_antrea_overlay_sets_antreas_images_to_the_pinned_version_and_nothing_else():
+    """The pinned file is Antrea's checked-in manifest (images :latest); its release asset is the same
+    rendering with the tag set to the version: the overlay makes that, or refuses a file it does not fit."""
+    docs = antrea_overlay(list(yaml.safe_load_all(ANTREA_LIKE)), "geneve", "v2.4.3")
+    pod = docs[1]["spec"]["template"]["spec"]
+    assert [c["image"] for c in pod["initContainers"] + pod["containers"]] == [
+        "antrea/antrea-agent-ubuntu:v2.4.3", "antrea/antrea-agent-ubuntu:v2.4.3", "busybox:latest"]
+    other = ANTREA_LIKE.replace("antrea-agent-ubuntu:latest", "antrea-agent-ubuntu:v2.2.0")
+    with pytest.raises(InfrastructureError, match="v2.2.0 in DaemonSet antrea-agent is not of the pinned v2.4.3"):
+        antrea_overlay(list(yaml.safe_load_all(other)), "geneve", "v2.4.3")
+    with pytest.raises(InfrastructureError, match="no antrea/antrea-\\* container image"):
+        antrea_overlay(list(yaml.safe_load_all(ANTREA_LIKE.split("---")[0])), "geneve", "v2.4.3")
+
+
+def test_every_cni_data_file_records_a_digest_and_antreas_is_the_tags_checked_in_manifest():
+    for name in cni.CNIS:
+        assert len(cni.load(name).sha256) == 64, name
+    antrea = cni.load("antrea")
+    assert antrea.sha256 == "68cf798efc7ef6fe2f9c49aaf6bf33ece571f2b5064274f80f0960cd8ab68452"
+    assert antrea.url == "https://raw.githubusercontent.com/antrea-io/antrea/v2.4.3/build/yamls/antrea.yml"
 
 
 def test_cilium_values_bandwidth_manager_and_routing():

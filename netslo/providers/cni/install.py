@@ -6,7 +6,8 @@ Overlays (our own, applied to the fetched upstream documents in memory):
   since v3.30 felix itself shapes pods with kubernetes.io/*-bandwidth annotations (its "QoS controls",
   tbf on the host veth and on an ifb "bwcali..."), and a chained plugin races felix for the same
   ingress qdisc (a second annotated pod on a node then fails "create ingress qdisc: file exists").
-- antrea: trafficEncapMode/tunnelType in antrea-agent.conf per ``encapsulation``.
+- antrea: trafficEncapMode/tunnelType in antrea-agent.conf per ``encapsulation``; Antrea's images at the
+  pinned version (the checked-in manifest says ``latest``; see ``antrea_overlay``).
 - cilium: Helm values (Bandwidth Manager on, routing mode per ``encapsulation``).
 A pod subnet "v4,v6" (a dual-stack kind cluster) or a v6 one also turns on each CNI's IPv6.
 Timeouts are seconds; a component that never becomes ready raises InfrastructureError naming it.
@@ -96,8 +97,13 @@ def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> lis
     return docs
 
 
-def antrea_overlay(docs: list[dict], encapsulation: str) -> list[dict]:
-    """Antrea documents with trafficEncapMode / tunnelType set in antrea-agent.conf."""
+def antrea_overlay(docs: list[dict], encapsulation: str, version: str) -> list[dict]:
+    """Antrea documents with trafficEncapMode / tunnelType set in antrea-agent.conf, and Antrea's own
+    images at ``version``. The pinned file is the standard manifest checked in at the release's tag,
+    rendered by Antrea's Helm chart with the image tag left at ``latest``; its release asset is the same
+    rendering with the tag set to the version (Antrea's hack/generate-standard-manifests.sh
+    ``--mode release``), which is what the image step here does."""
+    _pin_antrea_images(docs, version)
     mode = "noEncap" if encapsulation == "none" else "encap"
     found = False
     for d in docs:
@@ -112,6 +118,29 @@ def antrea_overlay(docs: list[dict], encapsulation: str) -> list[dict]:
         raise InfrastructureError("CNI antrea: manifest has no ConfigMap with antrea-agent.conf; "
                                   "the overlay does not fit this version")
     return docs
+
+
+ANTREA_IMAGE = re.compile(r"^(antrea/antrea-[a-z-]+):(latest|v[0-9][^:@]*)$")   # agent and controller
+
+
+def _pin_antrea_images(docs: list[dict], version: str) -> None:
+    """Every ``antrea/antrea-*:latest`` container image -> ``:<version>``; an image of another version,
+    or none at all, means the overlay does not fit this file (InfrastructureError naming it)."""
+    seen = []
+    for d in docs:
+        pod = ((d.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for c in (pod.get("initContainers") or []) + (pod.get("containers") or []):
+            m = ANTREA_IMAGE.match(str(c.get("image", "")))
+            if not m:
+                continue
+            if m.group(2) not in ("latest", version):
+                raise InfrastructureError(f"CNI antrea: image {c['image']} in {d.get('kind')} "
+                                          f"{d.get('metadata', {}).get('name')} is not of the pinned {version}")
+            c["image"] = f"{m.group(1)}:{version}"
+            seen.append(c["image"])
+    if not seen:
+        raise InfrastructureError("CNI antrea: manifest has no antrea/antrea-* container image; "
+                                  "the overlay does not fit this version")
 
 
 def _set_conf_line(conf: str, key: str, value: str) -> str:
@@ -157,7 +186,7 @@ def render(spec: CniSpec, data: bytes, encapsulation: str, pod_subnet: str) -> l
     if spec.name == "calico":
         return calico_overlay(docs, encapsulation, pod_subnet)
     if spec.name == "antrea":
-        return antrea_overlay(docs, encapsulation)
+        return antrea_overlay(docs, encapsulation, spec.version)
     return docs
 
 
