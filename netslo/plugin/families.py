@@ -9,11 +9,8 @@ IPv6; a scenario of a family the run asked for but the cluster lacks errors when
 
 from __future__ import annotations
 
-import pytest
-
+from netslo.plugin.deselection import deselect
 from netslo.plugin.hooks import OPTIONS
-
-OTHER_FAMILY = pytest.StashKey[list]()
 
 
 def scenario_family(item) -> str | None:
@@ -26,19 +23,6 @@ def scenario_family(item) -> str | None:
 def pytest_collection_modifyitems(session, config, items):
     if OPTIONS not in config.stash:
         return
-    wanted = config.stash[OPTIONS].families
-    dropped = [i for i in items if scenario_family(i) not in (None, *wanted)]
-    if dropped:
-        gone = set(map(id, dropped))
-        items[:] = [i for i in items if id(i) not in gone]
-        config.hook.pytest_deselected(items=dropped)
-        config.stash[OTHER_FAMILY] = [i.name for i in dropped]
-
-
-def pytest_terminal_summary(terminalreporter, config):
-    dropped = config.stash.get(OTHER_FAMILY, [])
-    if dropped:
-        o = config.stash[OPTIONS]
-        terminalreporter.write_line(
-            f"netslo: {len(dropped)} scenarios of another IP family deselected (the run asked for "
-            f"--netslo-ip-family {o.ip_family}): {', '.join(dropped)}")
+    o = config.stash[OPTIONS]
+    deselect(config, items, [i for i in items if scenario_family(i) not in (None, *o.families)],
+             f"scenarios of another IP family deselected (the run asked for --netslo-ip-family {o.ip_family})")

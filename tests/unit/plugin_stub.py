@@ -4,17 +4,18 @@ from types import SimpleNamespace
 
 import pytest
 
+from netslo.plugin import deselection
 from netslo.plugin.hooks import OPTIONS
 
 
 def collect(plugin, options, items: list) -> tuple[list, list]:
     """Run ``plugin``'s pytest_collection_modifyitems on ``items`` (changed in place) with ``options``
-    in the stash; (deselected items, terminal summary lines)."""
+    in the stash; (deselected items, the lines the deselection summary prints)."""
     stash = pytest.Stash()
     stash[OPTIONS] = options
     seen = []
     config = SimpleNamespace(stash=stash, hook=SimpleNamespace(pytest_deselected=lambda items: seen.extend(items)))
     plugin.pytest_collection_modifyitems(None, config, items)
     lines = []
-    plugin.pytest_terminal_summary(SimpleNamespace(write_line=lines.append), config)
+    deselection.pytest_terminal_summary(SimpleNamespace(write_line=lines.append), config)
     return seen, lines
