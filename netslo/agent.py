@@ -14,6 +14,7 @@
     python -m netslo.agent bulk --target HOST:PORT [--duration 6s] [--omit 1s] [--cc bbr] [--sndbuf 512KiB]
     python -m netslo.agent reap [--dry-run]
     python -m netslo.agent sockets --comm NAME   (TCP_NODELAY of NAME's connected sockets here: netslo.tcpinfo)
+    python -m netslo.agent netns-id [DEVICE]    (this network namespace's inode and DEVICE's iflink, JSON)
     python -m netslo.agent session       (requests on stdin, replies on stdout: netslo.agent_session)
     python -m netslo.agent netem capability|lookup|apply|read|remove [--pod-ip IP] [--direction egress|ingress]
                           [--spec JSON]       (on the pod's node; see netslo.impair.node_cli)
@@ -203,6 +204,15 @@ def _reap(args) -> int:
     return 0
 
 
+def netns_id(device: str = "eth0") -> dict:
+    """Which network namespace this process is in (``inode`` of /proc/self/ns/net, as the host sees it
+    too) and ``device``'s ``iflink``: for a veth, the ifindex of its peer in the other namespace. Read
+    from /sys as a container sees it (sysfs mounted in its own network namespace)."""
+    with open(f"/sys/class/net/{device}/iflink") as f:
+        iflink = int(f.read())
+    return {"inode": os.stat("/proc/self/ns/net").st_ino, "iflink": iflink}
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bulk"]:  # bulk TCP probe (issue 3): its own options, JSON on stdout
@@ -220,6 +230,10 @@ def main(argv=None) -> int:
         import json
         from .tcpinfo import sockets_of
         print(json.dumps(sockets_of(argv[2])))
+        return 0
+    if argv[:1] == ["netns-id"] and len(argv) <= 2:   # kind: a pod's namespace and veth, found from the host
+        import json
+        print(json.dumps(netns_id(*argv[1:])))
         return 0
     if argv[:1] == ["qos"]:  # node agent: the QoS studies' qdiscs and rules on its node, JSON on stdout
         from .qos import node_cli as qos_cli

@@ -23,6 +23,7 @@ pod's network namespace from the host, as the embedded provider does.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -313,10 +314,9 @@ class KindCluster(KubeCluster):
         if pod.name not in self._pod_ns:
             if pod.host_network:
                 raise Unsupported(f"pod {pod.name} is a hostNetwork pod: it has no namespace of its own")
-            out = self._exec(pod, ["python", "-c", "import os; print(os.stat('/proc/self/ns/net').st_ino, "
-                                   "open('/sys/class/net/eth0/iflink').read().strip())"], 30).split()
-            path = kind_host.netns_by_inode(int(out[0]))
-            self._pod_ns[pod.name] = (path, kind_host.interface_name(self.node_netns(pod.node), int(out[1])))
+            ids = json.loads(self.exec_agent(pod, ["netns-id", "eth0"], 30))   # the pod's warm session
+            path = kind_host.netns_by_inode(ids["inode"])
+            self._pod_ns[pod.name] = (path, kind_host.interface_name(self.node_netns(pod.node), ids["iflink"]))
         return self._pod_ns[pod.name]
 
     def netns_of(self, pod: Pod) -> str:
