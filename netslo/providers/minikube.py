@@ -1,13 +1,26 @@
 """``minikube``: a minikube profile with a CNI and the netslo agent image.
 
     MinikubeProvider(cni="calico", nodes=2, profile="netslo", keep_cluster=False, driver="docker",
-                     kubernetes_version=MINIKUBE_K8S_VERSION, image=DEFAULT_IMAGE, minikube="minikube",
+                     kubernetes_version=$NETSLO_MINIKUBE_KUBERNETES_VERSION or MINIKUBE_K8S_VERSION,
+                     image=DEFAULT_IMAGE, minikube=$NETSLO_MINIKUBE or "minikube",
+                     base_image=$NETSLO_MINIKUBE_BASE_IMAGE, network=$NETSLO_MINIKUBE_NETWORK,
                      workdir=None, timeout=900.0).up() -> KubeCluster
 
 minikube's own ``--cni`` is used where minikube supports the CNI (calico, cilium: minikube's bundled
 versions, reported as such); for antrea the pinned upstream manifest (manifests/cni/antrea.yaml) is
-fetched, checked, overlaid and passed as ``--cni=<file>``. Command lines come from ``*_command``
-methods so tests can check what would run; timeouts are seconds.
+fetched, checked, overlaid and passed as ``--cni=<file>``.
+
+Without a registry (``base_image``: a kicbase-like image already in the docker engine, e.g. the one
+``scripts/minikube-offline.sh`` derives from the offline kind node image) nothing may be pulled or
+downloaded: ``--base-image`` names it, ``--preload=false --cache-images=false --install-addons=false``
+keep minikube from fetching the preload tarball, the component images and the storage-provisioner
+addon, and the CNI is netslo's own installer, as on kind (``--cni=false``, then the pinned manifest,
+overlaid, applied server-side, its workloads and the nodes waited for; its images must be in the
+nodes). ``network`` names an existing docker network for the nodes (else minikube makes one in
+192.168.49.0/24 onwards). As root, and always without a registry (``--cni=false`` with containerd, a
+Kubernetes patch release newer than minikube's list), ``--force`` is passed: minikube refuses those
+otherwise. Command lines come from ``*_command`` methods so tests can check what would run; timeouts
+are seconds.
 """
 
 from __future__ import annotations
@@ -23,7 +36,7 @@ import yaml
 from ..errors import InfrastructureError, SpecError, Unsupported
 from . import cni as cni_mod
 from . import kube_manifests as km
-from .cni.install import render
+from .cni.install import install as install_cni, render
 from .kube import KubeCluster
 from .kubeapi import KubeApi
 from .tool import run_tool
@@ -33,6 +46,10 @@ MINIKUBE_K8S_VERSION = "v1.34.11"
 BUILTIN_CNIS = ("calico", "cilium")  # minikube start --cni=<name>
 DRIVERS = ("docker", "kvm2", "qemu2", "podman")
 MAX_NODES = 8
+MINIKUBE_ENV = "NETSLO_MINIKUBE"                            # the minikube binary
+BASE_IMAGE_ENV = "NETSLO_MINIKUBE_BASE_IMAGE"               # a local base image: no registry
+KUBERNETES_VERSION_ENV = "NETSLO_MINIKUBE_KUBERNETES_VERSION"
+NETWORK_ENV = "NETSLO_MINIKUBE_NETWORK"                     # an existing docker network for the nodes
 
 
 class MinikubeProvider:
@@ -40,9 +57,10 @@ class MinikubeProvider:
 
     def __init__(self, cni: str = "calico", nodes: int = 2, profile: str = "netslo",
                  keep_cluster: bool = False, driver: str = "docker",
-                 kubernetes_version: str = MINIKUBE_K8S_VERSION, image: str | None = None,
-                 minikube: str = "minikube", workdir: str | None = None,
-                 timeout: float = 900.0, run_id: str | None = None, encapsulation: str | None = None):
+                 kubernetes_version: str | None = None, image: str | None = None,
+                 minikube: str | None = None, workdir: str | None = None,
+                 timeout: float = 900.0, run_id: str | None = None, encapsulation: str | None = None,
+                 base_image: str | None = None, network: str | None = None):
         if not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
             raise SpecError("--netslo-nodes", nodes, f"a whole number 1..{MAX_NODES}")
         if driver not in DRIVERS:
@@ -55,9 +73,13 @@ class MinikubeProvider:
         self.profile = profile
         self.keep_cluster = keep_cluster
         self.driver = driver
-        self.kubernetes_version = kubernetes_version
+        self.kubernetes_version = (kubernetes_version or os.environ.get(KUBERNETES_VERSION_ENV)
+                                   or MINIKUBE_K8S_VERSION)
         self.image = image or os.environ.get("NETSLO_AGENT_IMAGE") or km.DEFAULT_IMAGE
-        self.minikube = minikube
+        self.minikube = minikube or os.environ.get(MINIKUBE_ENV) or "minikube"
+        self.base_image = base_image or os.environ.get(BASE_IMAGE_ENV) or None
+        self.network = network or os.environ.get(NETWORK_ENV) or None
+        self.cni_info: dict = {}
         self.workdir = Path(workdir) if workdir else Path(tempfile.gettempdir()) / f"netslo-minikube-{profile}"
         self.timeout = timeout
         self.run_id = run_id
@@ -67,20 +89,39 @@ class MinikubeProvider:
     def cni_manifest_path(self) -> str:
         return str(self.workdir / f"{self.cni.name}-{self.cni.version}.yaml")
 
+    @property
+    def installs_cni(self) -> bool:
+        """Whether netslo installs the CNI after ``minikube start`` (without a registry: minikube's
+        bundled CNIs pull their images)."""
+        return self.base_image is not None
+
     def cni_flag(self) -> str:
-        """--cni value: minikube's name for a CNI it bundles, else our rendered manifest's path."""
+        """--cni value: "false" when netslo installs the CNI, else minikube's name for a CNI it
+        bundles, else our rendered manifest's path."""
+        if self.installs_cni:
+            return "false"
         return self.cni.name if self.cni.name in BUILTIN_CNIS else self.cni_manifest_path
 
     def status_command(self) -> list[str]:
         return [self.minikube, "status", "-p", self.profile, "-o", "json"]
 
     def start_command(self) -> list[str]:
-        return [self.minikube, "start", "-p", self.profile, f"--driver={self.driver}",
+        argv = [self.minikube, "start", "-p", self.profile, f"--driver={self.driver}",
                 f"--nodes={self.nodes}", f"--kubernetes-version={self.kubernetes_version}",
                 "--container-runtime=containerd", f"--cni={self.cni_flag()}",
                 f"--extra-config=kubeadm.pod-network-cidr={self.cni.pod_subnet}",
                 f"--service-cluster-ip-range={self.cni.service_subnet}",
-                "--wait=apiserver,system_pods,node_ready", f"--wait-timeout={int(self.timeout)}s"]
+                # without a CNI yet, nodes are NotReady: netslo's installer waits for them itself
+                "--wait=apiserver" if self.installs_cni else "--wait=apiserver,system_pods,node_ready",
+                f"--wait-timeout={int(self.timeout)}s"]
+        if self.base_image:
+            argv += [f"--base-image={self.base_image}", "--preload=false", "--cache-images=false",
+                     "--install-addons=false"]
+        if self.network:
+            argv.append(f"--network={self.network}")
+        if self.base_image or os.geteuid() == 0:
+            argv.append("--force")
+        return argv
 
     def load_command(self) -> list[str]:
         return [self.minikube, "image", "load", self.image, "-p", self.profile]
@@ -96,7 +137,7 @@ class MinikubeProvider:
 
     def write_cni_manifest(self) -> None:
         """Fetch + verify + overlay the pinned manifest for a CNI minikube does not bundle."""
-        if self.cni.name in BUILTIN_CNIS:
+        if self.cni.name in BUILTIN_CNIS or self.installs_cni:
             return
         data, _ = cni_mod.fetch(self.cni)
         docs = render(self.cni, data, self.encapsulation, self.cni.pod_subnet)
@@ -121,6 +162,10 @@ class MinikubeProvider:
                     self.write_cni_manifest()
                     self._created = True
                 self._run(argv, self.timeout)
+                if argv[:2] == [self.minikube, "start"] and self.installs_cni:
+                    self.cni_info = install_cni(KubeApi(context=self.profile), self.cni,
+                                                encapsulation=self.encapsulation,
+                                                pod_subnet=self.cni.pod_subnet, timeout=self.timeout)
             api = KubeApi(context=self.profile)   # minikube writes its context into the default kubeconfig
             cluster = MinikubeCluster(self, api, provider=self.name, image=self.image,
                                       pull_policy="Never", datapath=self.cni.name, run_id=self.run_id)
@@ -142,10 +187,18 @@ class MinikubeCluster(KubeCluster):
 
     def environment(self) -> dict[str, str]:
         env = super().environment()
-        bundled = self._mk.cni.name in BUILTIN_CNIS
+        bundled = self._mk.cni.name in BUILTIN_CNIS and not self._mk.installs_cni
+        info = self._mk.cni_info
         env.update({"minikube": MINIKUBE_VERSION, "minikube_driver": self._mk.driver,
                     "cni": self._mk.cni.name,
-                    "cni_version": "minikube-bundled" if bundled else self._mk.cni.version})
+                    "cni_version": "minikube-bundled" if bundled else info.get("cni_version", self._mk.cni.version)})
+        if self._mk.base_image:
+            env["minikube_base_image"] = self._mk.base_image
+        if info.get("encapsulation"):
+            env["encapsulation"] = info["encapsulation"]
+        for key in ("cni_sha256", "cni_source"):
+            if info.get(key):
+                env[key] = info[key]
         return env
 
     def close(self) -> None:

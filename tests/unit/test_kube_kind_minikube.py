@@ -1,7 +1,8 @@
 """kind and minikube providers: the configs they write, the exact commands they would run, and
 their control flow with a kind stand-in (a shell script that logs its argv). A real kind cluster runs
 through scripts/kind-offline.sh (tests/integration/test_kind_offline.py, and the gate on kind +
-Calico in docs/kubernetes.md); minikube cannot start here (its ISO/kicbase come from a registry).
+Calico in docs/kubernetes.md); minikube runs here only without a registry (scripts/minikube-offline.sh:
+a base image derived from the kind node image, netslo's own CNI installer).
 """
 
 import json
@@ -24,7 +25,8 @@ def _default_kind(monkeypatch, tmp_path):
     """The defaults, not the offline toolchain's exports (scripts/kind-offline.sh env) of this shell;
     kind owner records in a directory of the test's own (a record left in the real one would make a
     later run reap a cluster of that name)."""
-    for var in (kind_mod.KIND_ENV, kind_mod.NODE_IMAGE_ENV, "NETSLO_CNI_MIRROR", "NETSLO_AGENT_IMAGE"):
+    for var in (kind_mod.KIND_ENV, kind_mod.NODE_IMAGE_ENV, "NETSLO_CNI_MIRROR", "NETSLO_AGENT_IMAGE",
+                mk_mod.MINIKUBE_ENV, mk_mod.BASE_IMAGE_ENV, mk_mod.KUBERNETES_VERSION_ENV, mk_mod.NETWORK_ENV):
         monkeypatch.delenv(var, raising=False)
     _owner_dir(tmp_path, monkeypatch)
 
@@ -208,7 +210,8 @@ def test_kind_kept_cluster_reports_the_installed_cni_and_refuses_another(tmp_pat
         p.installed_cni(_FakeKubectl({}, {}))
 
 
-def test_minikube_commands_would_start_with_bundled_calico(tmp_path):
+def test_minikube_commands_would_start_with_bundled_calico(tmp_path, monkeypatch):
+    monkeypatch.setattr(mk_mod.os, "geteuid", lambda: 1000)   # as root minikube also needs --force
     p = MinikubeProvider(cni="calico", nodes=2, profile="netslo", workdir=str(tmp_path))
     assert p.plan(exists=False) == [
         ["minikube", "status", "-p", "netslo", "-o", "json"],
@@ -220,6 +223,54 @@ def test_minikube_commands_would_start_with_bundled_calico(tmp_path):
         ["minikube", "image", "load", km.DEFAULT_IMAGE, "-p", "netslo"],
     ]
     assert p.delete_command() == ["minikube", "delete", "-p", "netslo"]
+
+
+def test_minikube_as_root_would_force(tmp_path, monkeypatch):
+    """minikube refuses the docker driver as root ("should not be used with root privileges") without it."""
+    monkeypatch.setattr(mk_mod.os, "geteuid", lambda: 0)
+    assert MinikubeProvider(workdir=str(tmp_path)).start_command()[-1] == "--force"
+
+
+def test_minikube_without_a_registry_would_pull_nothing_and_install_the_cni_itself(tmp_path, monkeypatch):
+    monkeypatch.setattr(mk_mod.os, "geteuid", lambda: 1000)
+    monkeypatch.setenv(mk_mod.MINIKUBE_ENV, "/opt/mk/minikube")
+    monkeypatch.setenv(mk_mod.BASE_IMAGE_ENV, "localhost/netslo-minikube-base:v1.34.4")
+    monkeypatch.setenv(mk_mod.KUBERNETES_VERSION_ENV, "v1.34.4")
+    monkeypatch.setenv(mk_mod.NETWORK_ENV, "netslo-minikube")
+    p = MinikubeProvider(cni="calico", nodes=2, profile="netslo", workdir=str(tmp_path))
+    assert p.installs_cni
+    assert p.start_command() == [
+        "/opt/mk/minikube", "start", "-p", "netslo", "--driver=docker", "--nodes=2",
+        "--kubernetes-version=v1.34.4", "--container-runtime=containerd", "--cni=false",
+        "--extra-config=kubeadm.pod-network-cidr=192.168.0.0/16", "--service-cluster-ip-range=10.96.0.0/12",
+        "--wait=apiserver", "--wait-timeout=900s",
+        "--base-image=localhost/netslo-minikube-base:v1.34.4", "--preload=false", "--cache-images=false",
+        "--install-addons=false", "--network=netslo-minikube", "--force"]
+    p.write_cni_manifest()                    # nothing for minikube to apply: netslo installs it
+    assert not any(tmp_path.iterdir())
+
+
+def test_minikube_without_a_registry_installs_the_cni_between_start_and_image_load(tmp_path, monkeypatch):
+    monkeypatch.setenv(mk_mod.BASE_IMAGE_ENV, "localhost/netslo-minikube-base:v1.34.4")
+    p = MinikubeProvider(cni="calico", nodes=1, profile="mk", minikube="/opt/mk/minikube", workdir=str(tmp_path))
+    steps = []
+    monkeypatch.setattr(p, "exists", lambda: False)
+    monkeypatch.setattr(p, "_run", lambda argv, timeout, check=True: steps.append(argv[1]))
+    monkeypatch.setattr(mk_mod, "KubeApi", lambda *a, **kw: ("api", kw.get("context")))
+
+    def fake_install(api, spec, **kw):
+        steps.append(("cni", api, spec.name, kw["encapsulation"], kw["pod_subnet"]))
+        return {"cni": "calico", "cni_version": "v3.31.3", "encapsulation": "vxlan", "cni_sha256": "ab" * 32,
+                "cni_source": "/mirror/calico/v3.31.3/calico.yaml"}
+    monkeypatch.setattr(mk_mod, "install_cni", fake_install)
+    monkeypatch.setattr(mk_mod.KubeCluster, "open", lambda self, timeout: self)
+    monkeypatch.setattr(mk_mod.KubeCluster, "environment", lambda self: {"provider": "minikube"})
+    c = p.up()
+    assert steps == ["start", ("cni", ("api", "mk"), "calico", "vxlan", "192.168.0.0/16"), "image"]
+    env = c.environment()
+    assert (env["cni"], env["cni_version"], env["encapsulation"]) == ("calico", "v3.31.3", "vxlan")
+    assert env["minikube_base_image"] == "localhost/netslo-minikube-base:v1.34.4"
+    assert env["cni_source"] == "/mirror/calico/v3.31.3/calico.yaml"
 
 
 def test_minikube_commands_would_pass_the_pinned_antrea_manifest_as_a_file(tmp_path):
