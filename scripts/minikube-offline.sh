@@ -217,6 +217,38 @@ cmd_status() {
   fi
 }
 
+release_node_cgroups() {
+  # minikube's nodes share this host's cgroup namespace (kind's do not). On this cgroup v1 hybrid host
+  # their systemd and kubelets mount the v1 controllers the host leaves unmounted (hugetlb,
+  # net_cls,net_prio, perf_event here) and make cgroups in them, and kubepods/ at the root of the
+  # host's cgroup2 hierarchy; minikube delete leaves all of it. The extra hierarchies then show in
+  # every process's /proc/self/cgroup, and a later kind node's kubelet refuses to start: "invalid
+  # configuration: cgroup ["kubelet"] has some missing paths: /sys/fs/cgroup/hugetlb/kubelet.slice"
+  # (seen 2026-11-27). Each such hierarchy is mounted, emptied (rmdir refuses a cgroup that holds a
+  # process) and unmounted until the kernel drops it (removed cgroups linger for a moment).
+  local u=/sys/fs/cgroup/unified/kubepods entry ctl mnt i hierarchies
+  if [[ -d $u ]] && ! pgrep -x kubelet >/dev/null; then
+    find "$u" -depth -type d -exec rmdir {} + 2>/dev/null || ko_log "down: $u still holds processes; left"
+  fi
+  mapfile -t hierarchies < /proc/self/cgroup
+  for entry in "${hierarchies[@]}"; do
+    ctl=$(cut -d: -f2 <<< "$entry")
+    [[ -n $ctl && $ctl != name=* ]] || continue
+    grep -qE "^[^ ]+ [^ ]+ cgroup [^ ]*(^|,)${ctl}(,| )" /proc/self/mounts && continue   # the host's own
+    mnt=$(mktemp -d)
+    for i in 1 2 3 4 5; do
+      mount -t cgroup -o "$ctl" none "$mnt" || break
+      find "$mnt" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true
+      umount "$mnt"
+      grep -q ":$ctl:" /proc/self/cgroup || break
+      sleep 1
+    done
+    rmdir "$mnt"
+    if grep -q ":$ctl:" /proc/self/cgroup; then ko_log "down: cgroup hierarchy $ctl is still there"
+    else ko_log "down: released the cgroup hierarchy $ctl minikube's nodes had made"; fi
+  done
+}
+
 cmd_down() {
   require_root
   if [[ -x $MK_BIN/minikube ]] && engine_alive; then
@@ -224,6 +256,7 @@ cmd_down() {
     docker network rm "$MK_NET" >/dev/null 2>&1 || true
   fi
   rm -rf "${MK_HOME:?}/.minikube" "$MK_KUBECONFIG"
+  release_node_cgroups
   ko_log "down: minikube profiles deleted (caches kept in $MK_CACHE)"
 }
 
