@@ -119,6 +119,45 @@ def test_tx_stamps_paired_with_the_wrong_requests_are_refused_and_counted(monkey
     assert np.array_equal(r["send_ns"], r["send_app_ns"]) and np.all(r["send_ns"] < r["recv_ns"])
 
 
+def test_a_stamp_keyed_to_an_earlier_request_is_refused_even_before_its_answer_is_read(monkeypatch):
+    """The stall case of the test above, made deterministic: the probe sent requests 0..2 and has read
+    no answer yet (a stall delayed its receive loop), and every TX stamp comes under the previous key.
+    Each stamp lies after the next request's user-space send time, so none can be its row's: refused.
+    The same stamps under their own keys are taken."""
+    from netslo.samples import empty
+
+    class Clock:
+        def refresh(self):
+            pass
+
+        def to_mono(self, t):
+            return t
+
+    def fresh():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            st = udp.Stamps(sock)
+        if st.source != kstamps.KERNEL:
+            pytest.skip(f"no kernel TX stamps here ({st.source})")
+        st.clock = Clock()
+        rows = empty(3)
+        rows["send_app_ns"] = [1_000, 2_000, 3_000]
+        rows["send_ns"] = rows["send_app_ns"]
+        rows["recv_ns"] = -1                       # no answer read yet
+        for i in range(3):
+            st.sent(rows[i])
+        return st, rows
+
+    own = [(0, 1_010), (1, 2_010), (2, 3_010)]     # each stamp 10 ns into its own send
+    st, rows = fresh()
+    monkeypatch.setattr(kstamps, "read_tx", lambda sock: list(own))
+    st.read_tx()
+    assert list(rows["send_ns"]) == [1_010, 2_010, 3_010] and st.tx == 3
+    st, rows = fresh()
+    monkeypatch.setattr(kstamps, "read_tx", lambda sock: [(k - 1, t) for k, t in own if k])
+    st.read_tx()
+    assert list(rows["send_ns"]) == [1_000, 2_000, 3_000] and st.tx == 0
+
+
 class _Refusing:
     def __init__(self, refuse):
         self.refuse, self.set = refuse, []
