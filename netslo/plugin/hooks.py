@@ -29,9 +29,9 @@ from netslo.runner import SloBreach
 from netslo.units import format_duration
 
 # Order matters: a module must be registered before another one imports it (assertion rewriting).
-pytest_plugins = ["netslo.plugin.gate", "netslo.plugin.deselection", "netslo.plugin.report", "netslo.plugin.progress", "netslo.plugin.cluster",
-                  "netslo.plugin.impair", "netslo.plugin.protocols", "netslo.plugin.qos", "netslo.plugin.timing",
-                  "netslo.plugin.families", "netslo.plugin.studies"]
+pytest_plugins = ["netslo.plugin.gate", "netslo.plugin.deselection", "netslo.plugin.report", "netslo.plugin.progress",
+                  "netslo.plugin.cluster", "netslo.plugin.impair", "netslo.plugin.protocols", "netslo.plugin.qos",
+                  "netslo.plugin.timing", "netslo.plugin.families", "netslo.plugin.studies"]
 
 OPTIONS = pytest.StashKey["NetsloOptions"]()
 OUTCOME = pytest.StashKey[object]()

@@ -44,14 +44,11 @@ class Stamps:
         self.clock = kstamps.clock()
         self.keys = 0
         self.waiting: dict = {}          # OPT_ID key -> row (a writable record)
-        self.next_send: dict = {}        # OPT_ID key -> send_app_ns of the request sent after it
         self.tx = self.rx = 0            # kernel stamps used (the warm-up's decide the source)
 
     def sent(self, row) -> None:
         """``row``'s request left through one successful send (the kernel counted one key)."""
         if self.source == kstamps.KERNEL:
-            if self.keys - 1 in self.waiting:
-                self.next_send[self.keys - 1] = int(row["send_app_ns"])
             self.waiting[self.keys] = row
         self.keys += 1
 
@@ -62,21 +59,21 @@ class Stamps:
         self.clock.refresh()
         for key, stamp in kstamps.read_tx(self.sock):
             row = self.waiting.pop(key, None)
-            after = self.next_send.pop(key, None)
+            after = self.waiting.get(key + 1)   # the next request, if sent: its stamp comes after this one
             if row is not None:
                 t = self.clock.to_mono(stamp)
                 # a request's stamp is taken inside its send: after its own user-space send time, before
                 # the next request's (known even when this one's answer is not read yet) and its answer
-                if row["send_app_ns"] <= t and (after is None or t < after) and not 0 <= row["recv_ns"] <= t:
+                if (row["send_app_ns"] <= t and (after is None or t < after["send_app_ns"])
+                        and not 0 <= row["recv_ns"] <= t):
                     row["send_ns"] = t          # else not this row's packet: its user-space time stays
                     self.tx += 1
             while self.waiting and (oldest := next(iter(self.waiting))) < key:
                 del self.waiting[oldest]        # stamps come in key order: an older one is not coming
-                self.next_send.pop(oldest, None)
 
     def downgrade(self, source: str) -> None:
         """Use ``source`` (``kernel-rx``) from now on: the warm-up flow got no TX stamp."""
-        self.source, self.waiting, self.next_send = source, {}, {}
+        self.source, self.waiting = source, {}
         self.sock.setsockopt(socket.SOL_SOCKET, kstamps.SO_TIMESTAMPING, kstamps.RX_FLAGS)
         kstamps.read_tx(self.sock)
 
