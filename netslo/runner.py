@@ -16,7 +16,7 @@ from .providers.base import Cluster, Pod
 from .samples import SampleSet
 from .scenario import RESPONDER_OF, Scenario
 from .phase_times import timed_call
-from .stalls import HOST_STALL_S, QUIET_LIMIT_S, host_stall, untouched, wait_for_quiet_host, why_remeasure
+from .stalls import HOST_STALL_S, QUIET_LIMIT_S, host_stall, stall_level, untouched, wait_for_quiet_host, why_remeasure
 from .stats import Analysis, analyze
 from .units import format_duration
 
@@ -156,7 +156,7 @@ def run(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scena
     while True:
         out = _measure(cluster, client, server, ports, scenario, spec)
         if not settle_stalls(out, attempt, notes, spec.sampling.confidence,
-                             lambda: client_keeps_time(cluster, client, server, ports, scenario, spec)):
+                             lambda level: client_keeps_time(cluster, client, server, ports, scenario, spec, level)):
             break
         attempt += 1
     out.notes = notes
@@ -165,9 +165,9 @@ def run(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scena
 
 
 def client_keeps_time(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scenario,
-                      spec: slo_mod.SloSpec) -> str:
+                      spec: slo_mod.SloSpec, level: float = HOST_STALL_S) -> str:
     """Short runs of the scenario's own probe (``TIME_CHECK_REQUESTS``, answers not judged) until
-    one sends every request within ``HOST_STALL_S`` of its schedule, at most ``QUIET_LIMIT_S``: the
+    one sends every request within ``level`` s of its schedule, at most ``QUIET_LIMIT_S``: the
     readiness signal of the client that stalled, wherever it runs. What it saw, for the notes."""
     check = replace(probe_spec(scenario, server, ports, spec.sampling, TIME_CHECK_REQUESTS),
                     wait=min(spec.sampling.wait, TIME_CHECK_WAIT_S))
@@ -177,33 +177,37 @@ def client_keeps_time(cluster: Cluster, client: Pod, server: Pod, ports: dict, s
         runs += 1
         worst = max((float(ChunkDelays(c).series("timer_error").max(initial=0)) for c in ran.chunks()),
                     default=0.0) / 1e9
-        if worst <= HOST_STALL_S or time.monotonic() - t0 >= QUIET_LIMIT_S:
-            kept = "kept" if worst <= HOST_STALL_S else "still did not keep"
+        if worst <= level or time.monotonic() - t0 >= QUIET_LIMIT_S:
+            kept = "kept" if worst <= level else "still did not keep"
             return (f"the client {kept} time in {runs} check run(s) of {TIME_CHECK_REQUESTS} requests "
                     f"({time.monotonic() - t0:.1f} s; last timer error max {format_duration(worst)})")
 
 
-def this_host_keeps_time() -> str:
+def this_host_keeps_time(level: float = HOST_STALL_S) -> str:
     """``stalls.wait_for_quiet_host`` for the notes: this process's timers stand for the client's."""
-    return f"{wait_for_quiet_host():.1f} s waited for this host's timers to keep time"
+    return f"{wait_for_quiet_host(level=level):.1f} s waited for this host's timers to keep time"
 
 
 def settle_stalls(out: Outcome, attempt: int, notes: list, confidence: float,
                   until_quiet=this_host_keeps_time) -> bool:
     """After measurement ``attempt`` (0 = the first): True when it is to be measured afresh — it
     failed over a stall and attempts are left; the reason goes to ``notes`` and, after a host stall,
-    ``until_quiet()`` first waits until the client can keep time and says what it saw. The last
-    one, failed over a host stall whose lateness alone made the breach (``host_made_breach``):
-    InfrastructureError, not an SLO verdict."""
-    why = why_remeasure(out.analysis, out.samples) if out.failed else None
+    ``until_quiet(level)`` first waits until the client keeps time within the stall level
+    (``stalls.stall_level`` of the broken thresholds) and says what it saw. The last one, failed over
+    a host stall whose lateness alone made the breach (``host_made_breach``): InfrastructureError,
+    not an SLO verdict."""
+    if not out.failed:
+        return False
+    level = stall_level([c.threshold for c in out.failed])
+    why = why_remeasure(out.analysis, out.samples, level)
     if why is None:
         return False
     if attempt < REMEASURE_AFTER_STALL:
-        if host_stall(out.analysis) is not None:
-            why += f"; {until_quiet()}"
+        if host_stall(out.analysis, level) is not None:
+            why += f"; {until_quiet(level)}"
         notes.append(f"re-measured: the previous run failed while {why}")
         return True
-    starved = host_made_breach(out, confidence)
+    starved = host_made_breach(out, confidence, level)
     if starved is not None:
         raise InfrastructureError(f"{out.scenario.id}: not an SLO verdict: "
                                   + "; ".join(c.line() for c in out.failed)
@@ -211,20 +215,27 @@ def settle_stalls(out: Outcome, attempt: int, notes: list, confidence: float,
     return False
 
 
-def host_made_breach(out: Outcome, confidence: float) -> str | None:
-    """Why a failing measurement over a host stall is the client's lateness, not the path's: no
-    threshold fails on the requests no stall touched (``stalls.untouched``). None if the host did
-    not stall or a threshold fails on those requests too (the path broke it)."""
-    worst = host_stall(out.analysis)
+def host_made_breach(out: Outcome, confidence: float, level: float = HOST_STALL_S) -> str | None:
+    """Why a failing measurement over a host stall (client later than ``level`` s) is the client's
+    lateness, not the path's: no threshold fails on the requests no stall touched
+    (``stalls.untouched``), or the stalls touched every request. None if the host did not stall or
+    a threshold fails on the untouched requests too (the path broke it), by its CI or, where too few
+    are left to bound it, by the point estimate."""
+    worst = host_stall(out.analysis, level)
     if worst is None:
         return None
-    keep = untouched(out.samples)
+    keep = untouched(out.samples, level)
+    timer = (f"sender timer error max {format_duration(worst)}, "
+             f"p99 {format_duration(out.analysis.metrics['timer_error.p99'].value)}, stall level {format_duration(level)}")
+    if not keep.any():
+        return (f"the measuring client itself was descheduled ({timer}) around every one of the "
+                f"{len(keep)} requests: none is left that its stalls did not touch")
     rest = out.samples.select(keep)
     checks = judge_all(analyze(rest, confidence), [c.threshold for c in out.checks], confidence)
-    if any(c.verdict == slo_mod.FAIL for c in checks):
-        return None
-    return (f"the measuring client itself was descheduled (sender timer error max {format_duration(worst)}, "
-            f"p99 {format_duration(out.analysis.metrics['timer_error.p99'].value)}), and on the "
+    if any(c.verdict == slo_mod.FAIL or (c.verdict == slo_mod.INSUFFICIENT and c.estimate.value > c.threshold.limit)
+           for c in checks):
+        return None   # broken there too: by its CI, or (too few left to bound it) by the point estimate
+    return (f"the measuring client itself was descheduled ({timer}), and on the "
             f"{int(keep.sum())} of {len(keep)} requests its stalls did not touch no threshold fails ("
             + "; ".join(c.line() for c in checks) + ")")
 

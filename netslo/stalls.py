@@ -3,7 +3,10 @@
 Two kinds, both one-off events of a shared CI machine rather than properties of the network:
 
 * **host stall**: the measuring client itself was descheduled. Its own send-timer error (actual send
-  time minus schedule) exceeded ``HOST_STALL_S``; a slow network cannot delay the client's timer.
+  time minus schedule) exceeded the stall level (``stall_level``): ``HOST_STALL_S``, or half the
+  smallest delay threshold the run breaks if that is less (at least ``STALL_FLOOR_S``) — a client that
+  lost half a threshold's budget to its own lateness may have made the breach itself (a 7 ms wake-up
+  on a loaded CI machine against a 5 ms P50). A slow network cannot delay the client's timer.
 * **path freeze**: something on the path (the server pod, its node, a node container of a local
   cluster) stopped for a while and then went on. Every request sent during the freeze waits for its
   end and is answered right after it: a run of at least ``FREEZE_MIN_REQUESTS`` consecutive requests,
@@ -15,8 +18,9 @@ Two kinds, both one-off events of a shared CI machine rather than properties of 
 A failing verdict over either is measured afresh, up to twice, and the last measurement is judged;
 the message says so. A regression that causes them recurs and still fails. When the last one still
 failed over a host stall, its thresholds are judged again on the requests no stall touched
-(``untouched``): if none fails there, the client's own lateness made the breach and the scenario is
-an infrastructure error naming it, never an SLO failure; if one fails there too, the network broke it.
+(``untouched``): if none fails there (or the stalls touched every request, so nothing is left to
+judge), the client's own lateness made the breach and the scenario is an infrastructure error naming
+it, never an SLO failure; if one fails there too, the network broke it.
 Before measuring again after a host stall the runner waits (bounded) until the client keeps time
 again (``runner.client_keeps_time``: short runs of its own probe), so the next measurement does not
 start inside the same stall; ``wait_for_quiet_host`` is the same wait on this process's own timers,
@@ -31,14 +35,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from .samples import SampleSet
+from .slo import FRACTION_METRICS
 from .stats import Analysis
 from .units import format_duration
 
 HOST_STALL_S = 0.010
+STALL_SHARE = 0.5           # stall_level: this share of the smallest delay threshold broken ...
+STALL_FLOOR_S = 0.002       # ... but never below this (a Python sender on a busy 2-core VM stays below it)
 FREEZE_MIN_REQUESTS = 5
 FREEZE_COMPRESSION = 0.25
 QUIET_STEP_S = 0.001        # wait_for_quiet_host: one timer step
-QUIET_WINDOW_S = 0.5        # ... a window of steps, none later than HOST_STALL_S / 2, is quiet
+QUIET_WINDOW_S = 0.5        # ... a window of steps, none later than half the stall level, is quiet
 QUIET_LIMIT_S = 10.0        # ... and it gives up after this long (so does runner.client_keeps_time)
 
 
@@ -54,20 +61,29 @@ class Freeze:
     answered_within: float
 
 
-def host_stall(analysis: Analysis) -> float | None:
-    """Worst sender timer error (s) if the measuring host itself stalled during the run, else None."""
+def stall_level(thresholds=()) -> float:
+    """Client lateness (s) that counts as a host stall in a run judged on ``thresholds`` (the broken
+    ones): ``HOST_STALL_S``, or ``STALL_SHARE`` of the smallest delay threshold among them if that is
+    less, never below ``STALL_FLOOR_S``. Fraction thresholds (loss) do not lower it."""
+    delays = [t.limit for t in thresholds if t.metric not in FRACTION_METRICS and t.limit > 0]
+    return max(STALL_FLOOR_S, min([HOST_STALL_S] + [STALL_SHARE * d for d in delays]))
+
+
+def host_stall(analysis: Analysis, level: float = HOST_STALL_S) -> float | None:
+    """Worst sender timer error (s) if the measuring host itself stalled during the run (the client
+    was later than ``level`` s at least once), else None."""
     worst = analysis.metrics["timer_error.max"].value
-    return worst if worst > HOST_STALL_S else None
+    return worst if worst > level else None
 
 
-def untouched(samples: SampleSet) -> np.ndarray:
+def untouched(samples: SampleSet, level: float = HOST_STALL_S) -> np.ndarray:
     """Mask of the requests no host stall touched. A request the client sent more than
-    ``HOST_STALL_S`` late shows that the client was not running from its scheduled time to its send:
+    ``level`` s late shows that the client was not running from its scheduled time to its send:
     that request, and every request in flight then (sent before that send, answered after that
     schedule), may carry the client's lateness instead of the path's delay. Lost requests count by
     their send time only (a stall does not lose them)."""
     sched, send, recv = samples.column("sched_ns"), samples.column("send_ns"), samples.column("recv_ns")
-    late = (send - sched) > HOST_STALL_S * 1e9
+    late = (send - sched) > level * 1e9
     keep = ~late
     if not late.any():
         return keep
@@ -81,9 +97,9 @@ def untouched(samples: SampleSet) -> np.ndarray:
     return keep
 
 
-def wait_for_quiet_host(limit: float = QUIET_LIMIT_S) -> float:
+def wait_for_quiet_host(limit: float = QUIET_LIMIT_S, level: float = HOST_STALL_S) -> float:
     """Wait until this process's 1 ms timers keep time for ``QUIET_WINDOW_S`` (no step later than
-    ``HOST_STALL_S / 2``), at most ``limit`` s; the seconds waited. Where the client is a plain
+    ``level / 2``), at most ``limit`` s; the seconds waited. Where the client is a plain
     process of this host (embedded) that is its host; a stall inside a kind pod need not show here."""
     t0 = time.monotonic()
     while True:
@@ -91,7 +107,7 @@ def wait_for_quiet_host(limit: float = QUIET_LIMIT_S) -> float:
         quiet = True
         while (now := time.monotonic()) < window_end:
             time.sleep(QUIET_STEP_S)
-            quiet &= time.monotonic() - now - QUIET_STEP_S <= HOST_STALL_S / 2
+            quiet &= time.monotonic() - now - QUIET_STEP_S <= level / 2
         if quiet or time.monotonic() - t0 >= limit:
             return time.monotonic() - t0
 
@@ -128,11 +144,13 @@ def path_freeze(samples: SampleSet) -> Freeze | None:
     return Freeze(float(wait[i]) / 1e9, float(send[i] - send[0]) / 1e9, j - i, float(recv.max() - recv.min()) / 1e9)
 
 
-def why_remeasure(analysis: Analysis, samples: SampleSet) -> str | None:
-    """The note for a failing run worth measuring again, or None (see the module doc)."""
-    stall = host_stall(analysis)
+def why_remeasure(analysis: Analysis, samples: SampleSet, level: float = HOST_STALL_S) -> str | None:
+    """The note for a failing run worth measuring again, or None (see the module doc); ``level``:
+    the client lateness (s) that counts as a host stall (``stall_level``)."""
+    stall = host_stall(analysis, level)
     if stall is not None:
-        return f"the measuring host stalled (sender timer error max {format_duration(stall)})"
+        return (f"the measuring host stalled (sender timer error max {format_duration(stall)}, "
+                f"stall level {format_duration(level)})")
     freeze = path_freeze(samples)
     if freeze is not None:
         return (f"the path froze: {freeze.held} requests sent from {freeze.at:.2f} s into the run were held "
