@@ -156,3 +156,29 @@ def test_a_reset_that_keeps_the_path_open_errors(cluster):
         with pytest.raises(InfrastructureError, match="reset did not stop"):
             en.run(c, client, *svc.target, [en.Step("svc_program", en.RESUME, create_once, reset=lambda: None)], 3,
                    SVC_WINDOW)
+
+
+def test_a_trial_whose_path_was_open_before_its_change_is_replaced(cluster):
+    """As on kind + Cilium (2026-11-27: the Service made to reserve the address was still routed when
+    the first trial began): the first trial finds the path open and is not measured; a further study,
+    which first closes the path inside its own schedule, runs one trial for it, so TRIALS are measured."""
+    c, server, client, port = cluster
+    with c.service_program(server, port, "ClusterIP", client) as svc:
+        svc.create()                                     # open before the study, as the reservation left it
+        exists = [True]
+
+        def create():                                    # the first trial's create finds it made already
+            if not exists[0]:
+                svc.create()
+            exists[0] = True
+
+        def delete():
+            svc.delete()
+            exists[0] = False
+        trials = en.run(c, client, *svc.target, [en.Step("svc_program", en.RESUME, create, reset=delete)],
+                        TRIALS, SVC_WINDOW)
+    v = trials.values["svc_program"]
+    assert len(v) == TRIALS + 1 and np.isnan(v[0]) and np.isfinite(v[1:]).all(), v
+    assert trials.replaced == 1 and "1 not measured (the path was open before the change), 1 run again" \
+        in trials.summary()[0]
+    assert [ch.verdict for ch in trials.judge([slo.Threshold("svc_program.p50", SVC_WINDOW, "", "t")], 0.95)] == [slo.PASS]
