@@ -11,12 +11,12 @@
 
 On the embedded provider the policies are an iptables emulation (``netslo.providers.netns_policy``) and
 the output says so; on kind and existing clusters they are NetworkPolicy objects the CNI enforces
-(``netslo.providers.kube_policy``). The data-path cost runs on the embedded provider only (marker
-``emulation``: deselected on real clusters, named in the summary): a CNI's agent reprograms the node for
-seconds after 1000 policy objects change, and the study has no criterion yet for when it is done (kind
-+ Calico, 2026-11-26, this 2-core VM: measured right after each change, 7 % of the connections with
-no decoys and 31 % with 1000 went unanswered for 250 ms, and the P50 shift, 187 ms, was the agent's
-CPU load on the node, not per-packet cost).
+(``netslo.providers.kube_policy``). The data-path cost on a real cluster (marker ``scale``) runs with
+``--netslo-scale`` only, else it is deselected and named in the summary: it makes and removes up to 1000
+NetworkPolicy objects per change and waits until the path is steady after each (``policy_cost.settle``:
+measured right after a change on kind + Calico, 2026-11-26, 7 % of the connections with no decoys and
+31 % with 1000 went unanswered for 250 ms, and the P50 shift, 187 ms, was the CNI agent's CPU load on
+the node, not per-packet cost).
 """
 
 import pytest
@@ -80,7 +80,7 @@ def test_policy_enforcement_latency(netslo_cluster, netslo_client_for, netslo_po
     assert trials.checks and not trials.failed, "policy enforcement SLO not met:\n" + text
 
 
-@pytest.mark.emulation   # on real clusters not yet: see the module docstring
+@pytest.mark.scale   # on real clusters with --netslo-scale: see the module docstring
 def test_policy_datapath_cost(netslo_cluster, netslo_client_for, netslo_policy_server, netslo_policies, netslo_slo,
                               netslo_study_report, request, record_property):
     client = netslo_client_for(PLACEMENT)

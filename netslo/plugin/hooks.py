@@ -42,6 +42,8 @@ MARKERS = (
     "needs_netem: needs a kernel with sch_netem (host or user-mode-linux)",
     "slow: takes more than a few seconds",
     "emulation: measures netslo's own emulated datapaths, not a cluster's; deselected on kind, minikube, existing",
+    "scale: an at-scale study (1000 NetworkPolicy objects, minutes on a real cluster); on kind, minikube and "
+    "existing it runs only with --netslo-scale",
 )
 GROUP = ("netslo", "netslo: network SLO gate")
 
@@ -93,6 +95,9 @@ def pytest_addoption(parser):
     g.addoption("--netslo-cni", default="calico", help="kind/minikube: CNI to install: calico, cilium, antrea")
     g.addoption("--netslo-encapsulation", default=None, help="kind/minikube: CNI encapsulation overlay (e.g. vxlan)")
     g.addoption("--netslo-keep-cluster", action="store_true", help="kind/minikube: reuse/keep the cluster")
+    g.addoption("--netslo-scale", action="store_true",
+                help="real clusters: also run the at-scale studies (marker scale: NetworkPolicy data-path cost "
+                     "with 0/100/1000 policies; minutes); the embedded provider always runs them")
     g.addoption("--netslo-kubeconfig", default=None,
                 help="existing: kubeconfig (default $NETSLO_KUBECONFIG/$KUBECONFIG)")
     g.addoption("--netslo-context", default=None, help="existing: kubeconfig context")

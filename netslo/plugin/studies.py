@@ -8,8 +8,9 @@ import pytest
 
 from netslo import progress
 from netslo.errors import SpecError
+from netslo.plugin.deselection import deselect
 from netslo.plugin.gate import skip
-from netslo.plugin.hooks import write_result_file
+from netslo.plugin.hooks import OPTIONS, write_result_file
 
 LINES = pytest.StashKey[dict]()
 
@@ -30,6 +31,17 @@ def netslo_study_report(pytestconfig):
     yield record
     if data:
         write_result_file(pytestconfig, "studies.json", data)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """On a real cluster the tests marked ``scale`` run only with ``--netslo-scale`` (they make and
+    remove thousands of API objects and wait for the CNI to program them: minutes); otherwise they
+    are deselected and the terminal summary names them."""
+    if OPTIONS not in config.stash or config.stash[OPTIONS].provider == "netns" or config.getoption("--netslo-scale"):
+        return
+    deselect(config, items, [i for i in items if i.get_closest_marker("scale") is not None],
+             f"at-scale studies deselected on provider {config.stash[OPTIONS].provider} (run them with "
+             f"--netslo-scale: they make up to 1000 NetworkPolicy objects and wait for the CNI to program each change)")
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -1,0 +1,40 @@
+"""The at-scale studies (marker ``scale``: the NetworkPolicy data-path cost with up to 1000 objects) run
+on a real cluster only with --netslo-scale, else they are deselected with the reason; on the embedded
+provider they always run."""
+
+from types import SimpleNamespace
+
+from netslo.gate import test_policy
+from netslo.plugin import studies
+from tests.unit.plugin_stub import collect
+
+
+class Item(SimpleNamespace):
+    def get_closest_marker(self, name):
+        return object() if name in self.marks else None
+
+
+def _items():
+    return [Item(name="test_policy_datapath_cost", marks={"cni", "scale"}),
+            Item(name="test_policy_enforcement_latency", marks={"cni"})]
+
+
+def test_on_a_real_cluster_without_the_option_they_are_deselected_and_named():
+    items = _items()
+    dropped, lines = collect(studies, SimpleNamespace(provider="kind"), items)
+    assert [i.name for i in items] == ["test_policy_enforcement_latency"] and [i.name for i in dropped] == \
+        ["test_policy_datapath_cost"]
+    assert len(lines) == 1 and "1 at-scale studies deselected on provider kind (run them with --netslo-scale" \
+        in lines[0] and lines[0].endswith(": test_policy_datapath_cost")
+
+
+def test_with_the_option_or_on_the_embedded_provider_they_run():
+    for provider, cli in (("existing", {"--netslo-scale": True}), ("netns", {})):
+        items = _items()
+        dropped, lines = collect(studies, SimpleNamespace(provider=provider), items, cli)
+        assert len(items) == 2 and not dropped and not lines
+
+
+def test_the_gate_marks_its_policy_cost_study():
+    marks = [m.name for m in test_policy.test_policy_datapath_cost.pytestmark]
+    assert "scale" in marks and "emulation" not in marks
