@@ -231,8 +231,9 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
     the first Service create found its address answering, we infer from the Service made to reserve it)
     is replaced: a further study runs as
     many rounds as the series with most unmeasured trials lacks, after undoing the last step inside
-    its probe's schedule (checked like every reset), ``REPLACE_STUDIES`` times at most. What is still
-    missing then is judged as missing (too few trials: not a verdict)."""
+    its probe's schedule (checked like every reset), ``REPLACE_STUDIES`` times at most, and only while
+    at most half the trials are missing (more is no one-off). What is still missing then is judged as
+    missing (too few trials: not a verdict)."""
     reset_window = window if reset_window is None else reset_window
     lead_in = START_S if lead_in is None else lead_in
     if trials < 1 or window <= 0 or interval <= 0 or reset_window <= 0:
@@ -249,8 +250,8 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
     values, parts, replaced = latencies(samples, changes), [samples], 0
     for _ in range(REPLACE_STUDIES):
         short = max(trials - int((~np.isnan(v)).sum()) for v in values.values())
-        if short <= 0:
-            break
+        if short <= 0 or short > trials // 2:   # more than half: a systematic cause (an allow after a deny
+            break                               # that never took effect), which the verdict reports
         more, more_changes, _ = _study(cluster, client, host, port, steps, short, window, interval, lead_in,
                                        reset_window, undo_first=steps[-1].reset)
         for series, v in latencies(more, more_changes).items():
