@@ -10,7 +10,7 @@ File format (units are mandatory)::
       confidence: 95%         # CI level for every statistic
       wait: 1s                # how long to wait for answers after the last request
       udp_sender: python      # or native: udp requests from the compiled send loop (high rates)
-      trials: 40              # trials of a change study (policy_enforce/policy_allow/svc_program)
+      trials: 40              # trials of a change study (policy_enforce/policy_allow/svc_program/svc_endpoint)
     objectives:
       - name: udp-latency
         select: {protocol: [udp], placement: [same-node, cross-node], profile: [1k]}  # omitted = any
@@ -61,12 +61,12 @@ SELECT_KEYS = ("protocol", "placement", "profile", "datapath", "family")
 # Series of one value per trial of a change study (netslo.enforcement), seconds; a percentile of them is
 # bounded by ``defaults.trials`` trials, not by the probe's samples. Mean is not offered: a trial not
 # done within its window is censored (+inf), and a mean of censored values means nothing.
-TRIAL_SERIES = ("policy_enforce", "policy_allow", "svc_program")
+TRIAL_SERIES = ("policy_enforce", "policy_allow", "svc_program", "svc_endpoint")
 TRIAL_STATS = ("min", "p50", "p90", "p99", "p99.9", "max")
 SHIFT_METRICS = ("policy_cost.p50", "policy_cost.p99")   # RTT percentile shift, most decoy policies vs none
 # the study a metric belongs to (a scenario's 'study' label); metrics absent here belong to probe scenarios
 STUDY_OF = {"policy_enforce": "policy", "policy_allow": "policy", "policy_cost": "policy-cost",
-            "svc_program": "service"}
+            "svc_program": "service", "svc_endpoint": "service-endpoint"}
 
 _DURATION_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*(ns|us|µs|ms|s|sec|min)\s*$"
 _PERCENT_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%\s*$"

@@ -5,9 +5,12 @@ or a node's NodePort) before the Service exists; the Service, selecting a backen
 is then created ``defaults.trials`` times (and deleted in between, unmeasured but checked); the time
 from the create request until the first connection the backend answers is ``svc_program.*``
 (``netslo.enforcement``: clock points, 1 ms resolution; a new flow per request, so no conntrack entry
-made before the Service existed, or kept after it was deleted, decides a trial). On the embedded
-provider the Service is an emulated kube-proxy (``netslo.providers.netns_service``), and the output says
-so; on kind and existing clusters it is a real Service that kube-proxy or the CNI programs.
+made before the Service existed, or kept after it was deleted, decides a trial). ``svc_endpoint.*`` is
+the same for an endpoint: the ClusterIP Service exists throughout with no endpoint, and the backend
+is made its endpoint (on Kubernetes a label that its selector asks for: the EndpointSlice controller
+adds the pod) and taken out between trials. On the embedded provider the Service is an emulated
+kube-proxy (``netslo.providers.netns_service``), and the output says so; on kind and existing
+clusters it is a real Service that kube-proxy or the CNI programs.
 """
 
 import pytest
@@ -37,21 +40,39 @@ plan_pods("netslo_svc_backend", ("svcp-backend", 0))
 @pytest.mark.parametrize("service_type", SERVICE_TYPES)
 def test_service_programming_latency(service_type, netslo_cluster, netslo_client_for, netslo_svc_backend,
                                      netslo_slo, netslo_study_report, request, record_property):
+    _study(service_type, "service", netslo_cluster, netslo_client_for, netslo_svc_backend, netslo_slo,
+           netslo_study_report, request, record_property)
+
+
+def test_endpoint_programming_latency(netslo_cluster, netslo_client_for, netslo_svc_backend, netslo_slo,
+                                      netslo_study_report, request, record_property):
+    """The ClusterIP Service exists; its one endpoint is added (and removed between trials)."""
+    _study("ClusterIP", "endpoint", netslo_cluster, netslo_client_for, netslo_svc_backend, netslo_slo,
+           netslo_study_report, request, record_property)
+
+
+SERIES = {"service": ("service", "svc_program"), "endpoint": ("service-endpoint", "svc_endpoint")}   # study label, series
+
+
+def _study(service_type, change, netslo_cluster, netslo_client_for, netslo_svc_backend, netslo_slo,
+           netslo_study_report, request, record_property):
     client = netslo_client_for(PLACEMENT)
     backend, port = netslo_svc_backend
-    ths = study_thresholds(netslo_slo, netslo_cluster, {"study": "service", "placement": PLACEMENT, "protocol": enforcement.PROTOCOL,
-                                                        "profile": service_type}, "svc_program.*")
+    study, series = SERIES[change]
+    ths = study_thresholds(netslo_slo, netslo_cluster, {"study": study, "placement": PLACEMENT, "protocol": enforcement.PROTOCOL,
+                                                        "profile": service_type}, f"{series}.*")
     try:
-        svc = netslo_cluster.service_program(backend, port, service_type, client)
+        svc = netslo_cluster.service_program(backend, port, service_type, client, change)
     except Unsupported as e:
         skip_unsupported(e)
     with svc:
-        step = enforcement.Step("svc_program", enforcement.RESUME, svc.create, reset=svc.delete)
+        step = enforcement.Step(series, enforcement.RESUME, svc.create, reset=svc.delete)
         trials = enforcement.run(netslo_cluster, client, *svc.target, [step], trials=enforcement.trials_for(ths),
-                                 window=enforcement.window_for(ths, ("svc_program",)))
+                                 window=enforcement.window_for(ths, (series,)))
     trials.judge(ths, netslo_slo.sampling.confidence)
     lines = ([svc.description] if svc.emulated else []) + \
-        [f"{service_type} {svc.target[0]}:{svc.target[1]}"] + trials.summary()
+        [f"{service_type} {svc.target[0]}:{svc.target[1]}" + (", endpoint added" if change == "endpoint" else "")] \
+        + trials.summary()
     text = netslo_study_report(request.node.name, lines, trials.numbers(netslo_slo.sampling.confidence))
     record_property("netslo_service_programming", text)
     assert trials.checks and not trials.failed, "Service programming SLO not met:\n" + text

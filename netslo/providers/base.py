@@ -106,8 +106,9 @@ class Cluster(abc.ABC):
         """This cluster's NetworkPolicy implementation (``netslo.providers.policy.Policies``)."""
         raise Unsupported(f"provider {self.provider} has no NetworkPolicy implementation", "provider")
 
-    def service_program(self, backend: Pod, port: int, type: str, client: Pod):
-        """A Service to ``backend``:``port`` (TCP) created on demand (``service_program.ServiceProgram``)."""
+    def service_program(self, backend: Pod, port: int, type: str, client: Pod, change: str = "service"):
+        """A Service to ``backend``:``port`` (TCP), created and deleted on demand, or made once with its
+        one endpoint added and removed on demand (``change``; ``service_program.ServiceProgram``)."""
         raise Unsupported(f"provider {self.provider} cannot create Services", "provider")
 
     @timed_call("probing")

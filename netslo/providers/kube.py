@@ -399,10 +399,10 @@ class KubeCluster(Cluster):
         from .kube_policy import KubePolicies
         return KubePolicies(self)
 
-    def service_program(self, backend: Pod, port: int, type: str, client: Pod):
+    def service_program(self, backend: Pod, port: int, type: str, client: Pod, change: str = "service"):
         """A real Service with a requested address (``kube_service_program``)."""
         from .kube_service_program import KubeServiceProgram
-        return KubeServiceProgram(self, backend, port, type, client)
+        return KubeServiceProgram(self, backend, port, type, client, change)
 
     # ---- report -----------------------------------------------------------------------------
     def environment(self) -> dict[str, str]:

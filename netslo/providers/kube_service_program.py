@@ -1,11 +1,16 @@
-"""Service programming on a real cluster: a Service with a requested address, created and deleted.
+"""Service programming on a real cluster: a Service with a requested address, created and deleted,
+or a Service whose one backend is added to its endpoints and taken out again.
 
-The Service selects one agent pod and maps TCP ``port`` to it. Its address is fixed up front so a
-client can send to it before it exists: ClusterIP ``spec.clusterIP`` = a free address in the /24 of
-the ``default/kubernetes`` Service (the service range starts there), NodePort ``spec.ports[].nodePort``
-= a free port in 30000-32767 on the backend's node. ``create()`` is the one API call the study times:
-what follows (EndpointSlice by the controller, kube-proxy or the CNI's load balancer on the client's
-node) is the network programming the measurement covers. ``delete()`` waits until the Service is gone.
+The Service selects one agent pod and maps TCP ``port`` to it. Change ``service``: its address is fixed
+up front so a client can send to it before it exists: ClusterIP ``spec.clusterIP`` = a free address in
+the /24 of the ``default/kubernetes`` Service (the service range starts there), NodePort
+``spec.ports[].nodePort`` = a free port in 30000-32767 on the backend's node. ``create()`` is the one API
+call the study times: what follows (EndpointSlice by the controller, kube-proxy or the CNI's load
+balancer on the client's node) is the network programming the measurement covers. ``delete()`` waits
+until the Service is gone. Change ``endpoint``: the Service is made once, its selector also asking for
+label ``netslo.io/svc-member=<its name>``, which no pod has; ``create()`` puts that label on the backend
+pod (one patch: the EndpointSlice controller then adds the pod, and the data plane follows),
+``delete()`` removes it.
 """
 
 from __future__ import annotations
@@ -17,24 +22,33 @@ from ..errors import InfrastructureError
 from . import kube_manifests as km
 from .kube_wait import wait_deleted
 from .base import Pod
-from .service_program import ServiceProgram, check_type
+from .service_program import ServiceProgram, check_change, check_type
 
 NODE_PORTS = (30000, 32767)
 TRIES = 20
+MEMBER_LABEL = "netslo.io/svc-member"
 
 
 class KubeServiceProgram(ServiceProgram):
     emulated = False
     description = "a real Service; kube-proxy or the CNI's load balancer programs it"
 
-    def __init__(self, cluster, backend: Pod, port: int, type: str, client: Pod):
+    def __init__(self, cluster, backend: Pod, port: int, type: str, client: Pod, change: str = "service"):
         check_type(type)
-        self.cluster, self.api, self.type = cluster, cluster.api, type
-        self.name = km.k8s_name(f"svcp-{backend.name}-{type.lower()}")
+        self.cluster, self.api, self.type, self.change = cluster, cluster.api, type, check_change(change)
+        self.name = km.k8s_name(f"svcp-{backend.name}-{type.lower()}" + ("-ep" if change == "endpoint" else ""))
         self.manifest = km.service_manifest(self.name, cluster.run_id, backend.name, type=type,
                                             ports=[{"name": "tcp", "port": port, "targetPort": port, "protocol": "TCP"}])
+        self._pod = cluster.k8s_pod_name(backend)
         self._closed = False
-        self._reserve(backend, port)
+        if change == "service":
+            self._reserve(backend, port)
+            return
+        self.manifest["spec"]["selector"][MEMBER_LABEL] = self.name
+        self._create_service()
+        spec = self.api.get("service", self.name, cluster.namespace)["spec"]
+        self.target = ((spec["clusterIP"], port) if type == "ClusterIP"
+                       else (cluster.node_ip(backend.node), spec["ports"][0]["nodePort"]))
 
     def _reserve(self, backend: Pod, port: int) -> None:
         """Pick the address by creating the Service once (a conflict: another pick) and deleting it."""
@@ -48,29 +62,51 @@ class KubeServiceProgram(ServiceProgram):
             else:
                 spec["ports"][0]["nodePort"] = rng.randint(*NODE_PORTS)
             try:
-                self.create()
+                self._create_service()
             except InfrastructureError as e:
                 if "already allocated" in str(e) or "provided port is already" in str(e):
                     continue
                 raise
-            self.delete()
+            self._delete_service()
             self.target = ((spec["clusterIP"], port) if self.type == "ClusterIP"
                            else (self.cluster.node_ip(backend.node), spec["ports"][0]["nodePort"]))
             return
         raise InfrastructureError(f"no free {self.type} address for Service {self.name} in {TRIES} tries")
 
-    def create(self) -> None:
+    def _create_service(self) -> None:
         self.api.create(self.manifest, what=f"create service {self.cluster.namespace}/{self.name}")
 
-    def delete(self) -> None:
+    def _delete_service(self) -> None:
         self.api.delete("service", self.name, self.cluster.namespace)
         wait_deleted(self.api, "service", self.name, self.cluster.namespace, 60.0)
+
+    def _member(self, on: bool) -> None:
+        self.api.patch("pod", self._pod, self.cluster.namespace,
+                       {"metadata": {"labels": {MEMBER_LABEL: self.name if on else None}}},
+                       what=f"{'label' if on else 'unlabel'} pod {self.cluster.namespace}/{self._pod} "
+                            f"as an endpoint of service {self.name}")
+
+    def create(self) -> None:
+        if self.change == "service":
+            self._create_service()
+        else:
+            self._member(True)
+
+    def delete(self) -> None:
+        if self.change == "service":
+            self._delete_service()
+        else:
+            self._member(False)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        try:
-            self.api.delete("service", self.name, self.cluster.namespace)
-        except InfrastructureError:
-            pass   # the run namespace goes with the cluster
+        steps = [lambda: self.api.delete("service", self.name, self.cluster.namespace)]
+        if self.change == "endpoint":
+            steps.insert(0, lambda: self._member(False))
+        for step in steps:   # each alone: whatever a failure left, the rest still goes
+            try:
+                step()
+            except InfrastructureError:
+                pass   # the run namespace goes with the cluster

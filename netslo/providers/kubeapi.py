@@ -243,6 +243,12 @@ class KubeApi:
         fn, args = self._fn("delete", kind, namespace)
         self._call(f"delete {self._where(kind, name, namespace)}", fn, name, *args, missing_ok=True)
 
+    def patch(self, kind: str, name: str, namespace: str | None, body: dict, what: str | None = None) -> dict:
+        """A strategic merge patch of one object (a key set to None is removed); the object after it."""
+        fn, args = self._fn("patch", kind, namespace)
+        return self._call(what or f"patch {self._where(kind, name, namespace)}", fn, name, *args, body=body,
+                          field_manager=FIELD_MANAGER)
+
     def apply(self, obj: dict | list, what: str | None = None, server_side: bool = True) -> None:
         """Server-side apply (field manager ``netslo``, conflicts forced) of any kinds, in order.
 

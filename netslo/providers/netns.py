@@ -465,10 +465,10 @@ class NetnsCluster(Cluster):
         from .netns_policy import NetnsPolicies
         return NetnsPolicies(self)
 
-    def service_program(self, backend: Pod, port: int, type: str, client: Pod):
+    def service_program(self, backend: Pod, port: int, type: str, client: Pod, change: str = "service"):
         """Emulated kube-proxy Service programming (``netslo.providers.netns_service``)."""
         from .netns_service import NetnsServiceProgram
-        return NetnsServiceProgram(self, backend, port, type, client)
+        return NetnsServiceProgram(self, backend, port, type, client, change)
 
     def netns_of(self, pod: Pod) -> str:
         """Name of the network namespace a pod (or a hostNetwork pod's node) lives in."""

@@ -9,6 +9,9 @@ Service existed (a conntrack entry without NAT) carries over into a trial; ``cre
 ``delete()`` flushes the chain, one ``iptables-restore`` per node and change.
 The client must be on another node than the backend on the ``bridge``/``vxlan`` datapaths (the
 answer would bypass the node's conntrack without br_netfilter, as in ``netslo.exposure``).
+Change ``endpoint`` (``service_program.CHANGES``): the emulated Service is the same DNAT rule, so
+adding its one endpoint is the same one ``iptables-restore`` per node as creating it (kube-proxy's
+iptables mode writes the endpoint's rules when either changes); the report says which was measured.
 Reports say "emulated".
 """
 
@@ -21,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import InfrastructureError, Unsupported
 from .base import Pod
-from .service_program import ServiceProgram, check_type
+from .service_program import ServiceProgram, check_change, check_type
 
 CHAIN = "NETSLO-SVCP"
 CLUSTER_IP = "10.96.200.{}"
@@ -35,8 +38,11 @@ class NetnsServiceProgram(ServiceProgram):
     emulated = True
     description = "emulated: kube-proxy-like iptables DNAT on every node at once"
 
-    def __init__(self, cluster, backend: Pod, port: int, type: str, client: Pod):
+    def __init__(self, cluster, backend: Pod, port: int, type: str, client: Pod, change: str = "service"):
         check_type(type)
+        self.change = check_change(change)
+        if change == "endpoint":
+            self.description = "emulated: kube-proxy-like iptables DNAT for the Service's one endpoint, on every node at once"
         if shutil.which("iptables-restore") is None:
             raise Unsupported("emulated Services need iptables (Debian package 'iptables')", "tool")
         if client.node == backend.node and cluster.datapath in ("bridge", "vxlan"):

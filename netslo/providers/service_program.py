@@ -9,6 +9,12 @@
 ``target`` is fixed before the first create (a requested ``spec.clusterIP`` / ``nodePort`` on
 Kubernetes), so a client can send to it from before the Service exists and the study sees the first
 request the new backend answers (the backend is the Service's only endpoint: every answer is its).
+
+Two changes are measured (``CHANGES``): ``service`` — ``create()`` makes the Service itself, ``delete()``
+removes it; ``endpoint`` — the Service exists throughout without endpoints, ``create()`` makes the
+backend its endpoint (on Kubernetes: labels the pod so the Service selects it, and the EndpointSlice
+controller adds it), ``delete()`` takes it out again: the EndpointSlice change that clusterloader2's
+"network programming latency" starts from, as the data plane sees it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import contextlib
 from ..errors import SpecError
 
 SERVICE_TYPES = ("ClusterIP", "NodePort")   # the Service types netslo creates (kube_manifests too)
+CHANGES = ("service", "endpoint")           # what create()/delete() change (see the module docstring)
 
 
 def check_type(type: str) -> str:
@@ -28,6 +35,13 @@ def check_type(type: str) -> str:
     return type
 
 
+def check_change(change: str) -> str:
+    """``change`` when it is one of CHANGES; SpecError naming it otherwise."""
+    if change not in CHANGES:
+        raise SpecError("service change", change, f"one of {', '.join(CHANGES)}")
+    return change
+
+
 class ServiceProgram(contextlib.AbstractContextManager, abc.ABC):
     """One Service in front of one backend pod's TCP responder."""
 
@@ -35,13 +49,17 @@ class ServiceProgram(contextlib.AbstractContextManager, abc.ABC):
     description: str = ""
     target: tuple = ("", 0)
 
+    change: str = "service"
+
     @abc.abstractmethod
     def create(self) -> None:
-        """Request the Service (returns once the request was accepted, not once it works)."""
+        """Request the Service, or the backend as its endpoint (``change``); returns once the request was
+        accepted, not once it works."""
 
     @abc.abstractmethod
     def delete(self) -> None:
-        """Remove the Service (new connections to its address then go nowhere)."""
+        """Remove the Service, or the backend from its endpoints (new connections to its address then go
+        nowhere)."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -132,10 +132,12 @@ def test_policy_cost_is_measured_and_a_blocked_client_fails_the_check(cluster):
     assert check.verdict == slo.FAIL and "lost requests" in check.note
 
 
-@pytest.mark.parametrize("service_type", ["ClusterIP", "NodePort"])
-def test_emulated_service_programming_is_measured_and_removed(cluster, service_type):
+@pytest.mark.parametrize("service_type,change", [("ClusterIP", "service"), ("NodePort", "service"),
+                                                 ("ClusterIP", "endpoint")])
+def test_emulated_service_programming_is_measured_and_removed(cluster, service_type, change):
     c, server, client, port = cluster
-    with c.service_program(server, port, service_type, client) as svc:
+    with c.service_program(server, port, service_type, client, change) as svc:
+        assert svc.change == change and ("endpoint" in svc.description) == (change == "endpoint")
         step = en.Step("svc_program", en.RESUME, svc.create, reset=svc.delete)
         trials = en.run(c, client, *svc.target, [step], TRIALS, SVC_WINDOW)
     v = trials.values["svc_program"]

@@ -107,6 +107,8 @@ BAD = [
     (DOC % (36, "svc_program.p50", "-1ms"), "svc_program.p50", "duration"),
     (DOC % (2, "svc_program.p50", "1ms"), "defaults.trials", "5..100000"),
     (DOC % (20, "svc_program.p90", "1ms"), "svc_program.p90", "P90 needs 36"),
+    (DOC % (36, "svc_endpoint.p50", "fast"), "svc_endpoint.p50", "duration"),
+    (DOC % (36, "svc_endpoint.avg", "5ms"), "svc_endpoint.avg", "known metric"),
     ("version: 1\nobjectives: [{name: a, trials: 8, thresholds: {svc_program.p90: 1s}}]", "svc_program.p90",
      "8 trials (objectives[0].trials) bound"),
     ("version: 1\nobjectives: [{name: a, trials: 4, thresholds: {svc_program.p50: 1s}}]", "objectives[0].trials",
@@ -125,11 +127,13 @@ def test_study_keys_reject_bad_input_with_one_line(text, field, expected):
 
 def test_study_metrics_apply_only_to_their_study():
     spec = slo.parse({"version": 1, "objectives": [{"name": "all", "thresholds": {
-        "rtt.p50": "1ms", "policy_enforce.p50": "20ms", "policy_cost.p99": "1ms", "svc_program.p90": "50ms"}}]})
+        "rtt.p50": "1ms", "policy_enforce.p50": "20ms", "policy_cost.p99": "1ms", "svc_program.p90": "50ms",
+        "svc_endpoint.p50": "20ms"}}]})
     assert [t.metric for t in spec.thresholds_for({"protocol": "udp"})] == ["rtt.p50"]
     assert [t.metric for t in spec.thresholds_for({"study": "policy"})] == ["policy_enforce.p50"]
     assert [t.metric for t in spec.thresholds_for({"study": "policy-cost"})] == ["policy_cost.p99"]
     assert [t.metric for t in spec.thresholds_for({"study": "service"})] == ["svc_program.p90"]
+    assert [t.metric for t in spec.thresholds_for({"study": "service-endpoint"})] == ["svc_endpoint.p50"]
     assert spec.sampling.trials == 40 and not slo.sample_warnings(spec)
 
 
