@@ -74,9 +74,13 @@ def main(argv=None) -> int:
 
 
 def gate(pytest_args: list[str]) -> int:
-    """``pytest --pyargs netslo.gate -m cni`` with the caller's further pytest arguments."""
-    import pytest
-    return int(pytest.main(["--pyargs", "netslo.gate", "-m", "cni", *pytest_args]))
+    """``pytest --pyargs netslo.gate -m cni`` with the caller's further pytest arguments, in place of
+    this process (exec): pytest then imports netslo itself, so it can rewrite the plugin's asserts
+    (in this process netslo is imported already: "PytestAssertRewriteWarning: Module already imported")."""
+    argv = [sys.executable, "-m", "pytest", "--pyargs", "netslo.gate", "-m", "cni", *pytest_args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
 
 
 def _image(p: argparse.ArgumentParser, args) -> int:

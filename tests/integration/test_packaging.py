@@ -93,3 +93,4 @@ def test_a_fresh_venv_with_only_the_wheel_runs_the_gate_from_an_empty_directory(
                "--netslo-results", str(tmp_path / "results"))
     assert gate.returncode == 0, gate.stdout[-3000:] + gate.stderr[-2000:]
     assert "1 passed" in gate.stdout and "n=400" in gate.stdout, gate.stdout[-3000:]
+    assert "warning" not in gate.stdout.splitlines()[-1], gate.stdout[-1000:]   # no PytestAssertRewriteWarning
