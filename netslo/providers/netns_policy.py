@@ -53,6 +53,8 @@ class NetnsPolicies(Policies):
     emulated = True
     description = "emulated: iptables rules in the server pod's namespace (no conntrack; linear rule walk)"
 
+    settle_bursts = 2   # iptables-restore has applied the rules when it returns
+
     def __init__(self, cluster):
         if shutil.which("iptables-restore") is None:
             raise Unsupported("emulated NetworkPolicy needs iptables (Debian package 'iptables')", "tool")

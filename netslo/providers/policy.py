@@ -26,6 +26,9 @@ class Policies(contextlib.AbstractContextManager, abc.ABC):
 
     emulated: bool = False
     description: str = ""
+    # steady bursts after a change before the cost study measures (``policy_cost.settle``): a CNI's
+    # agent applies policy objects after the API accepted them, and goes on for seconds after 1000
+    settle_bursts: int = 10
 
     @abc.abstractmethod
     def deny(self, client: Pod, server: Pod, port: int) -> None:

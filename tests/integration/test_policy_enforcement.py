@@ -91,6 +91,8 @@ def test_a_stateful_policy_is_measured_on_new_flows(cluster, monkeypatch):
 class Inert(Policies):
     """A 'policy' implementation that changes nothing (a CNI that ignores NetworkPolicy)."""
 
+    settle_bursts = 2
+
     def deny(self, client, server, port): pass
     def allow(self, client, server, port): pass
     def decoys(self, server, port, n): pass

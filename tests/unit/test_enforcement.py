@@ -204,15 +204,23 @@ class _Bursts:
 
 
 def test_policy_cost_waits_until_the_path_is_steady():
-    """Loss or a drifting P50 after a change (a CNI's agent still reprogramming) is waited out."""
+    """Loss or a drifting P50 after a change (a CNI's agent still reprogramming) is waited out: the
+    path must answer SETTLE_STEADY bursts in a row like the first of them."""
+    n = policy_cost.SETTLE_STEADY
     cluster = _Bursts([(30, 900), (0, 900), (0, 400), (0, 420)])
-    assert policy_cost.settle(cluster, None, "10.0.0.1", 7000) >= 0 and cluster.calls == 4
+    assert policy_cost.settle(cluster, None, "10.0.0.1", 7000) >= 0 and cluster.calls == 2 + n
     steady = _Bursts([(0, 300)])
     policy_cost.settle(steady, None, "10.0.0.1", 7000)
-    assert steady.calls == 2
+    assert steady.calls == n
     blocked = _Bursts([(40, 300), (100, 0)])    # a path the policies block: steady, judged as lossy
     policy_cost.settle(blocked, None, "10.0.0.1", 7000)
-    assert blocked.calls == 3
+    assert blocked.calls == 1 + n
+    late_loss = _Bursts([(0, 300)] * (n - 1) + [(3, 300)] + [(0, 300)])   # one lossy burst restarts the count
+    policy_cost.settle(late_loss, None, "10.0.0.1", 7000)
+    assert late_loss.calls == 2 * n
+    drift = _Bursts([(0, 300 + 20 * i) for i in range(40)])   # each within 25 % of the last, not of the first
+    policy_cost.settle(drift, None, "10.0.0.1", 7000)
+    assert drift.calls > n
 
 
 def test_policy_cost_errors_when_the_path_never_settles():
