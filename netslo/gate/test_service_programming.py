@@ -65,10 +65,13 @@ def _study(service_type, change, netslo_cluster, netslo_client_for, netslo_svc_b
         svc = netslo_cluster.service_program(backend, port, service_type, client, change)
     except Unsupported as e:
         skip_unsupported(e)
+    window = enforcement.window_for(ths, (series,))
+    # taking the endpoint out may wait for kube-proxy's next sync, minSyncPeriod (1 s) after the add's
+    reset = 2 * window if change == "endpoint" else window
     with svc:
         step = enforcement.Step(series, enforcement.RESUME, svc.create, reset=svc.delete)
         trials = enforcement.run(netslo_cluster, client, *svc.target, [step], trials=enforcement.trials_for(ths),
-                                 window=enforcement.window_for(ths, (series,)))
+                                 window=window, reset_window=reset)
     trials.judge(ths, netslo_slo.sampling.confidence)
     lines = ([svc.description] if svc.emulated else []) + \
         [f"{service_type} {svc.target[0]}:{svc.target[1]}" + (", endpoint added" if change == "endpoint" else "")] \
