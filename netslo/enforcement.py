@@ -229,11 +229,10 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
 
     A trial not measured (a RESUME whose path was open before its change: on kind + Cilium, 2026-11-27,
     the first Service create found its address answering, we infer from the Service made to reserve it)
-    is replaced: a further study runs as
-    many rounds as the series with most unmeasured trials lacks, after undoing the last step inside
-    its probe's schedule (checked like every reset), ``REPLACE_STUDIES`` times at most, and only while
-    at most half the trials are missing (more is no one-off). What is still missing then is judged as
-    missing (too few trials: not a verdict)."""
+    is replaced: a further study runs as many rounds as the series with most unmeasured trials lacks,
+    after undoing the last step inside its probe's schedule (checked like every reset),
+    ``REPLACE_STUDIES`` times at most, and only while at most half the trials are missing (more is no
+    one-off). What is still missing then is judged as missing (too few trials: not a verdict)."""
     reset_window = window if reset_window is None else reset_window
     lead_in = START_S if lead_in is None else lead_in
     if trials < 1 or window <= 0 or interval <= 0 or reset_window <= 0:
@@ -266,8 +265,8 @@ def _study(cluster, client, host, port, steps, trials, window, interval, lead_in
     """One probe run with the trials inside it: (samples, changes, ns the first request came after the
     first change's t0; <= 0 when the probe was in time). ``undo_first``: a reset run (and checked) in
     the schedule before the first trial, for a study that follows one whose last step was kept."""
-    resets = sum(reset_window for s in steps if s.reset) + (reset_window if undo_first else 0)   # (margin: the
-    # last trial's reset is not run)
+    # (the last trial's reset is not run: one reset window of margin)
+    resets = sum(reset_window for s in steps if s.reset) + (reset_window if undo_first else 0)
     trial_time = trials * (len(steps) * window + resets)
     span = lead_in + 1.1 * trial_time + TAIL_S             # 10 %: changes that overrun their windows
     spec = probe_spec(host, port, math.ceil(span / interval), interval)

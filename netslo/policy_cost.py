@@ -17,7 +17,7 @@ every connection with a P50 within ``SETTLE_TOL`` of the run's first, or each an
 path), and reports how long that took per count; a path that does not settle within ``SETTLE_LIMIT_S``
 is an infrastructure error naming its last bursts. Two steady bursts were not enough on kind + Calico
 (2026-11-27): after them the admitted client still lost 7.6 % (no decoys) and 21.5 % (1000) of its
-connections while felix went on applying the changes.
+connections (the CNI agent still applying the changes, we infer); with ten it lost none.
 """
 
 from __future__ import annotations
@@ -107,8 +107,7 @@ def measure(cluster, client, server, port: int, policies, counts: tuple = COUNTS
 
     def before(name: str) -> None:
         policies.decoys(server, port, int(name))
-        settled[int(name)].append(settle(cluster, client, server.ip, port,
-                                         steady=getattr(policies, "settle_bursts", SETTLE_STEADY)))
+        settled[int(name)].append(settle(cluster, client, server.ip, port, steady=policies.settle_bursts))
 
     sets = interleaved(cluster, client, specs, rounds, before=before)
     cost = Cost(tuple(counts), {n: sets[str(n)] for n in counts}, settled=settled)
