@@ -128,11 +128,15 @@ def main() -> None:
                     results.setdefault(label, []).append((p50, p99))
                     print(f"  round {r + 1} {label:<34} P50 {p50:8.1f} µs  P99 {p99:8.1f} µs", flush=True)
         med = {k: (float(np.median([v[0] for v in vs])), float(np.median([v[1] for v in vs]))) for k, vs in results.items()}
-        peers = [med[k] for k in ("irtt", "sockperf") if k in med]
+        have = [k for k in ("irtt", "sockperf") if k in med]
+        peers = [med[k] for k in have]
         best = (min(p[0] for p in peers), min(p[1] for p in peers)) if peers else (float("nan"),) * 2
         ref = med.get("C echo", (float("nan"), float("nan")))
+        for k in ("irtt", "sockperf"):
+            if k not in have:   # a missing peer is said, not silently left out of "best peer"
+                print(f"\n{k}: not installed (Debian/Ubuntu package {k}): no row, not in the best peer")
         print(f"\nmedian over rounds | P50 µs | P99 µs | P50 / best peer | P99 / best peer | P50 / C echo "
-              f"(best peer = better of irtt and sockperf: P50 {best[0]:.1f}, P99 {best[1]:.1f})")
+              f"(best peer = better of {' and '.join(have) or 'none'}: P50 {best[0]:.1f}, P99 {best[1]:.1f})")
         for k, (p50, p99) in med.items():
             print(f"| {k} | {p50:.1f} | {p99:.1f} | {p50 / best[0]:.2f} | {p99 / best[1]:.2f} | {p50 / ref[0]:.2f} |")
     finally:
