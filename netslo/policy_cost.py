@@ -32,6 +32,7 @@ from . import slo as slo_mod
 from .errors import InfrastructureError
 from .enforcement import probe_spec
 from .interleave import interleaved, rtt
+from .providers.policy import Policies
 from .stats import Estimate, bootstrap_quantile_diff
 from .units import format_duration, format_percent
 
@@ -41,7 +42,7 @@ MAX_LOSS = 0.01   # an admitted client losing more is not a cost to measure: the
 SETTLE_BURST = 100           # new connections per settling burst, SETTLE_INTERVAL_S apart
 SETTLE_INTERVAL_S = 0.002
 SETTLE_TOL = 0.25            # consecutive bursts' P50s within 25 % (and SETTLE_FLOOR_S) count as steady
-SETTLE_STEADY = 10           # ... this many in a row (~3 s of bursts on kind; Policies.settle_bursts)
+SETTLE_STEADY = Policies.settle_bursts   # ... this many in a row (a CNI's; ~3 s of bursts on kind)
 SETTLE_FLOOR_S = 100e-6
 SETTLE_LIMIT_S = 180.0       # s after a change before "did not settle" (an infrastructure error)
 

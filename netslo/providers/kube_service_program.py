@@ -46,9 +46,12 @@ class KubeServiceProgram(ServiceProgram):
             return
         self.manifest["spec"]["selector"][MEMBER_LABEL] = self.name
         self._create_service()
-        spec = self.api.get("service", self.name, cluster.namespace)["spec"]
-        self.target = ((spec["clusterIP"], port) if type == "ClusterIP"
-                       else (cluster.node_ip(backend.node), spec["ports"][0]["nodePort"]))
+        self.target = self._target(self.api.get("service", self.name, cluster.namespace)["spec"], backend, port)
+
+    def _target(self, spec: dict, backend: Pod, port: int) -> tuple:
+        """(host, port) the client sends to: the ClusterIP, or the backend node's NodePort, of ``spec``."""
+        return ((spec["clusterIP"], port) if self.type == "ClusterIP"
+                else (self.cluster.node_ip(backend.node), spec["ports"][0]["nodePort"]))
 
     def _reserve(self, backend: Pod, port: int) -> None:
         """Pick the address by creating the Service once (a conflict: another pick) and deleting it."""
@@ -68,8 +71,7 @@ class KubeServiceProgram(ServiceProgram):
                     continue
                 raise
             self._delete_service()
-            self.target = ((spec["clusterIP"], port) if self.type == "ClusterIP"
-                           else (self.cluster.node_ip(backend.node), spec["ports"][0]["nodePort"]))
+            self.target = self._target(spec, backend, port)
             return
         raise InfrastructureError(f"no free {self.type} address for Service {self.name} in {TRIES} tries")
 
