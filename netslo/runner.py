@@ -34,6 +34,10 @@ class SloBreach(AssertionError):
     """Raised by ``Outcome.assert_met``: the measured statistics break the SLO."""
 
 
+class OffPace(InfrastructureError):
+    """The open-loop sender fell behind its schedule (``check_pace``): the run is not trusted."""
+
+
 @dataclass
 class Outcome:
     """Everything one scenario produced: raw samples, statistics, checks and the verdict."""
@@ -111,11 +115,11 @@ def probe_spec(scenario: Scenario, server: Pod, ports: dict, sampling: slo_mod.S
 
 
 def check_pace(analysis: Analysis, interval: float) -> None:
-    """InfrastructureError when the open-loop sender fell behind its schedule."""
+    """OffPace (an InfrastructureError) when the open-loop sender fell behind its schedule."""
     median_lag = analysis.metrics["timer_error.p50"].value
     limit = max(PACE_FLOOR_S, PACE_LIMIT_PERIODS * interval)
     if median_lag > limit:
-        raise InfrastructureError(
+        raise OffPace(
             f"probe could not keep its schedule: median send-timer error {median_lag * 1e3:.3f} ms "
             f"> {limit * 1e3:.3f} ms; the host is overloaded or the interval is too short")
 
@@ -149,14 +153,26 @@ def run(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scena
         spec: slo_mod.SloSpec) -> Outcome:
     """Measure ``scenario`` and judge it; a failing run taken over a host stall or a path freeze
     (``netslo.stalls``) is measured afresh (``REMEASURE_AFTER_STALL`` times at most, after a host
-    stall once the client keeps time again) and the message says so; ``settle_stalls`` decides."""
+    stall once the client keeps time again) and the message says so; ``settle_stalls`` decides.
+    A run whose sender could not keep its schedule (``OffPace``) is taken again the same way, and
+    stays an InfrastructureError when the last one could not either."""
     t0 = time.monotonic()
     notes = []
     attempt = 0
+
+    def until_quiet(level: float) -> str:
+        return client_keeps_time(cluster, client, server, ports, scenario, spec, level)
+
     while True:
-        out = _measure(cluster, client, server, ports, scenario, spec)
-        if not settle_stalls(out, attempt, notes, spec.sampling.confidence,
-                             lambda level: client_keeps_time(cluster, client, server, ports, scenario, spec, level)):
+        try:
+            out = _measure(cluster, client, server, ports, scenario, spec)
+        except OffPace as e:
+            if attempt >= REMEASURE_AFTER_STALL:
+                raise OffPace(f"{scenario.id}: {e} (measurement {attempt + 1}). Before: " + "; ".join(notes)) from None
+            notes.append(f"re-measured: the previous run's {e}; {until_quiet(HOST_STALL_S)}")
+            attempt += 1
+            continue
+        if not settle_stalls(out, attempt, notes, spec.sampling.confidence, until_quiet):
             break
         attempt += 1
     out.notes = notes
