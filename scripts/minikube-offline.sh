@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # minikube on a machine without a container registry, on the offline kind toolchain's private docker
-# engine (scripts/kind-offline.sh): minikube and crictl built from the Go module proxy, and a base image
+# engine (scripts/kind-offline.sh): minikube built from the Go module proxy, and a base image
 # derived from the offline kind node image (which already holds Kubernetes, the component images and
 # the CNI images) plus what minikube's docker driver needs of a node and kind's does not.
 #
@@ -27,7 +27,7 @@
 # container on the host's network), a "docker" user in groups docker and sudo with password-less sudo
 # and an unlocked account (minikube provisions the node over SSH as that user, key only; sshd without
 # PAM refuses a locked account's keys), sbin directories on the SSH sessions' PATH (kubeadm's preflight
-# looks for losetup there), crictl (minikube lists and stops containers with it), kind's kubelet units
+# looks for losetup there), kind's kubelet units
 # removed (minikube writes its own), /version.json, and a containerd drop-in that puts
 # restrict_oom_score_adj = true back before every containerd start: minikube sets it to false, and
 # without CAP_SYS_RESOURCE (not in this machine's bounding set) runc cannot lower a pod's
@@ -48,8 +48,7 @@ MK_VERSION=v1.37.0                   # k8s.io/minikube on the Go module proxy
 # download" verifies nothing: its module hash is pinned here instead (recorded 2026-11-27, the zip's
 # origin commit 65318f4cfff9c12cc87ec9eb8f4cdd57b25047f3 = tag v1.37.0) and checked before building.
 MK_SUM=h1:EweOoV5WVleI93YHTbqNxoiGFeaZIqJJxXOnngkFTwg=
-CRICTL_VERSION=v1.34.0               # sigs.k8s.io/cri-tools (cmd/crictl), the minor of the Kubernetes build
-MK_RECIPE=3                          # bump when the base image recipe below changes
+MK_RECIPE=4                          # bump when the base image recipe below changes
 MK_CACHE=${NETSLO_MINIKUBE_CACHE:-/var/cache/netslo/minikube}
 MK_BIN=$MK_CACHE/bin
 MK_HOME=$MK_CACHE/home               # MINIKUBE_HOME (profiles, keys, the binary cache)
@@ -61,16 +60,6 @@ MK_SUBNET=${NETSLO_MINIKUBE_SUBNET:-198.19.201.0/24}
 MK_GATEWAY=${MK_SUBNET%.0/24}.1
 
 require_root() { [[ $(id -u) == 0 ]] || ko_die "must run as root (docker engine)"; }
-
-gomod_copy() {  # MODULE@VERSION DIR [SUM]: a writable copy of the module's source (go install refuses
-  # modules with replace directives); with SUM the module's hash must be that
-  local info dir
-  info=$(go mod download -json "$1")
-  dir=$(jq -r '.Dir // empty' <<<"$info")
-  [[ -d $dir ]] || ko_die "go mod download $1: $(jq -r '.Error // "no directory"' <<<"$info")"
-  [[ -z ${3:-} || $(jq -r .Sum <<<"$info") == "$3" ]] || ko_die "$1: module hash $(jq -r .Sum <<<"$info"), pinned $3"
-  rm -rf "$2"; cp -r "$dir" "$2"; chmod -R u+w "$2"
-}
 
 mk_minikube_cached() { [[ -x $MK_BIN/minikube ]] && "$MK_BIN/minikube" version --short 2>/dev/null | grep -qx "$MK_VERSION"; }
 mk_minikube() {
@@ -88,23 +77,9 @@ mk_minikube() {
   "$MK_BIN/minikube" version >&2
 }
 
-mk_crictl_cached() { [[ -x $MK_BIN/crictl && -f $MK_BIN/.crictl-$CRICTL_VERSION ]]; }
-mk_crictl() {
-  local work=$MK_CACHE/work-crictl
-  ko_log "crictl: go build sigs.k8s.io/cri-tools@$CRICTL_VERSION ./cmd/crictl"
-  gomod_copy "sigs.k8s.io/cri-tools@$CRICTL_VERSION" "$work"
-  mkdir -p "$MK_BIN"
-  (cd "$work" && CGO_ENABLED=0 nice -n 19 go build -trimpath \
-    -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=${CRICTL_VERSION#v}" -o "$MK_BIN/crictl.tmp" ./cmd/crictl)
-  mv "$MK_BIN/crictl.tmp" "$MK_BIN/crictl"; rm -rf "$work"
-  rm -f "$MK_BIN"/.crictl-*; touch "$MK_BIN/.crictl-$CRICTL_VERSION"
-  "$MK_BIN/crictl" --version >&2
-}
-
 mk_base_key() {
   { echo "$MK_RECIPE $MK_VERSION $KVER"
-    docker image inspect -f '{{.Id}}' "$KO_NODE_IMAGE"
-    sha256sum "$MK_BIN/crictl" | cut -c1-64; } | sha256sum | cut -c1-16
+    docker image inspect -f '{{.Id}}' "$KO_NODE_IMAGE"; } | sha256sum | cut -c1-16
 }
 mk_base_image_cached() {
   [[ $(docker image inspect -f '{{index .Config.Labels "io.netslo.minikube-key"}}' "$MK_BASE_IMAGE" 2>/dev/null) == "$(mk_base_key)" ]]
@@ -124,7 +99,6 @@ mk_base_image() {
     $apt update
     $apt install -y --no-install-recommends openssh-server sudo >/dev/null
     apt-get clean; rm -rf /var/lib/apt/lists/*'
-  docker exec -i "$cid" sh -c 'cat > /usr/local/bin/crictl && chmod 0755 /usr/local/bin/crictl' < "$MK_BIN/crictl"
   docker exec -i "$cid" sh -c 'mkdir -p /usr/local/lib/netslo && cat > /usr/local/lib/netslo/containerd-restrict-oom && \
     chmod 0755 /usr/local/lib/netslo/containerd-restrict-oom' <<'EOF'
 #!/bin/sh
@@ -188,7 +162,6 @@ cmd_build() {
   [[ -x $K8S_DIR/bin/kubeadm ]] || ko_die "no Kubernetes build in $K8S_DIR: scripts/kind-offline.sh up first"
   mkdir -p "$MK_CACHE"
   ko_step minikube-build mk_minikube
-  ko_step minikube-crictl mk_crictl
   ko_step minikube-base-image mk_base_image
   mk_home
   mk_network
@@ -208,7 +181,6 @@ EOF
 
 cmd_status() {
   echo "minikube: $([[ -x $MK_BIN/minikube ]] && "$MK_BIN/minikube" version --short || echo missing)"
-  echo "crictl: $([[ -x $MK_BIN/crictl ]] && "$MK_BIN/crictl" --version || echo missing)"
   if engine_alive; then
     echo "base image: $(docker image inspect -f '{{.Id}} {{index .Config.Labels "io.netslo.minikube-key"}}' "$MK_BASE_IMAGE" 2>/dev/null || echo missing)"
     if [[ -x $MK_BIN/minikube ]]; then MINIKUBE_HOME=$MK_HOME "$MK_BIN/minikube" profile list 2>/dev/null || true; fi

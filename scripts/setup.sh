@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything netslo needs on a fresh Debian/Ubuntu machine (run as root). Idempotent.
 #   system: iproute2 (ip, tc), util-linux (nsenter), procps (sysctl), iptables, iputils-ping, iperf3,
-#           irtt (reference tools), gcc (C reference in benchmarks; the UML ptrace shim), mosquitto,
+#           irtt and sockperf (reference tools), gcc (C reference in benchmarks; the UML ptrace shim), mosquitto,
 #           user-mode-linux (a 6.1 kernel with sch_netem, booted when the host kernel lacks netem),
 #           chromium + Java (Allure HTML report and its browser check)
 #   python: a virtual environment .venv/ made with the distribution's own python3 (PEP 668 forbids pip
@@ -9,7 +9,7 @@
 #           The README commands run .venv/bin/python. PYTHON=/path/to/python picks another interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS=(python3 python3-venv iproute2 util-linux procps iptables nftables iputils-ping iperf3 irtt gcc libc6-dev ethtool mosquitto user-mode-linux)
+PKGS=(python3 python3-venv iproute2 util-linux procps iptables nftables iputils-ping iperf3 irtt sockperf gcc libc6-dev ethtool mosquitto user-mode-linux)
 # Chromium (only for the Allure report's browser check) is a deb on Debian; Ubuntu ships it as a snap,
 # which containers and CI images often cannot run: there the check skips, nothing else needs it.
 CHROMIUM=chromium

@@ -8,8 +8,6 @@
 PACK=(python3 "$KO_HERE/image_pack.py")
 NODE_RECIPE=1   # bump when the node image recipe below changes (the cache keys hold inputs, not this code)
 
-gobuild_dir() { echo "$KO_CACHE/go/$1-$2"; }   # NAME VERSION -> directory holding bin/
-
 # ---- Go binaries ----------------------------------------------------------------------------------
 # <step>_cached: true when the step has nothing to do, so it need not wait for the heavy lock.
 build_kind_cached() { [[ -x $KO_BIN/kind ]] && "$KO_BIN/kind" version 2>/dev/null | grep -q "$KIND_VERSION"; }
@@ -42,9 +40,10 @@ kubeadm_image() {  # NAME -> tag kubeadm asks for (e.g. etcd -> 3.6.5-0)
 }
 
 build_go_tools_cached() {
-  [[ -x $(gobuild_dir coredns "$COREDNS_VERSION")/bin/coredns && -x $(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")/bin/bandwidth ]]
+  [[ -x $(gobuild_dir coredns "$COREDNS_VERSION")/bin/coredns && -x $(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")/bin/bandwidth \
+     && -x $(gobuild_dir crictl "$CRICTL_VERSION")/bin/crictl ]]
 }
-build_go_tools() {  # coredns at kubeadm's tag; the CNI plugins of the node image
+build_go_tools() {  # coredns at kubeadm's tag; the CNI plugins and crictl of the node image
   local dns out
   dns=$(kubeadm_image coredns)
   [[ $dns == "$COREDNS_VERSION" ]] || ko_die "kubeadm $KVER asks for coredns $dns, this script pins $COREDNS_VERSION"
@@ -66,6 +65,17 @@ build_go_tools() {  # coredns at kubeadm's tag; the CNI plugins of the node imag
     done
     CGO_ENABLED=0 GOBIN=$out/bin.tmp nice -n 19 go install -trimpath -ldflags '-s -w' "${pk[@]}"
     mv "$out/bin.tmp" "$out/bin"
+  fi
+  # crictl: kind's base image has it (kind load and kind export logs call it in the nodes); its module
+  # has replace directives, so it is built from a copy of the module's source
+  out=$(gobuild_dir crictl "$CRICTL_VERSION")
+  if [[ ! -x $out/bin/crictl ]]; then
+    ko_log "crictl: go build sigs.k8s.io/cri-tools@$CRICTL_VERSION ./cmd/crictl"
+    rm -rf "$out"; mkdir -p "$out/bin.tmp"
+    gomod_copy "sigs.k8s.io/cri-tools@$CRICTL_VERSION" "$out/src"
+    (cd "$out/src" && CGO_ENABLED=0 nice -n 19 go build -trimpath \
+      -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=${CRICTL_VERSION#v}" -o "$out/bin.tmp/crictl" ./cmd/crictl)
+    rm -rf "$out/src"; mv "$out/bin.tmp" "$out/bin"
   fi
 }
 
@@ -152,19 +162,21 @@ kube_proxy_image() {  # REF OUT: Debian minbase + iptables/conntrack + kube-prox
 # What "kind build node-image" does (it cannot work offline: it pulls pause, etcd, coredns, kindnetd and
 # local-path-provisioner), done with Debian packages and kind's own base files from the Go module:
 #  1. base: debootstrap bookworm with the packages of kind's images/base/Dockerfile (containerd and
-#     runc are Debian's 1.6/1.1 instead of kind's own builds; no crictl, kindnetd, fuse-overlayfs,
+#     runc are Debian's 1.6/1.1 instead of kind's own builds; no kindnetd, fuse-overlayfs,
 #     nfs/iscsi: not available or not needed), kind's images/base/files copied in and the Dockerfile's
 #     RUN steps replayed in a chroot; "docker import" plus a one-line Dockerfile for STOPSIGNAL
 #     (dockerd 20.10 rejects STOPSIGNAL in "import -c"/"commit --change").
-#  2. node: kubeadm/kubelet/kubectl in /usr/bin, /kind/version, the component images imported into the
-#     node's containerd (k8s.io namespace, not unpacked, as kind does), "docker commit".
+#  2. node: kubeadm/kubelet/kubectl in /usr/bin, crictl in /usr/local/bin (as in kind's base image),
+#     /kind/version, the component images imported into the node's containerd (k8s.io namespace, not
+#     unpacked, as kind does), "docker commit".
 # containerd's config gets restrict_oom_score_adj = true: this machine's bounding set lacks
 # CAP_SYS_RESOURCE, so containerd cannot lower pods' oom_score_adj, every sandbox would fail with
 # "can't get final child's PID from pipe: EOF" and kubeadm would time out at wait-control-plane.
 node_key() {
   { echo "$NODE_RECIPE $KIND_VERSION $KVER $SUITE $CNI_PLUGINS_VERSION"
     cat "$KO_IMAGES"/*.tar.id 2>/dev/null
-    sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} "$KO_HERE/runc-wrapper" | cut -c1-64; } | sha256sum | cut -c1-16
+    sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} "$(gobuild_dir crictl "$CRICTL_VERSION")/bin/crictl" \
+      "$KO_HERE/runc-wrapper" | cut -c1-64; } | sha256sum | cut -c1-16
 }
 
 node_base() {  # -> docker image netslo-kind-base:<key> (only the base recipe in the key)
@@ -251,6 +263,8 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
   for f in kubeadm kubelet kubectl; do
     docker exec -i "$cid" sh -c "cat > /usr/bin/$f && chmod 0755 /usr/bin/$f" < "$K8S_DIR/bin/$f"
   done
+  docker exec -i "$cid" sh -c 'cat > /usr/local/bin/crictl && chmod 0755 /usr/local/bin/crictl && crictl --version >/dev/null' \
+    < "$(gobuild_dir crictl "$CRICTL_VERSION")/bin/crictl"
   # The nodes' bounding set lacks CAP_SYS_RESOURCE too (the engine's wrapper removed it), so a pod that
   # adds it without being privileged (cilium-agent does) would fail in the node's runc with "unable to
   # apply caps: operation not permitted": the node's containerd runs runc through the same wrapper.

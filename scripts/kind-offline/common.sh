@@ -9,6 +9,7 @@ KIND_VERSION=v0.33.0                 # go install sigs.k8s.io/kind@v0.33.0; node
 KIND_MODULE=sigs.k8s.io/kind
 CNI_PLUGINS_VERSION=v1.7.1           # github.com/containernetworking/plugins (node's /opt/cni/bin)
 COREDNS_VERSION=v1.12.1              # must equal the tag kubeadm asks for (checked at build time)
+CRICTL_VERSION=v1.34.0               # sigs.k8s.io/cri-tools (cmd/crictl), the minor of the Kubernetes build
 SUITE=bookworm
 DEBIAN_MIRROR=${NETSLO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # Debian's engine: dockerd 20.10, containerd 1.6, runc 1.1, tini (docker-init); unpacked, never installed.
@@ -38,6 +39,18 @@ KO_AGENT_IMAGE=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:$NETSLO_VERSION}   #
 
 export DOCKER_HOST=unix://$KO_SOCK
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
+
+gobuild_dir() { echo "$KO_CACHE/go/$1-$2"; }   # NAME VERSION -> directory holding bin/
+gomod_copy() {  # MODULE@VERSION DIR [SUM]: a writable copy of the module's source (go install refuses
+  # modules with replace directives); with SUM the module's hash must be that
+  local info dir
+  info=$(go mod download -json "$1")
+  dir=$(jq -r '.Dir // empty' <<<"$info")
+  [[ -d $dir ]] || ko_die "go mod download $1: $(jq -r '.Error // "no directory"' <<<"$info")"
+  [[ -z ${3:-} || $(jq -r .Sum <<<"$info") == "$3" ]] || ko_die "$1: module hash $(jq -r .Sum <<<"$info"), pinned $3"
+  rm -rf "$2"; cp -r "$dir" "$2"; chmod -R u+w "$2"
+}
+
 KO_T0=${KO_T0:-$(date +%s.%N)}
 export KO_T0
 
