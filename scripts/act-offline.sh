@@ -266,18 +266,21 @@ cmd_prepare() {
 }
 
 run_act() {  # run_act DIR [act args...]: act as the runner user in DIR, with the offline flags
-  local dir=$1 l local_repos=()
+  # A caller that holds the heavy lock and names another in NETSLO_HEAVY_LOCK passes that name on to the
+  # job's steps (the offline toolchain's builds take it): the default one would wait for the caller forever.
+  local dir=$1 l local_repos=() lock=()
   shift
   if [[ -f $ACT_HOME/local-repositories ]]; then
     while read -r l; do local_repos+=(--local-repository "$l"); done < "$ACT_HOME/local-repositories"
   fi
+  [[ -n ${NETSLO_HEAVY_LOCK:-} ]] && lock=(--env "NETSLO_HEAVY_LOCK=$NETSLO_HEAVY_LOCK")
   cd "$dir"
   sudo -u "$ACT_USER" -H env \
     PATH="$NODE_DIR/bin:$ACT_HOME/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
     "$ACT" -P ubuntu-24.04=-self-hosted \
       --use-new-action-cache --action-offline-mode --action-cache-path "$CACHE" \
       --artifact-server-path "$ACT_HOME/artifacts" --cache-server-path "$ACT_HOME/actcache" \
-      --defaultbranch main "${local_repos[@]}" "$@"
+      --defaultbranch main "${local_repos[@]}" "${lock[@]}" "$@"
 }
 
 clone_head() {  # clone_head DEST: a clone of this checkout's HEAD, owned by the runner user
