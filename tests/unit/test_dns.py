@@ -19,16 +19,10 @@ from netslo.runner import judge_all, probe_spec
 from netslo.samples import SampleSet, empty
 from netslo.stats import analyze
 
-from .local_responder import serving
+from .local_responder import free_port, serving
 
 NAME = "server.netslo.svc.cluster.local"
 SEARCH = ("netslo.svc.cluster.local", "svc.cluster.local", "cluster.local")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---- wire format ------------------------------------------------------------------------------
@@ -130,7 +124,7 @@ def _probe(port, count=50, **opts) -> SampleSet:
 
 
 def test_probe_times_lookups_and_records_each_one():
-    with serving(responder.serve, _free_port()) as port:
+    with serving(responder.serve) as port:
         ok = _probe(port)
         searched = _probe(port, name="server.netslo", search=SEARCH, ndots=5)
         single = _probe(port, qtypes="a")
@@ -144,7 +138,7 @@ def test_probe_times_lookups_and_records_each_one():
 
 def test_probe_and_responder_speak_ipv6_with_aaaa_data():
     records = responder.parse_records([f"{NAME}=fd00::7", f"{NAME}=10.0.0.1"])
-    with serving(lambda port, _bind, **kw: responder.serve(port, "::1", records=records, **kw), _free_port()) as port:
+    with serving(lambda port, _bind, **kw: responder.serve(port, "::1", records=records, **kw)) as port:
         s = run(ProbeSpec("dns", "[::1]", port, count=10, interval=0.002, wait=0.1, dns=DnsOptions(name=NAME)))
     assert analyze(s).counts["dns_rcodes"] == {"NOERROR": 10} and s.meta["server"] == f"[::1]:{port}"
 
@@ -153,7 +147,7 @@ def test_dual_stack_responder_answers_self_with_the_address_each_query_arrived_a
     """Bound to '::' (the agent's default since IPv6), one socket takes both families; 'self' is the
     destination of each query, read from IP_PKTINFO (v4, v4-mapped) or IPV6_PKTINFO (v6). Before
     that it answered no address at all: every lookup of the embedded gate failed."""
-    with serving(lambda port, _bind, **kw: responder.serve(port, "::", **kw), _free_port()) as port:
+    with serving(lambda port, _bind, **kw: responder.serve(port, "::", **kw)) as port:
         v4 = _probe(port, count=5)
         v6 = run(ProbeSpec("dns", "[::1]", port, count=5, interval=0.002, wait=0.1,
                            dns=DnsOptions(name=NAME, timeout=1.0, qtypes="aaaa")))
@@ -162,7 +156,7 @@ def test_dual_stack_responder_answers_self_with_the_address_each_query_arrived_a
 
 
 def test_probe_counts_timeouts_and_failures_when_nobody_answers():
-    port = _free_port()
+    port = free_port()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:   # takes queries, never answers
         silent.bind(("127.0.0.1", port))
         s = _probe(port, count=5, timeout=0.05, attempts=2)
@@ -193,8 +187,7 @@ def test_dns_thresholds_parse_and_reject_wrong_units():
 
 
 def test_dns_checks_fail_when_lookups_fail_or_are_slow():
-    port = _free_port()
-    with serving(responder.serve, port):
+    with serving(responder.serve) as port:
         good = analyze(_probe(port, count=400))
         bad = analyze(_probe(port, name="missing.example", count=400))
     th = slo.parse({"version": 1, "objectives": [{"name": "d", "thresholds": {

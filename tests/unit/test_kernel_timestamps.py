@@ -21,11 +21,8 @@ N = 400
 
 
 @contextlib.contextmanager
-def _responder(module=udp_responder, kind=socket.SOCK_DGRAM):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with serving(module.serve, port):
+def _responder(module=udp_responder):
+    with serving(module.serve) as port:
         yield port
 
 
@@ -181,7 +178,7 @@ def test_enable_reports_what_the_kernel_accepted(refuse, source):
 def test_tcp_probes_use_kernel_stamps_inside_the_user_space_times(protocol, source):
     """tcp-rr: TX stamp of the request's last byte (OPT_ID counts bytes) and RX stamp of the read
     that completed the answer; tcp-crr: RX stamps (send_ns stays before connect)."""
-    with _responder(tcp_responder, socket.SOCK_STREAM) as port:
+    with _responder(tcp_responder) as port:
         s = tcp.run(ProbeSpec(protocol, "127.0.0.1", port, count=N, interval=0.001, req_bytes=100, resp_bytes=100,
                               wait=0.3))
     m = s.meta

@@ -4,8 +4,6 @@ thread), and the live progress lines hold each chunk's exact statistics."""
 import contextlib
 import io
 import math
-import socket
-import threading
 
 import numpy as np
 
@@ -18,35 +16,22 @@ from netslo.units import format_duration, format_percent
 from .local_responder import serving
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def _serving(serve, monkeypatch):
     """A responder ``serve(port, "127.0.0.1", ready=, stop=)`` in a thread, small stream blocks; the port."""
     monkeypatch.setattr(stream, "BLOCK_ROWS", 256)
     monkeypatch.setattr(stream, "RETIRE_EVERY", 64)
-    with serving(serve, _free_port()) as port:
+    with serving(serve) as port:
         yield port
 
 
 def test_udp_probe_streams_chunks_to_the_out_file(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(stream, "BLOCK_ROWS", 512)
     monkeypatch.setattr(wire, "MAX_FIN_SEQS", 100)      # too many requests for the FIN bitmap: streamed
-    port, stopping, ready = _free_port(), threading.Event(), threading.Event()
-    t = threading.Thread(target=udp_responder.serve, args=(port, "127.0.0.1", ready.set, stopping.is_set), daemon=True)
-    t.start()
-    assert ready.wait(5)
-    try:
-        out = tmp_path / "soak.npz"
+    out = tmp_path / "soak.npz"
+    with serving(udp_responder.serve) as port:
         rc = agent.main(["probe", "udp", "--target", f"127.0.0.1:{port}", "--count", "3000", "--interval", "200us",
                          "--wait", "200ms", "--progress", "--out", str(out)])
-    finally:
-        stopping.set()
-        t.join(5)
     assert rc == 0
     s = SampleSet.load(out)
     assert len(s) == 3000 and len(s.chunks()) == 6 and "late_responses" in s.meta

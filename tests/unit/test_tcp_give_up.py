@@ -14,19 +14,12 @@ from netslo.responders import tcp as tcp_responder
 from .local_responder import serving
 
 
-def _port(kind=socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_descriptors_above_fd_setsize_do_not_stop_the_probe():
     """select() refuses a descriptor >= 1024 ('filedescriptor out of range', seen on kind + Cilium with
     hundreds of connections pending); the probe polls instead."""
     held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     try:
-        port = _port()
-        with serving(tcp_responder.serve, port):
+        with serving(tcp_responder.serve) as port:
             s = tcp.run(ProbeSpec("tcp-crr", "127.0.0.1", port, count=200, interval=0.001, req_bytes=64,
                                   resp_bytes=64, wait=0.3, give_up=0.2))
     finally:
