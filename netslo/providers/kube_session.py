@@ -5,9 +5,10 @@ stream each (``netslo.agent_session`` has the protocol).
 argv, env, timeout)`` runs one agent command in a session that is free (opening another when all of
 the pod's are busy: two probes at once from one pod each get their own) and returns its exit code and
 output like ``KubeApi.run``. ``warm(pod)`` opens a pod's first session ahead of use, so its imports
-happen while the caller does other work; ``ready(pods)`` also waits until they are done. A command that does not answer within its timeout closes its
-session (the next call opens a fresh one) and is an ``InfrastructureError``; so is a session whose
-stream ends, with the session's stderr. ``close()`` ends them all (end of stdin ends the agent).
+happen while the caller does other work; ``ready(pods)`` also waits until they are done. A command
+that does not answer within its timeout closes its session (the next call opens a fresh one) and is
+an ``InfrastructureError``; so is a session whose stream ends, with the session's stderr. ``close()``
+ends them all (end of stdin ends the agent).
 """
 
 from __future__ import annotations

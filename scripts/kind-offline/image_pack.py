@@ -17,6 +17,7 @@ the rest.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import io
 import json
@@ -80,6 +81,12 @@ def layer_from_files(specs: list[str], out: str) -> None:
                 tar.addfile(ti, f)
 
 
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    ti = _normalize(tarfile.TarInfo(name))
+    ti.size = len(data)
+    tar.addfile(ti, io.BytesIO(data))
+
+
 def _sha256(path: str) -> str:
     """sha256 of a file, remembered in PATH.sha256 while the file's size and mtime are unchanged."""
     st = os.stat(path)
@@ -134,10 +141,7 @@ def image(tag: str, layers: list[str], env: list[str], workdir: str, entrypoint,
                  "Layers": [f"{d}/layer.tar" for d in diff_ids]}]
     tmp = out + ".tmp"
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-        def add_bytes(name: str, data: bytes) -> None:
-            ti = _normalize(tarfile.TarInfo(name))
-            ti.size = len(data)
-            tar.addfile(ti, io.BytesIO(data))
+        add_bytes = functools.partial(_add_bytes, tar)
         add_bytes(f"{cfg_digest}.json", raw)
         for path, d in zip(layers, diff_ids):
             tar.add(path, arcname=f"{d}/layer.tar", filter=_normalize)
@@ -165,10 +169,7 @@ def oci_layout(tag: str, config: bytes, layers: list[str], without: list[str], o
         "annotations": {"io.containerd.image.name": tag}}]}
     tmp = out + ".tmp"
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-        def add_bytes(name: str, data: bytes) -> None:
-            ti = _normalize(tarfile.TarInfo(name))
-            ti.size = len(data)
-            tar.addfile(ti, io.BytesIO(data))
+        add_bytes = functools.partial(_add_bytes, tar)
         add_bytes("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
         add_bytes("index.json", json.dumps(index, sort_keys=True).encode())
         add_bytes(f"blobs/sha256/{hashlib.sha256(manifest).hexdigest()}", manifest)
