@@ -19,7 +19,8 @@ engine's copy (``kind load image-archive``): the offline toolchain's omits the b
 carries already, so loading reads ~1 MB into each node instead of ~550 MB.
 
 The session's pods (``early_pods``) are made while a cluster this provider creates comes up
-(``KubeCluster.stage_pods``), held by a scheduling gate until the agent image is on the nodes.
+(``KubeCluster.stage_pods``), held by a scheduling gate until the agent image is on the nodes and the
+CNI is ready.
 
 The nodes are containers of this host, so ``KindCluster`` also sees the datapath from here
 (``kind_host``): ``node_netns``, ``netns_of`` and ``host_interface`` for the per-hop DSCP capture
@@ -222,14 +223,15 @@ class KindProvider:
                     self._run(argv, self.timeout)
                 if creating:
                     # The agent image goes into the nodes while the CNI comes up, and the session's
-                    # pods are made meanwhile, held by a scheduling gate until the image is there:
-                    # none waits for another (the load is I/O into each node's containerd, the CNI's
-                    # readiness its pods starting, the pods wait for Ready nodes), so bring-up pays
-                    # the longest, not the sum.
+                    # pods are made meanwhile, held by a scheduling gate until both are done: a pod
+                    # placed before its image is on the node would never start (ErrImageNeverPull),
+                    # and one whose sandbox comes before the CNI's agent is ready can fail and wait out
+                    # the kubelet's back-off (Cilium on 2026-11-27: the gate's pods took 44.9 s, not
+                    # 32.7, when released as soon as the image was there).
                     pool = ThreadPoolExecutor(2, thread_name_prefix="kind-up")
                     loading = pool.submit(self._load)
                     cluster = self._cluster()
-                    staging = pool.submit(self._stage, cluster, loading) if self.early_pods else None
+                    staging = pool.submit(self._stage, cluster) if self.early_pods else None
                     pool.shutdown(wait=False)   # (what was submitted still runs to its end)
                     kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)   # (a client of its own)
                     with progress.phase(f"CNI {self.cni.name} install and readiness"):
@@ -239,6 +241,7 @@ class KindProvider:
                     loading.result()   # (its error, if any, is the bring-up's)
                     if staging is not None:
                         staging.result()
+                        cluster.release_staged()
                     self._create_complete = True
                 elif argv[:3] == [self.kind, "export", "kubeconfig"]:
                     self.cni_info = self.installed_cni(Kubectl(self.kubectl_binary, self.kubeconfig))
@@ -258,13 +261,10 @@ class KindProvider:
         cluster.families = self.families
         return cluster
 
-    def _stage(self, cluster: "KindCluster", loading) -> None:
-        """Make ``early_pods`` in ``cluster`` while it comes up; let them be scheduled once ``loading``
-        (the agent image's load into the nodes) is done: before it, a pod would find no image."""
+    def _stage(self, cluster: "KindCluster") -> None:
+        """Make ``early_pods`` in ``cluster`` while it comes up (held at their scheduling gate)."""
         with progress.phase(f"{len(self.early_pods)} pods made while the cluster comes up"):
             cluster.stage_pods(self.early_pods, self.timeout)
-            loading.result()
-            cluster.release_staged()
 
     def _load(self) -> None:
         argv = self.load_command()
