@@ -58,8 +58,8 @@ cmd_build() {
   ko_step cilium-build cilium_build || ko_log "cilium: not built (see above); the cluster can run without it, Cilium cannot"
   local started=0
   engine_alive || { ko_timed engine-start engine_start; started=1; }
-  ko_step agent-image agent_image
   ko_step node-image node_image
+  ko_step agent-image agent_image
   ln -sf "$K8S_DIR/bin/kubectl" "$KO_BIN/kubectl"
   if ((started)) && [[ ${1:-} == stop ]]; then engine_stop_all; fi
 }
@@ -79,7 +79,6 @@ export NETSLO_KIND=$KO_BIN/kind
 export NETSLO_KIND_NODE_IMAGE=$KO_NODE_IMAGE
 export NETSLO_KUBECTL=$K8S_DIR/bin/kubectl
 export NETSLO_AGENT_IMAGE=$KO_AGENT_IMAGE
-export NETSLO_KIND_IMAGE_ARCHIVE=${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}/agent-delta.tar
 EOF
   [[ -n $src ]] && echo "export NETSLO_CNI_MIRROR=$src"
   # helm (built with Cilium): the CNI installer runs "helm" from PATH

@@ -25,17 +25,13 @@ def netslo_slo(netslo_options):
 
 
 @pytest.fixture(scope="session")
-def netslo_cluster(request, netslo_options):
-    """The cluster of this session; everything it created is removed at the end (also on Ctrl-C).
-    A provider that creates its cluster makes the gate's pods while the cluster comes up."""
+def netslo_cluster(netslo_options):
+    """The cluster of this session; everything it created is removed at the end (also on Ctrl-C)."""
     o = netslo_options
     try:
         with progress.phase(f"provider {o.provider} up ({', '.join(f'{k}={v}' for k, v in o.provider_options.items() if v is not None)})"), \
                 phase_times.timed("provider up"):
-            provider = make_provider(o.provider, **o.provider_options)
-            if hasattr(provider, "early_pods"):
-                provider.early_pods = gate_pod_plan(request.config)
-            c = provider.up()
+            c = make_provider(o.provider, **o.provider_options).up()
     except (Unsupported, InfrastructureError) as e:   # a cluster that cannot come up is an error, never a skip
         raise InfrastructureError(f"provider {o.provider} did not come up: {e}") from None
     try:
@@ -69,28 +65,21 @@ def pytest_collection_finish(session):
                                      for p in (pods(session.config) if callable(pods) else pods)]
 
 
-def gate_pod_plan(config) -> list[dict]:
-    """The gate's pods as ``add_pods`` requests whose ``node`` is an index into the cluster's nodes:
-    the responder ``server`` and ``client-same`` on the first node, ``client-cross`` on the second, and
-    the planned pods of the selected tests (``plan_pods``)."""
-    wanted = [("server", 0), ("client-same", 0), ("client-cross", 1)] + config.stash.get(PLANNED, [])
-    specs = {}
-    for name, i, *annotations in wanted:
-        if name not in specs:
-            specs[name] = {"name": name, "node": i}
-            if annotations and annotations[0]:
-                specs[name]["annotations"] = dict(annotations[0])
-    return list(specs.values())
-
-
 @pytest.fixture(scope="session")
 def netslo_gate_pods(request, netslo_cluster):
-    """name -> pod of the gate's pods (``gate_pod_plan``), made together (``add_pods``: on Kubernetes
-    created at once and awaited with one watch); those on a node the cluster does not have are left to
-    their fixture's skip."""
+    """name -> pod of the gate's pods, made together (``add_pods``: on Kubernetes created at once and
+    awaited with one watch): the responder ``server`` and ``client-same`` on the first node,
+    ``client-cross`` on the second (when there is one), and the planned pods of the selected tests
+    (``plan_pods``; those on a node the cluster does not have are left to their fixture's skip)."""
     nodes = netslo_cluster.nodes
-    specs = [dict(r, node=nodes[r["node"]]) for r in gate_pod_plan(request.config) if r["node"] < len(nodes)]
-    return {p.name: p for p in netslo_cluster.add_pods(specs)}
+    wanted = [("server", 0), ("client-same", 0), ("client-cross", 1)] + request.config.stash.get(PLANNED, [])
+    specs = {}
+    for name, i, *annotations in wanted:
+        if i < len(nodes) and name not in specs:
+            specs[name] = {"name": name, "node": nodes[i]}
+            if annotations and annotations[0]:
+                specs[name]["annotations"] = dict(annotations[0])
+    return {p.name: p for p in netslo_cluster.add_pods(list(specs.values()))}
 
 
 def planned_pod(gate_pods: dict, cluster, name: str, node: str):

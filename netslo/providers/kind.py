@@ -14,13 +14,6 @@ cluster this provider started to create is deleted on any failure, also a ``kind
 out half-way. Every command line is built by a method (``*_command``) so tests can check what would
 run; timeouts are seconds. ``$NETSLO_KIND`` / ``$NETSLO_KIND_NODE_IMAGE`` name another kind binary and
 node image (``scripts/kind-offline.sh env`` prints them for the self-built, registry-free toolchain).
-``$NETSLO_KIND_IMAGE_ARCHIVE`` names an image archive of the agent image to load instead of the Docker
-engine's copy (``kind load image-archive``): the offline toolchain's omits the base layer its node image
-carries already, so loading reads ~1 MB into each node instead of ~550 MB.
-
-The session's pods (``early_pods``) are made while a cluster this provider creates comes up
-(``KubeCluster.stage_pods``), held by a scheduling gate until the agent image is on the nodes and the
-CNI is ready.
 
 The nodes are containers of this host, so ``KindCluster`` also sees the datapath from here
 (``kind_host``): ``node_netns``, ``netns_of`` and ``host_interface`` for the per-hop DSCP capture
@@ -70,7 +63,6 @@ POD_SUBNET6 = "fd00:10:244::/56"
 SERVICE_SUBNET6 = "fd00:10:96::/112"
 KIND_ENV = "NETSLO_KIND"
 NODE_IMAGE_ENV = "NETSLO_KIND_NODE_IMAGE"
-IMAGE_ARCHIVE_ENV = "NETSLO_KIND_IMAGE_ARCHIVE"
 CNI_LABEL = "netslo.io/cni"
 # DaemonSets that identify an installed CNI (kube-system), for a reused cluster made without our label.
 CNI_DAEMONSETS = {"calico-node": "calico", "cilium": "cilium", "antrea-agent": "antrea"}
@@ -102,16 +94,12 @@ class KindProvider:
         self.kubectl_binary = kubectl
         self.helm = helm
         self.node_image = node_image or os.environ.get(NODE_IMAGE_ENV) or KIND_NODE_IMAGE
-        self.image_archive = os.environ.get(IMAGE_ARCHIVE_ENV) or None
         self.workdir = Path(workdir) if workdir else Path(tempfile.gettempdir()) / f"netslo-kind-{name}"
         self.timeout = timeout
         self.run_id = run_id
         self._created_cluster = False
         self._create_complete = False
         self.cni_info: dict = {}
-        # Pods the session will ask for (add_pods requests, ``node`` an index into the nodes), made
-        # while a cluster this provider creates comes up (KubeCluster.stage_pods).
-        self.early_pods: list[dict] = []
 
     # ---- what would run ---------------------------------------------------------------------
     @property
@@ -164,8 +152,6 @@ class KindProvider:
         return [self.kind, "export", "kubeconfig", "--name", self.cluster_name, "--kubeconfig", self.kubeconfig]
 
     def load_command(self) -> list[str]:
-        if self.image_archive:
-            return [self.kind, "load", "image-archive", self.image_archive, "--name", self.cluster_name]
         return [self.kind, "load", "docker-image", self.image, "--name", self.cluster_name]
 
     def delete_command(self) -> list[str]:
@@ -190,8 +176,6 @@ class KindProvider:
             raise Unsupported(f"kind not found ({self.kind}); install kind {KIND_VERSION} "
                               f"or set ${KIND_ENV}")
         cni_mod.check_source(self.cni)
-        if self.image_archive and not os.path.isfile(self.image_archive):
-            raise SpecError(f"${IMAGE_ARCHIVE_ENV}", self.image_archive, "an image archive file (kind load image-archive)")
 
     def exists(self) -> bool:
         if not (shutil.which(self.kind) if os.sep not in self.kind else os.access(self.kind, os.X_OK)):
@@ -208,7 +192,7 @@ class KindProvider:
         self.workdir.mkdir(parents=True, exist_ok=True)
         Path(self.config_path).write_text(self.config_yaml())
         steps = self.plan(exists)[1:]  # the list command already ran
-        loading = staging = cluster = None
+        loading = None
         try:
             for argv in steps:
                 creating = argv[:3] == [self.kind, "create", "cluster"]
@@ -222,49 +206,34 @@ class KindProvider:
                 with progress.phase(" ".join(argv[1:4]) + f" {self.cluster_name}"):
                     self._run(argv, self.timeout)
                 if creating:
-                    # The agent image goes into the nodes while the CNI comes up, and the session's
-                    # pods are made meanwhile, held by a scheduling gate until both are done: a pod
-                    # placed before its image is on the node would never start (ErrImageNeverPull),
-                    # and one whose sandbox comes before the CNI's agent is ready can fail and wait out
-                    # the kubelet's back-off (Cilium on 2026-11-27: the gate's pods took 44.9 s, not
-                    # 32.7, when released as soon as the image was there).
-                    pool = ThreadPoolExecutor(2, thread_name_prefix="kind-up")
+                    # The agent image goes into the nodes while the CNI comes up: neither waits for the
+                    # other (the image load is I/O into each node's containerd, the CNI's readiness is
+                    # its pods starting), so bring-up pays the longer of the two, not their sum.
+                    pool = ThreadPoolExecutor(1, thread_name_prefix="kind-load")
                     loading = pool.submit(self._load)
-                    cluster = self._cluster()
-                    staging = pool.submit(self._stage, cluster) if self.early_pods else None
-                    pool.shutdown(wait=False)   # (what was submitted still runs to its end)
-                    kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)   # (a client of its own)
+                    pool.shutdown(wait=False)   # (the submitted load still runs to its end)
+                    kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
                     with progress.phase(f"CNI {self.cni.name} install and readiness"):
                         self.cni_info = install_cni(kubectl, self.cni, encapsulation=self.encapsulation,
                                                     pod_subnet=",".join(self.subnets("pod")),
                                                     timeout=self.timeout, helm=self.helm)
                     loading.result()   # (its error, if any, is the bring-up's)
-                    if staging is not None:
-                        staging.result()
-                        cluster.release_staged()
                     self._create_complete = True
                 elif argv[:3] == [self.kind, "export", "kubeconfig"]:
                     self.cni_info = self.installed_cni(Kubectl(self.kubectl_binary, self.kubeconfig))
-            return (cluster or self._cluster()).open(self.timeout)
+            kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
+            cluster = KindCluster(self, kubectl, provider=self.name, image=self.image, pull_policy="Never",
+                                  datapath=self.cni.name, run_id=self.run_id, single_kernel=True)
+            cluster.families = self.families
+            return cluster.open(self.timeout)
         except BaseException as e:
-            futures_wait([f for f in (loading, staging) if f is not None])  # never delete the cluster under them
+            if loading is not None:
+                futures_wait([loading])   # never delete the cluster under a running load
             try:
                 self.teardown()
             except InfrastructureError as te:   # keep the cause; say what is left behind
                 raise InfrastructureError(f"{e}; and deleting the cluster failed: {te}") from e
             raise
-
-    def _cluster(self) -> "KindCluster":
-        cluster = KindCluster(self, Kubectl(self.kubectl_binary, self.kubeconfig), provider=self.name,
-                              image=self.image, pull_policy="Never", datapath=self.cni.name, run_id=self.run_id,
-                              single_kernel=True)
-        cluster.families = self.families
-        return cluster
-
-    def _stage(self, cluster: "KindCluster") -> None:
-        """Make ``early_pods`` in ``cluster`` while it comes up (held at their scheduling gate)."""
-        with progress.phase(f"{len(self.early_pods)} pods made while the cluster comes up"):
-            cluster.stage_pods(self.early_pods, self.timeout)
 
     def _load(self) -> None:
         argv = self.load_command()

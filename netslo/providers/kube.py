@@ -54,20 +54,6 @@ class KubeService:
     external_traffic_policy: str | None = None
 
 
-# Taints a node carries until it is Ready (the node lifecycle controller's): not held against a node
-# while the cluster comes up (``stage_pods``).
-NOT_READY_TAINTS = {"node.kubernetes.io/not-ready", "node.kubernetes.io/network-unavailable"}
-REQUEST_KEYS = ("node", "host_network", "annotations", "responders")
-
-
-def _same_request(a: dict, b: dict) -> bool:
-    return all((a.get(k) or None) == (b.get(k) or None) for k in REQUEST_KEYS)
-
-
-def _described(r: dict) -> str:
-    return ", ".join(f"{k}={r.get(k)!r}" for k in REQUEST_KEYS if r.get(k))
-
-
 def pod_addresses(status: dict) -> tuple[str, str]:
     """(IPv4, IPv6) address of a pod from its status: ``podIPs`` (every family, dual-stack) or the
     single ``podIP``; on an IPv6-only cluster the first is the IPv6 one too (``Pod.ip`` is the primary)."""
@@ -94,7 +80,6 @@ class KubeCluster(Cluster):
         self._datapath = datapath
         self._single_kernel = single_kernel
         self._pods: dict[str, Pod] = {}
-        self._staged: dict[str, tuple] = {}    # pod name -> (request, responders, manifest) of stage_pods
         self._responders: dict[str, tuple] = {}
         self._services: dict[str, KubeService] = {}
         self._nodes: list[str] | None = None
@@ -109,49 +94,18 @@ class KubeCluster(Cluster):
     # ---- lifecycle --------------------------------------------------------------------------
     def open(self, ready_timeout: float = 60.0) -> "KubeCluster":
         """Check the cluster answers and has Ready nodes; remove what dead runs left; create the run
-        namespace (with its owner record) and wait for its default ServiceAccount (unless
-        ``stage_pods`` did all but the first already)."""
-        staged_on = self._nodes if self._staged else None
+        namespace (with its owner record) and wait for its default ServiceAccount."""
         self._load_nodes(ready_timeout)
-        if staged_on is not None and staged_on != self._nodes:
-            raise InfrastructureError(f"cluster nodes: pods were made early for nodes {', '.join(staged_on)}, "
-                                      f"but the Ready ones are {', '.join(self._nodes)}")
-        if not self._created:
-            self._make_namespace(ready_timeout)
-        log.info("kube: namespace %s on nodes %s", self.namespace, ", ".join(self.nodes))
-        return self
-
-    def _make_namespace(self, timeout: float) -> None:
         self.reaped = self.reap_dead_runs()
         self.api.create(km.namespace_manifest(self.run_id, annotations=kube_reap.owner_annotations()),
                         what=f"create namespace {self.namespace}")
         self._created = True
         # Pods can be created only once the namespace's default ServiceAccount exists.
-        watch_until(self.api, "serviceaccount", f"namespace {self.namespace}", timeout,
+        watch_until(self.api, "serviceaccount", f"namespace {self.namespace}", ready_timeout,
                     lambda objs: ("default" in objs, "no default ServiceAccount yet"),
                     namespace=self.namespace, name="default")
-
-    def stage_pods(self, plan: list[dict], timeout: float) -> None:
-        """Create the pods of ``plan`` (``add_pods`` requests whose ``node`` is an index into the
-        nodes) while the cluster is still coming up: its nodes exist but need not be Ready. They are
-        held by a scheduling gate (``release_staged``: e.g. once their image is on the nodes);
-        ``add_pods`` of the same pods later only waits for them. Entries for a node index the
-        cluster does not have are left out. Seconds."""
-        self._load_nodes(timeout, ready=False)
-        self._make_namespace(timeout)
-        requests = [dict(r, node=self._nodes[r["node"]]) for r in plan if r["node"] < len(self._nodes)]
-        for r, responders, manifest in self._manifests(requests):
-            manifest["spec"]["schedulingGates"] = [{"name": km.STAGED_GATE}]
-            self.api.create(manifest, what=f"create pod {self.namespace}/{manifest['metadata']['name']} (early)")
-            self._staged[r["name"]] = (r, responders, manifest)
-
-    def release_staged(self) -> None:
-        """Lift the scheduling gate of the pods ``stage_pods`` made: the scheduler places them as soon
-        as their nodes are Ready."""
-        for _, _, manifest in self._staged.values():
-            name = manifest["metadata"]["name"]
-            self.api.patch("pod", name, self.namespace, {"spec": {"schedulingGates": None}},
-                           what=f"release pod {self.namespace}/{name}")
+        log.info("kube: namespace %s on nodes %s", self.namespace, ", ".join(self.nodes))
+        return self
 
     def reap_dead_runs(self) -> list[str]:
         """Delete namespaces of netslo runs on this cluster whose owner is gone (``kube_reap``); one
@@ -187,17 +141,15 @@ class KubeCluster(Cluster):
             self._node_agent.close_sessions()
 
     # ---- nodes ------------------------------------------------------------------------------
-    def _load_nodes(self, timeout: float, ready: bool = True) -> None:
-        """The nodes pods go to; with ``ready`` False those that exist (a cluster coming up: the
-        taints of nodes not Ready yet are not held against them)."""
-        items = wait_nodes_ready(self.api, "cluster nodes", timeout) if ready else self.api.get("nodes")
+    def _load_nodes(self, timeout: float) -> None:
+        items = wait_nodes_ready(self.api, "cluster nodes", timeout)
         self._node_objs = objs = {n["metadata"]["name"]: n for n in items}
-        ignored = {"node-role.kubernetes.io/control-plane"} | (set() if ready else NOT_READY_TAINTS)
         # Pods go to schedulable worker nodes; a control-plane node only when it is all there is.
         def workload(n):
             taints = n.get("spec", {}).get("taints", []) or []
             return not n.get("spec", {}).get("unschedulable") and not any(
-                t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") not in ignored for t in taints)
+                t.get("effect") in ("NoSchedule", "NoExecute")
+                and t.get("key") != "node-role.kubernetes.io/control-plane" for t in taints)
         usable = sorted(k for k, n in objs.items() if workload(n))
         workers = [k for k in usable if not any(
             t.get("key") == "node-role.kubernetes.io/control-plane" for t in objs[k].get("spec", {}).get("taints", []) or [])]
@@ -252,24 +204,28 @@ class KubeCluster(Cluster):
 
     @timed_call("pods")
     def add_pods(self, requests: list[dict]) -> list[Pod]:
-        """Create several agent pods together (each request: ``add_pod``'s arguments as a dict), wait
-        for all of them with one watch of the run's pods and for their warm agents (``kube_session``);
-        the pods, in the order asked."""
+        """Create several agent pods together (each request: ``add_pod``'s arguments as a dict) and
+        wait for all of them with one watch of the run's pods; the pods, in the order asked."""
         if self._closed:
             raise InfrastructureError(f"cluster of run {self.run_id} is closed")
-        names = [r["name"] for r in requests]
-        if len(set(names)) < len(names):
-            raise SpecError("pod name", next(n for n in names if names.count(n) > 1), "a name asked for once")
-        for r in requests:      # pods made early (stage_pods) are only awaited
-            staged = self._staged.get(r["name"])
-            if staged is not None and not _same_request(staged[0], r):
-                raise InfrastructureError(f"pod {r['name']}: made early as {_described(staged[0])}, "
-                                          f"now asked as {_described(r)}")
-        new = self._manifests([r for r in requests if r["name"] not in self._staged])
-        for _, _, manifest in new:
+        manifests = []
+        for r in requests:
+            name, node = r["name"], r["node"]
+            if node not in self.nodes:
+                raise SpecError("node", node, f"one of {', '.join(self.nodes)}")
+            if name in self._pods or any(m[0]["name"] == name for m in manifests):
+                raise SpecError("pod name", name, "a name not used before in this run")
+            responders = r.get("responders")
+            if responders is None:
+                responders = () if r.get("host_network") else km.BASIC_RESPONDERS
+            hostname = self._node_objs.get(node, {}).get("metadata", {}).get("labels", {}).get(
+                "kubernetes.io/hostname", node)
+            manifests.append((r, tuple(responders), km.agent_pod_manifest(
+                name, self.run_id, hostname, image=self.image, pull_policy=self.pull_policy,
+                host_network=bool(r.get("host_network")), annotations=r.get("annotations"),
+                responders=responders)))
+        for _, _, manifest in manifests:
             self.api.create(manifest, what=f"create pod {self.namespace}/{manifest['metadata']['name']}")
-        made = iter(new)
-        manifests = [self._staged.pop(r["name"]) if r["name"] in self._staged else next(made) for r in requests]
         names = [m["metadata"]["name"] for _, _, m in manifests]
         objs = wait_pods(self.api, self.namespace, names, f"{km.RUN_LABEL}={self.run_id}", self.pod_timeout)
         pods = []
@@ -283,30 +239,9 @@ class KubeCluster(Cluster):
                       annotations=dict(manifest["metadata"]["annotations"]))
             self._pods[pod.name] = pod
             self._responders[pod.name] = responders
+            self._sessions.warm(manifest["metadata"]["name"])     # the agent imports while the caller goes on
             pods.append(pod)
-        self._sessions.ready(names, self.pod_timeout)   # warm agents, imported before anything is measured
         return pods
-
-    def _manifests(self, requests: list[dict]) -> list[tuple]:
-        """(request, responders, pod manifest) of ``add_pods`` requests; SpecError for a node the
-        cluster does not have or a name used before."""
-        manifests = []
-        for r in requests:
-            name, node = r["name"], r["node"]
-            if node not in self.nodes:
-                raise SpecError("node", node, f"one of {', '.join(self.nodes)}")
-            if name in self._pods or name in self._staged or any(m[0]["name"] == name for m in manifests):
-                raise SpecError("pod name", name, "a name not used before in this run")
-            responders = r.get("responders")
-            if responders is None:
-                responders = () if r.get("host_network") else km.BASIC_RESPONDERS
-            hostname = self._node_objs.get(node, {}).get("metadata", {}).get("labels", {}).get(
-                "kubernetes.io/hostname", node)
-            manifests.append((r, tuple(responders), km.agent_pod_manifest(
-                name, self.run_id, hostname, image=self.image, pull_policy=self.pull_policy,
-                host_network=bool(r.get("host_network")), annotations=r.get("annotations"),
-                responders=responders)))
-        return manifests
 
     def k8s_pod_name(self, pod: Pod) -> str:
         return km.k8s_name(pod.name)

@@ -23,7 +23,6 @@ POD_LABEL = "netslo.io/pod"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "netslo"}
 DEFAULT_IMAGE = f"localhost/netslo-agent:{__version__}"   # python -m netslo image build tags it so
 READY_DIR = "/run/netslo"
-STAGED_GATE = "netslo.io/staged"   # scheduling gate of pods made while the cluster comes up (KubeCluster.stage_pods)
 PULL_POLICIES = ("Never", "IfNotPresent", "Always")
 BASIC_RESPONDERS = PROTOCOLS     # served by the agent container's process; other kinds (tls, proxy...) by exec
 AGENT_CONTAINER = "agent"

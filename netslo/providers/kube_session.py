@@ -5,10 +5,9 @@ stream each (``netslo.agent_session`` has the protocol).
 argv, env, timeout)`` runs one agent command in a session that is free (opening another when all of
 the pod's are busy: two probes at once from one pod each get their own) and returns its exit code and
 output like ``KubeApi.run``. ``warm(pod)`` opens a pod's first session ahead of use, so its imports
-happen while the caller does other work; ``ready(pods)`` also waits until they are done. A command
-that does not answer within its timeout closes its session (the next call opens a fresh one) and is
-an ``InfrastructureError``; so is a session whose stream ends, with the session's stderr. ``close()``
-ends them all (end of stdin ends the agent).
+happen while the caller does other work. A command that does not answer within its timeout closes its
+session (the next call opens a fresh one) and is an ``InfrastructureError``; so is a session whose
+stream ends, with the session's stderr. ``close()`` ends them all (end of stdin ends the agent).
 """
 
 from __future__ import annotations
@@ -86,17 +85,6 @@ class AgentSessions:
             if self._by_pod.get(pod):
                 return
         self._open(pod)
-
-    def ready(self, pods: list[str], timeout: float) -> None:
-        """Open the first session of each of ``pods`` and return once every one answers (its agent
-        has imported): their imports then run at once, and not beside the first measurement."""
-        for pod in pods:
-            self.warm(pod)
-        for pod in pods:
-            res = self.call(pod, ["--help"], {}, timeout)
-            if res.returncode != 0:
-                raise InfrastructureError(f"netslo agent session in pod {self.namespace}/{pod}: "
-                                          f"'--help' exited {res.returncode}: {tail(res.stderr)}")
 
     def _acquire(self, pod: str) -> AgentSession:
         with self._guard:

@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # The netslo agent image, built without a registry or a Docker engine.
 #
-#   agent-image.sh build      docker-archive tarball $NETSLO_IMAGE_CACHE/agent.tar (base layer cached),
-#                             the base layer alone as an image (agent-base-image-<key>.tar: the offline
-#                             kind node image carries it) and the agent as an OCI archive without the
-#                             base layer's blob (agent-delta.tar: what "kind load image-archive" puts
-#                             into such nodes in ~3 s instead of ~30 s for the whole image)
-#   agent-image.sh base-key   the key of the base layer (requirements.txt and the recipe below)
+#   agent-image.sh build      docker-archive tarball $NETSLO_IMAGE_CACHE/agent.tar (base layer cached)
 #
 # The agent image has the same contents as the Dockerfile (Python 3.11, requirements.txt, mosquitto, ethtool, procps,
 # iptables and iperf3 (the QoS studies: random drop on a node, the iperf3 cross-check), the
@@ -100,21 +95,12 @@ build_agent() {
   "${PACK[@]}" image --tag "$AGENT_TAG" --layer "$BASE_TAR" --layer "$app" \
     --env PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --env PYTHONPATH=/opt/netslo --env PYTHONDONTWRITEBYTECODE=1 --env PYTHONUNBUFFERED=1 \
-    --workdir /opt/netslo --entrypoint '["python", "-m", "netslo.agent"]' \
-    --oci "$IMAGES/agent-delta.tar" --oci-without "$BASE_TAR" "$IMAGES/agent.tar" > "$IMAGES/agent.tar.id"
-  log "agent image $AGENT_TAG -> $IMAGES/agent.tar (and $IMAGES/agent-delta.tar without the base layer)"
-  local key base_image
-  key=$(base_key)
-  base_image=$IMAGES/agent-base-image-$key.tar
-  if [[ ! -f $base_image ]]; then
-    "${PACK[@]}" image --tag "localhost/netslo-agent-base:$key" --layer "$BASE_TAR" "$base_image.tmp" > /dev/null
-    mv "$base_image.tmp" "$base_image"
-  fi
+    --workdir /opt/netslo --entrypoint '["python", "-m", "netslo.agent"]' "$IMAGES/agent.tar" > "$IMAGES/agent.tar.id"
+  log "agent image $AGENT_TAG -> $IMAGES/agent.tar"
 }
 
 mkdir -p "$IMAGES"
 case ${1:-} in
   build) build_agent ;;
-  base-key) base_key ;;
-  *) echo "usage: agent-image.sh build|base-key" >&2; exit 2 ;;
+  *) echo "usage: agent-image.sh build" >&2; exit 2 ;;
 esac

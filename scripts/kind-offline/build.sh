@@ -172,13 +172,9 @@ kube_proxy_image() {  # REF OUT: Debian minbase + iptables/conntrack + kube-prox
 # containerd's config gets restrict_oom_score_adj = true: this machine's bounding set lacks
 # CAP_SYS_RESOURCE, so containerd cannot lower pods' oom_score_adj, every sandbox would fail with
 # "can't get final child's PID from pipe: EOF" and kubeadm would time out at wait-control-plane.
-agent_base_image() {  # the agent's base layer as an image archive (agent-image.sh build makes it)
-  echo "${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}/agent-base-image-$(bash "$KO_HERE/agent-image.sh" base-key).tar"
-}
 node_key() {
   { echo "$NODE_RECIPE $KIND_VERSION $KVER $SUITE $CNI_PLUGINS_VERSION"
     cat "$KO_IMAGES"/*.tar.id 2>/dev/null
-    basename "$(agent_base_image)"
     sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} "$(gobuild_dir crictl "$CRICTL_VERSION")/bin/crictl" \
       "$KO_HERE/runc-wrapper" | cut -c1-64; } | sha256sum | cut -c1-16
 }
@@ -257,8 +253,6 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
   local key cid pause f
   key=$(node_key)
   node_image_cached && return
-  local previous
-  previous=$(docker image inspect -f '{{.Id}}' "$KO_NODE_IMAGE" 2>/dev/null || true)   # removed once replaced
   node_base
   pause=$(kubeadm_images | grep '/pause:')
   ko_log "node image: assembling $KO_NODE_IMAGE from $NODE_BASE (key $key)"
@@ -286,10 +280,8 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
   docker exec "$cid" bash -c 'nohup containerd > /tmp/containerd.log 2>&1 & echo $! > /tmp/containerd.pid
     for i in $(seq 50); do [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1 && exit 0; sleep 0.2; done
     cat /tmp/containerd.log; exit 1'
-  # The agent's base layer goes in too: "kind load image-archive" of the agent without it (agent-delta.tar)
-  # then reads ~1 MB instead of the whole ~550 MB image into every node.
-  for f in "$KO_IMAGES"/*.tar "$(agent_base_image)"; do
-    [[ -f $f.id || $f == "$(agent_base_image)" ]] || continue   # image archives only (not the cached base layers)
+  for f in "$KO_IMAGES"/*.tar; do
+    [[ -f $f.id ]] || continue   # image archives only (not the cached base layers)
     docker exec -i "$cid" ctr --namespace=k8s.io images import --all-platforms --no-unpack --digests - < "$f" >/dev/null
   done
   docker exec "$cid" ctr --namespace=k8s.io images ls -q | sed 's/^/  imported: /' >&2
@@ -301,9 +293,6 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
     "$KO_NODE_IMAGE-stage" "$key" "$KVER" "$KIND_VERSION" > "$ctx/Dockerfile"
   DOCKER_BUILDKIT=0 docker build -q -t "$KO_NODE_IMAGE" "$ctx" >/dev/null
   rm -rf "$ctx"; docker rmi "$KO_NODE_IMAGE-stage" >/dev/null
-  if [[ -n $previous && $previous != "$(docker image inspect -f '{{.Id}}' "$KO_NODE_IMAGE")" ]]; then
-    docker rmi "$previous" >/dev/null 2>&1 || ko_log "node image: the replaced image $previous stays (in use)"
-  fi
   ko_log "node image: $KO_NODE_IMAGE ready"
 }
 
@@ -311,8 +300,7 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
 agent_image_light() {  # the venv/rootfs base layer is cached: only the small netslo layer is packed
   compgen -G "/var/cache/netslo/images/agent-base-*.tar" >/dev/null
 }
-agent_image() {  # the debootstrap-built agent image (scripts/kind-offline/agent-image.sh), docker-loaded; built
-  # before the node image, which carries its base layer
+agent_image() {  # the debootstrap-built agent image (scripts/kind-offline/agent-image.sh), docker-loaded
   local tar=/var/cache/netslo/images/agent.tar id
   bash "$KO_HERE/agent-image.sh" build
   id=$(cat "$tar.id")

@@ -4,20 +4,15 @@
     image_pack.py layer  ROOTFS_DIR OUT.tar            one uncompressed layer from a directory
     image_pack.py layer  --file SRC:DEST[:MODE] ... OUT.tar   a layer from single files
     image_pack.py image  --tag REF --layer L.tar ... [--env K=V] [--workdir D] [--entrypoint JSON]
-                         [--cmd JSON] [--user UID[:GID]] [--oci-without L.tar --oci OCI.tar] OUT.tar
+                         [--cmd JSON] [--user UID[:GID]] OUT.tar
 
 The result imports with `ctr -n k8s.io images import OUT.tar` (and `docker load`). Layers are
 reproducible: entries sorted, owner root, mtime 0, so an unchanged tree gives the same digest.
-``--oci`` also writes the same image (same config, so the same image ID) as an OCI image layout
-without the blobs of the ``--oci-without`` layers: containerd imports it where those blobs are in its
-content store already (the offline kind node image carries the agent's base layer), reading only
-the rest.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import io
 import json
@@ -81,12 +76,6 @@ def layer_from_files(specs: list[str], out: str) -> None:
                 tar.addfile(ti, f)
 
 
-def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    ti = _normalize(tarfile.TarInfo(name))
-    ti.size = len(data)
-    tar.addfile(ti, io.BytesIO(data))
-
-
 def _sha256(path: str) -> str:
     """sha256 of a file, remembered in PATH.sha256 while the file's size and mtime are unchanged."""
     st = os.stat(path)
@@ -114,9 +103,8 @@ def _hash_file(path: str) -> str:
 
 
 def image(tag: str, layers: list[str], env: list[str], workdir: str, entrypoint, cmd, out: str,
-          user: str | None = None, oci: str | None = None, oci_without: tuple = ()) -> str:
-    """Write a docker-archive (and with ``oci`` the same image as ``oci_layout``); returns the image
-    config digest (sha256:...)."""
+          user: str | None = None) -> str:
+    """Write a docker-archive; returns the image config digest (sha256:...)."""
     diff_ids = [_sha256(p) for p in layers]
     config = {
         "architecture": "amd64",
@@ -135,13 +123,14 @@ def image(tag: str, layers: list[str], env: list[str], workdir: str, entrypoint,
         config["config"]["User"] = user
     raw = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
     cfg_digest = hashlib.sha256(raw).hexdigest()
-    if oci:
-        oci_layout(tag, raw, layers, list(oci_without), oci)
     manifest = [{"Config": f"{cfg_digest}.json", "RepoTags": [tag],
                  "Layers": [f"{d}/layer.tar" for d in diff_ids]}]
     tmp = out + ".tmp"
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-        add_bytes = functools.partial(_add_bytes, tar)
+        def add_bytes(name: str, data: bytes) -> None:
+            ti = _normalize(tarfile.TarInfo(name))
+            ti.size = len(data)
+            tar.addfile(ti, io.BytesIO(data))
         add_bytes(f"{cfg_digest}.json", raw)
         for path, d in zip(layers, diff_ids):
             tar.add(path, arcname=f"{d}/layer.tar", filter=_normalize)
@@ -150,34 +139,6 @@ def image(tag: str, layers: list[str], env: list[str], workdir: str, entrypoint,
             {tag.rsplit(":", 1)[0]: {tag.rsplit(":", 1)[1]: diff_ids[-1]}}).encode())
     os.replace(tmp, out)
     return f"sha256:{cfg_digest}"
-
-
-def oci_layout(tag: str, config: bytes, layers: list[str], without: list[str], out: str) -> None:
-    """An OCI image layout tarball of ``config`` and ``layers`` (uncompressed) holding no blob of the
-    ``without`` layers; named ``tag`` for containerd (annotation io.containerd.image.name)."""
-    omit = {os.path.realpath(p) for p in without}
-    layer_descs = [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": f"sha256:{_sha256(p)}",
-                    "size": os.path.getsize(p)} for p in layers]
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                                      "digest": f"sha256:{hashlib.sha256(config).hexdigest()}", "size": len(config)},
-                           "layers": layer_descs}, sort_keys=True, separators=(",", ":")).encode()
-    index = {"schemaVersion": 2, "manifests": [{
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "digest": f"sha256:{hashlib.sha256(manifest).hexdigest()}", "size": len(manifest),
-        "platform": {"architecture": "amd64", "os": "linux"},
-        "annotations": {"io.containerd.image.name": tag}}]}
-    tmp = out + ".tmp"
-    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-        add_bytes = functools.partial(_add_bytes, tar)
-        add_bytes("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
-        add_bytes("index.json", json.dumps(index, sort_keys=True).encode())
-        add_bytes(f"blobs/sha256/{hashlib.sha256(manifest).hexdigest()}", manifest)
-        add_bytes(f"blobs/sha256/{hashlib.sha256(config).hexdigest()}", config)
-        for path, desc in zip(layers, layer_descs):
-            if os.path.realpath(path) not in omit:
-                tar.add(path, arcname=f"blobs/sha256/{desc['digest'][7:]}", filter=_normalize)
-    os.replace(tmp, out)
 
 
 def main(argv=None) -> int:
@@ -194,8 +155,6 @@ def main(argv=None) -> int:
     i.add_argument("--entrypoint", type=json.loads)
     i.add_argument("--cmd", type=json.loads)
     i.add_argument("--user", help="numeric UID[:GID] (runAsNonRoot checks a numeric user)")
-    i.add_argument("--oci", help="also write the image as an OCI layout tarball here")
-    i.add_argument("--oci-without", action="append", default=[], help="a --layer whose blob --oci leaves out")
     i.add_argument("out")
     a = p.parse_args(argv)
     if a.cmd == "layer":
@@ -208,11 +167,7 @@ def main(argv=None) -> int:
                 sys.exit("layer: expected ROOTFS_DIR OUT.tar")
             layer_from_dir(a.args[0], a.args[1])
         return 0
-    if a.oci_without and not a.oci:
-        sys.exit("--oci-without: needs --oci OUT.tar")
-    if not {os.path.realpath(x) for x in a.oci_without} <= {os.path.realpath(x) for x in a.layer}:
-        sys.exit(f"--oci-without: value {a.oci_without!r} — expected some of the --layer files")
-    print(image(a.tag, a.layer, a.env, a.workdir, a.entrypoint, a.cmd, a.out, a.user, a.oci, a.oci_without))
+    print(image(a.tag, a.layer, a.env, a.workdir, a.entrypoint, a.cmd, a.out, a.user))
     return 0
 
 

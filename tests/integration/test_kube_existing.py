@@ -19,7 +19,6 @@ import pytest
 from netslo.errors import InfrastructureError, SpecError
 from netslo.probes import ProbeSpec
 from netslo.providers import kube_manifests as km
-from netslo.providers.base import RESPONDER_PORTS
 from netslo.providers.existing import ExistingProvider
 from netslo.providers.kube_wait import wait_workload
 
@@ -371,37 +370,3 @@ def test_exposure_paths_with_kube_proxy_counters(cluster, server, client):
         names = [s.name for s in svc.services.values()]
     left = cluster.api.get("services", namespace=cluster.namespace)
     assert not set(names) & {s["metadata"]["name"] for s in left}
-
-
-def test_pods_made_early_wait_at_their_gate_and_are_only_awaited_later():
-    """``stage_pods`` (what the kind provider does while its cluster comes up): the pods exist at once
-    but are not scheduled until ``release_staged``; ``add_pods`` of the same requests then creates
-    nothing new and returns them Ready on their nodes; a request that differs from the early one is
-    refused, naming both; ``close()`` removes them all."""
-    from netslo.providers.kube import KubeCluster
-    from netslo.providers.kubeapi import KubeApi
-    c = KubeCluster(KubeApi(kube_target.kubeconfig()), image=provider().image, pull_policy="Never", pod_timeout=90.0)
-    try:
-        c.stage_pods([{"name": "early-a", "node": 0}, {"name": "early-b", "node": 0, "responders": ()},
-                      {"name": "early-far", "node": 99}], 60.0)
-        objs = {p["metadata"]["name"]: p for p in c.api.get("pods", namespace=c.namespace)}
-        assert sorted(objs) == ["early-a", "early-b"]           # node 99 does not exist: left out
-        time.sleep(2.0)                                          # the scheduler had its chance
-        for p in c.api.get("pods", namespace=c.namespace):
-            assert not p["spec"].get("nodeName"), p["metadata"]["name"]
-            cond = {x["type"]: x for x in p.get("status", {}).get("conditions") or []}
-            assert cond["PodScheduled"]["reason"] == "SchedulingGated", cond
-        c.open(60.0)
-        with pytest.raises(InfrastructureError, match=r"pod early-b: made early as node='[^']+', now asked as "
-                                                       r"node='[^']+', responders=\('udp',\)"):
-            c.add_pods([{"name": "early-b", "node": c.nodes[0], "responders": ("udp",)}])
-        c.release_staged()
-        uid = objs["early-a"]["metadata"]["uid"]
-        a, b = c.add_pods([{"name": "early-a", "node": c.nodes[0]}, {"name": "early-b", "node": c.nodes[0],
-                                                                      "responders": ()}])
-        assert (a.node, b.node) == (c.nodes[0], c.nodes[0]) and a.ip and b.ip
-        assert c.pod_object(a)["metadata"]["uid"] == uid         # awaited, not made again
-        assert c.start_responders(a) == {p: RESPONDER_PORTS[p] for p in ("udp", "tcp", "http")}   # serving
-    finally:
-        c.close()
-    assert not leftovers(c.api, c.run_id)

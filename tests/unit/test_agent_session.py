@@ -189,22 +189,3 @@ def test_a_node_agent_command_imports_netlink_once_in_the_session_not_in_every_r
         assert "pyroute2" not in imported.findall(err.decode(errors="replace")), "a run imported pyroute2 itself"
     in_session = imported.findall(session_err)
     assert in_session.count("pyroute2") == 1, "the session did not import pyroute2 (once)"
-
-
-def test_ready_returns_once_every_pods_agent_answers_and_names_one_that_cannot():
-    """``ready`` opens one session per pod and returns after each answered (its imports done); a pod
-    whose agent cannot start is an infrastructure error naming the pod."""
-    api = PipeApi()
-    sessions = AgentSessions(api, "ns", "agent")
-    try:
-        sessions.ready(["a", "b"], 30.0)
-        assert len(api.opened) == 2 and all(s.is_open() for s in api.opened)
-        assert [len(v) for v in sessions._by_pod.values()] == [1, 1]      # the answered sessions are kept
-        dead = PipeStream()
-        dead.close()                                                        # an agent that ended at once
-        api.open_exec = lambda *a, **kw: dead
-        with pytest.raises(InfrastructureError,
-                           match=r"netslo agent session in pod ns/c: --help: the (session ended|exec stream failed)"):
-            sessions.ready(["c"], 30.0)
-    finally:
-        sessions.close()

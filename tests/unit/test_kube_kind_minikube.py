@@ -25,7 +25,7 @@ def _default_kind(monkeypatch, tmp_path):
     """The defaults, not the offline toolchain's exports (scripts/kind-offline.sh env) of this shell;
     kind owner records in a directory of the test's own (a record left in the real one would make a
     later run reap a cluster of that name)."""
-    for var in (kind_mod.KIND_ENV, kind_mod.NODE_IMAGE_ENV, kind_mod.IMAGE_ARCHIVE_ENV, "NETSLO_CNI_MIRROR", "NETSLO_AGENT_IMAGE",
+    for var in (kind_mod.KIND_ENV, kind_mod.NODE_IMAGE_ENV, "NETSLO_CNI_MIRROR", "NETSLO_AGENT_IMAGE",
                 mk_mod.MINIKUBE_ENV, mk_mod.BASE_IMAGE_ENV, mk_mod.KUBERNETES_VERSION_ENV, mk_mod.NETWORK_ENV):
         monkeypatch.delenv(var, raising=False)
     _owner_dir(tmp_path, monkeypatch)
@@ -103,19 +103,6 @@ def test_kind_commands_would_reuse_a_kept_cluster_without_creating_or_deleting(t
         ["kind", "load", "docker-image", "reg/agent:1", "--name", "ci"],
     ]
     p.teardown()  # created nothing: deletes nothing (would fail: there is no kind binary here)
-
-
-def test_kind_loads_the_named_image_archive_and_refuses_a_missing_one(tmp_path, monkeypatch):
-    archive = tmp_path / "agent-delta.tar"
-    monkeypatch.setenv(kind_mod.IMAGE_ARCHIVE_ENV, str(archive))
-    p = KindProvider(cni="calico", workdir=str(tmp_path))
-    assert p.load_command() == ["kind", "load", "image-archive", str(archive), "--name", "netslo"]
-    monkeypatch.setattr(kind_mod.shutil, "which", lambda _: "/usr/bin/kind")
-    with pytest.raises(SpecError, match=r"\$NETSLO_KIND_IMAGE_ARCHIVE: value '.*agent-delta.tar' — expected an "
-                                        r"image archive file"):
-        p.preflight()
-    archive.write_bytes(b"")
-    p.preflight()
 
 
 def test_kind_commands_would_refuse_to_clobber_an_existing_cluster(kind_calico):
