@@ -3,8 +3,10 @@
 import contextlib
 import socket
 import threading
+import time
 
 ATTEMPTS = 5
+READY_S = 10.0    # how long a responder may take to listen
 
 
 def free_port() -> int:
@@ -23,8 +25,9 @@ def free_port() -> int:
 
 
 def _start(serve, port: int):
-    """``serve`` in a daemon thread; (thread, stop event, exception list) once it is ready, or None
-    if it ended before listening (e.g. its port was taken meanwhile)."""
+    """``serve`` in a daemon thread: (thread, its stop event, None) once it listens, or (None, None,
+    what it raised) if it ended before (e.g. its port was taken meanwhile). AssertionError if it
+    neither listens nor ends within READY_S."""
     stopping, ready, failed = threading.Event(), threading.Event(), []
 
     def run():
@@ -35,10 +38,14 @@ def _start(serve, port: int):
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
+    deadline = time.monotonic() + READY_S
     while not ready.wait(0.05):
         if not t.is_alive():
-            return None, failed
-    return (t, stopping), failed
+            return None, None, failed[0] if failed else "it ended without an error"
+        if time.monotonic() > deadline:
+            stopping.set()
+            raise AssertionError(f"the responder did not listen on port {port} within {READY_S:.0f} s")
+    return t, stopping, None
 
 
 @contextlib.contextmanager
@@ -48,12 +55,11 @@ def serving(serve, port: int | None = None):
     listen on it (a port free when asked can be taken by any process before the responder binds)."""
     for _ in range(1 if port is not None else ATTEMPTS):
         p = port if port is not None else free_port()
-        started, failed = _start(serve, p)
-        if started is not None:
+        t, stopping, why = _start(serve, p)
+        if t is not None:
             break
     else:
-        raise AssertionError(f"the responder never listened (last port {p}): {failed[0] if failed else 'no error'}")
-    t, stopping = started
+        raise AssertionError(f"the responder never listened (last port {p}): {why}")
     try:
         yield p
     finally:

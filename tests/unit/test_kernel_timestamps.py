@@ -2,7 +2,6 @@
 them and say so, each request's kernel RTT lies inside its user-space one, and a kernel or path
 that gives none falls back with the metadata saying which timestamps were used."""
 
-import contextlib
 import socket
 
 import numpy as np
@@ -20,10 +19,9 @@ from .local_responder import serving
 N = 400
 
 
-@contextlib.contextmanager
 def _responder(module=udp_responder):
-    with serving(module.serve) as port:
-        yield port
+    """``module``'s responder on a free loopback port (a context manager yielding the port)."""
+    return serving(module.serve)
 
 
 def _probe(port: int, sender: str = "python"):
