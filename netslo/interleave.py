@@ -56,13 +56,22 @@ def judge(cluster, scenario, samples: SampleSet, spec: slo_mod.SloSpec, interval
 
     As in ``runner.run``, a failing verdict on samples taken over a host stall or a path freeze
     (``netslo.stalls``) is judged again on fresh samples from ``remeasure()`` (if given; twice at
-    most, ``runner.settle_stalls``), and the notes say so."""
+    most, ``runner.settle_stalls``), and so are samples whose sender could not keep its schedule
+    (``runner.OffPace``), once this host keeps time again; the notes say so. Without ``remeasure``,
+    or when the last samples were off pace too, OffPace is raised naming every attempt."""
     notes = []
     attempt = 0 if remeasure is not None else runner.REMEASURE_AFTER_STALL   # without: the last
     while True:
-        out = _judge(cluster, scenario, samples, spec, interval)
-        if not runner.settle_stalls(out, attempt, notes, spec.sampling.confidence):
-            break
+        try:
+            out = _judge(cluster, scenario, samples, spec, interval)
+        except runner.OffPace as e:
+            if attempt >= runner.REMEASURE_AFTER_STALL:
+                raise runner.OffPace(f"{scenario.id}: {e} (measurement {len(notes) + 1})"
+                                     + (". Before: " + "; ".join(notes) if notes else "")) from None
+            notes.append(f"re-measured: in the previous samples the {e}; {runner.this_host_keeps_time()}")
+        else:
+            if not runner.settle_stalls(out, attempt, notes, spec.sampling.confidence):
+                break
         samples = remeasure()
         attempt += 1
     out.notes.extend(notes)

@@ -58,3 +58,22 @@ def test_a_failure_during_a_host_stall_is_judged_again_on_fresh_samples():
     assert not out.failed and "re-measured" in out.notes[0]
     slow = _rows(50_000_000, 10_000)                                       # slow without a stall: stays failed
     assert judge(c, scenario, slow, spec, 0.003, remeasure=lambda: _rows(500_000, 10_000)).failed
+
+
+def test_samples_whose_sender_fell_behind_are_taken_again_and_stay_an_error_when_it_never_keeps_pace():
+    import pytest
+    from netslo import runner, slo
+    from netslo.interleave import judge
+    from netslo.scenario import Scenario
+    spec = slo.parse({"version": 1, "objectives": [{"name": "h", "select": {"protocol": "http"},
+                                                    "thresholds": {"rtt.p99": "30ms"}}]})
+    c = FakeCluster()
+    c.datapath, c.provider, c.environment = "bridge", "fake", lambda: {}
+    scenario = Scenario("cross-node", "http", "1k", interval=0.003)
+    lagging = _rows(500_000, 10_000_000)                                  # every send 10 ms late: off pace
+    with pytest.raises(runner.OffPace, match=r"\(measurement 1\)$"):     # no remeasure given
+        judge(c, scenario, lagging, spec, 0.003)
+    out = judge(c, scenario, lagging, spec, 0.003, remeasure=lambda: _rows(500_000, 10_000))
+    assert not out.failed and out.notes[0].startswith("re-measured: in the previous samples the probe could not keep")
+    with pytest.raises(runner.OffPace, match=r"\(measurement 3\)\. Before: re-measured.*; re-measured"):
+        judge(c, scenario, lagging, spec, 0.003, remeasure=lambda: _rows(500_000, 10_000_000))
