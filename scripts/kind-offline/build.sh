@@ -40,8 +40,7 @@ kubeadm_image() {  # NAME -> tag kubeadm asks for (e.g. etcd -> 3.6.5-0)
 }
 
 build_go_tools_cached() {
-  [[ -x $(gobuild_dir coredns "$COREDNS_VERSION")/bin/coredns && -x $(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")/bin/bandwidth \
-     && -x $(gobuild_dir crictl "$CRICTL_VERSION")/bin/crictl ]]
+  [[ -x $KO_COREDNS && -x $KO_CNI_BIN/bandwidth && -x $KO_CRICTL ]]
 }
 build_go_tools() {  # coredns at kubeadm's tag; the CNI plugins and crictl of the node image
   local dns out
@@ -101,7 +100,7 @@ component_images() {
     case $name in
       kube-apiserver|kube-controller-manager|kube-scheduler) bin=$K8S_DIR/bin/$name ;;
       etcd) bin=$(etcd_dir "$etcdv")/bin/etcd ;;
-      coredns) bin=$(gobuild_dir coredns "$COREDNS_VERSION")/bin/coredns ;;
+      coredns) bin=$KO_COREDNS ;;
       pause) bin=$K8S_DIR/bin/pause ;;
       kube-proxy) kube_proxy_image "$line" "$out"; continue ;;
       *) ko_die "kubeadm asks for $line, which this script does not build" ;;
@@ -175,7 +174,7 @@ kube_proxy_image() {  # REF OUT: Debian minbase + iptables/conntrack + kube-prox
 node_key() {
   { echo "$NODE_RECIPE $KIND_VERSION $KVER $SUITE $CNI_PLUGINS_VERSION"
     cat "$KO_IMAGES"/*.tar.id 2>/dev/null
-    sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} "$(gobuild_dir crictl "$CRICTL_VERSION")/bin/crictl" \
+    sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} "$KO_CRICTL" \
       "$KO_HERE/runc-wrapper" | cut -c1-64; } | sha256sum | cut -c1-16
 }
 
@@ -225,7 +224,7 @@ node_base() {  # -> docker image netslo-kind-base:<key> (only the base recipe in
     sed -i -e 's/^\(\s*restrict_oom_score_adj\s*=\s*\).*/\1true/' "$root/etc/containerd/config.toml"
     grep -q 'restrict_oom_score_adj = true' "$root/etc/containerd/config.toml" \
       || ko_die "node base: could not set restrict_oom_score_adj in kind's containerd config"
-    install -m 0755 "$(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")"/bin/{host-local,loopback,ptp,portmap,bandwidth} "$root/opt/cni/bin/"
+    install -m 0755 "$KO_CNI_BIN"/{host-local,loopback,ptp,portmap,bandwidth} "$root/opt/cni/bin/"
     rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \
       "${root:?}"/usr/share/man/* "${root:?}"/usr/share/locale/* "${root:?}"/var/log/*.log
     : > "$root/etc/resolv.conf"; : > "$root/etc/machine-id"
@@ -264,7 +263,7 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
     docker exec -i "$cid" sh -c "cat > /usr/bin/$f && chmod 0755 /usr/bin/$f" < "$K8S_DIR/bin/$f"
   done
   docker exec -i "$cid" sh -c 'cat > /usr/local/bin/crictl && chmod 0755 /usr/local/bin/crictl && crictl --version >/dev/null' \
-    < "$(gobuild_dir crictl "$CRICTL_VERSION")/bin/crictl"
+    < "$KO_CRICTL"
   # The nodes' bounding set lacks CAP_SYS_RESOURCE too (the engine's wrapper removed it), so a pod that
   # adds it without being privileged (cilium-agent does) would fail in the node's runc with "unable to
   # apply caps: operation not permitted": the node's containerd runs runc through the same wrapper.

@@ -167,7 +167,7 @@ calico_pack() {  # NAME STAGE-DIR ARGS...: STAGE-DIR as the top layer of calico/
 
 calico_images() {
   local stage cni
-  cni=$(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")/bin
+  cni=$KO_CNI_BIN
   stage=$(mktemp -d); chmod 0755 "$stage"
   # shellcheck disable=SC2064  # runs in ko_heavy's subshell
   trap "rm -rf $stage" EXIT

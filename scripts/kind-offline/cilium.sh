@@ -163,7 +163,7 @@ cilium_ref() {  # agent|operator -> the image the chart's values name (repositor
 
 cilium_images() {
   local stage cni f
-  cni=$(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")/bin
+  cni=$KO_CNI_BIN
   stage=$(mktemp -d); chmod 0755 "$stage"
   # shellcheck disable=SC2064  # runs in ko_heavy's subshell
   trap "rm -rf $stage" EXIT

@@ -41,6 +41,10 @@ export DOCKER_HOST=unix://$KO_SOCK
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
 gobuild_dir() { echo "$KO_CACHE/go/$1-$2"; }   # NAME VERSION -> directory holding bin/
+# what the go-tools step builds (build.sh), read by the node image and the CNI builds
+KO_COREDNS=$(gobuild_dir coredns "$COREDNS_VERSION")/bin/coredns
+KO_CNI_BIN=$(gobuild_dir cni-plugins "$CNI_PLUGINS_VERSION")/bin
+KO_CRICTL=$(gobuild_dir crictl "$CRICTL_VERSION")/bin/crictl
 gomod_copy() {  # MODULE@VERSION DIR [SUM]: a writable copy of the module's source (go install refuses
   # modules with replace directives); with SUM the module's hash must be that
   local info dir
