@@ -56,9 +56,10 @@ def judge(cluster, scenario, samples: SampleSet, spec: slo_mod.SloSpec, interval
 
     As in ``runner.run``, a failing verdict on samples taken over a host stall or a path freeze
     (``netslo.stalls``) is judged again on fresh samples from ``remeasure()`` (if given;
-    ``runner.REMEASURE_AFTER_STALL`` times at most, ``runner.settle_stalls``), and so are samples whose sender could not keep its schedule
-    (``runner.OffPace``), once this host keeps time again; the notes say so. Without ``remeasure``,
-    or when the last samples were off pace too, OffPace is raised naming every attempt."""
+    ``runner.REMEASURE_AFTER_STALL`` times at most, ``runner.settle_stalls``), and so are samples
+    whose sender could not keep its schedule (``runner.OffPace``), once this host keeps time again;
+    the notes say so. Without ``remeasure``, or when the last samples were off pace too, OffPace is
+    raised naming every attempt."""
     notes = []
     attempt = 0 if remeasure is not None else runner.REMEASURE_AFTER_STALL   # without: the last
     while True:
