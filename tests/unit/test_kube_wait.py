@@ -223,3 +223,13 @@ def test_pods_not_ready_in_time_are_named_with_their_status():
     with pytest.raises(InfrastructureError, match=r"^pods a, b, c in ns: not ready after 5s; last status: pod b: .*; "
                                                   r"pod c: not created; events of b: FailedScheduling"):
         wait_pods(api, "ns", ["a", "b", "c"], "run=r", 5, clock=clock)
+
+
+def test_a_node_is_not_ready_while_it_carries_a_start_up_taint():
+    ready = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": ""}]}}
+    cp = {**ready, "spec": {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}}
+    cilium = {**ready, "spec": {"taints": cp["spec"]["taints"] + [
+        {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoSchedule"}]}}
+    assert node_ready(ready)[0] and node_ready(cp)[0]          # the control plane's own taint is no start-up
+    ok, why = node_ready(cilium)
+    assert not ok and why.endswith("; start-up taint node.cilium.io/agent-not-ready")
