@@ -31,6 +31,7 @@ REMEASURE_AFTER_STALL = 3
 TIME_CHECK_REQUESTS = 100   # client_keeps_time: requests of one short run of the scenario's probe
 QUIET_RUNS = 3              # ... and how many in a row must keep time before a measurement is taken again
 TIME_CHECK_WAIT_S = 0.2     # ... and how long it waits for their answers
+TIME_CHECK_INTERVAL_S = 0.003   # ... and its send period at most: a sweep point at 1 s made each check run 100 s
 
 
 class SloBreach(AssertionError):
@@ -189,8 +190,9 @@ def client_keeps_time(cluster: Cluster, client: Pod, server: Pod, ports: dict, s
     ``QUIET_RUNS`` in a row send every request within ``level`` s of its schedule, at most
     ``QUIET_LIMIT_S``: the readiness signal of the client that stalled, wherever it runs. What it
     saw, for the notes."""
-    check = replace(probe_spec(scenario, server, ports, spec.sampling, TIME_CHECK_REQUESTS),
-                    wait=min(spec.sampling.wait, TIME_CHECK_WAIT_S))
+    full = probe_spec(scenario, server, ports, spec.sampling, TIME_CHECK_REQUESTS)
+    check = replace(full, wait=min(spec.sampling.wait, TIME_CHECK_WAIT_S),
+                    interval=min(full.interval, TIME_CHECK_INTERVAL_S))
     t0, runs, quiet = time.monotonic(), 0, 0
     while True:
         ran = cluster.probe(client, check)

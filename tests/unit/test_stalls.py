@@ -271,3 +271,13 @@ def test_a_sender_that_never_keeps_its_schedule_is_an_infrastructure_error_not_a
     msg = str(e.value)
     assert msg.startswith("cross-node-udp-64b: probe could not keep its schedule") and "(measurement 4)" in msg
     assert msg.count("re-measured: the previous run's probe could not keep its schedule") == 3
+
+
+def test_a_check_run_is_short_whatever_the_scenarios_send_period():
+    slow = Scenario("cross-node", "udp", "64b", interval=1.0)              # a sweep point at 1 s
+    c = Replay(_starved(), _run(lambda t: t + MS // 2, n=2000))
+    seen = []
+    probe = c.probe
+    c.probe = lambda client, spec: (seen.append(spec.interval), probe(client, spec))[1]
+    runner.run(c, None, SERVER, {"udp": 1}, slow, SPEC)
+    assert seen[1:4] == [runner.TIME_CHECK_INTERVAL_S] * 3 and seen[0] == 1.0
