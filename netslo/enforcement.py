@@ -28,7 +28,11 @@ before any policy; Cilium's BPF conntrack likewise; kube-proxy's DNAT lives in t
 Kubernetes leaves what a new policy does to existing connections to the implementation. One long
 flow would measure the conntrack timeout, not the change (kind + Calico, 2026-11-26, with one UDP
 flow: a deny was not in effect within 2.4 s in 10 of 10 trials). Each request here is a new flow,
-judged afresh: "answered" means its SYN was admitted (and routed), the question a change is about.
+judged afresh: "answered" means its SYN was admitted (and routed), the question a change is about. Its
+tuple is new too: the probe takes source ports in turn (``probes.tcp.SourcePorts``), since a SYN that
+reuses the tuple of a flow conntrack still holds (10 s after its close) can pass a deny as an
+established flow (kind + Calico, 2026-11-28: ~1 in 10 000 connections after the deny, which made the
+P99 of ``policy_enforce`` the window's length).
 A connection unanswered after ``GIVE_UP_S`` is aborted before its SYN could be sent again (RTO 1 s),
 so a SYN dropped in one window never gets through in the next; connections end with RST.
 
@@ -290,8 +294,12 @@ def _study(cluster, client, host, port, steps, trials, window, interval, lead_in
                 changes.append(_change(s.series, s.kind, s.apply, window))
                 if s.reset and not (trial == trials - 1 and i == len(steps) - 1):
                     changes.append(_change(RESET, STOP, s.reset, reset_window))
-    finally:
+    except (KeyboardInterrupt, SystemExit):
+        raise   # not waiting out the probe's schedule (minutes): the cluster's teardown ends its command
+    except BaseException:
         thread.join()
+        raise
+    thread.join()
     if "error" in box:
         raise box["error"]
     sent = box["samples"].rows["send_app_ns"]

@@ -7,8 +7,10 @@ connections per request can be hundreds at once while a policy drops their SYNs)
   before ``connect``), the connection is closed after the answer. With ``give_up`` (the change studies,
   ``netslo.enforcement``) a connection still unanswered after ``give_up`` s is aborted and its request
   counts as lost, before the kernel would send its SYN again; and every connection ends with RST, so
-  thousands per second leave no TIME_WAIT holding the ephemeral ports. Each request is then a new flow
-  that a stateful datapath (conntrack, a CNI's policy or load balancer) judges afresh.
+  thousands per second leave no TIME_WAIT holding the ephemeral ports; and the source ports are taken
+  in turn through the ephemeral range (``SourcePorts``), so no tuple comes back while conntrack still
+  holds the entry of its last use. Each request is then a new flow that a stateful datapath
+  (conntrack, a CNI's policy or load balancer) judges afresh.
 RTT = from the start of the request (connect or first write) to the last byte of the answer.
 
 Kernel timestamps (``netslo.kstamps``, docs/metrics.md), detected per connection: tcp-rr's
@@ -23,6 +25,7 @@ takes RX stamps (``kernel-rx``). send_app_ns / recv_app_ns hold the user-space t
 from __future__ import annotations
 
 import errno
+import os
 import select
 import socket
 import struct
@@ -89,10 +92,50 @@ def _request(seq: int, spec: ProbeSpec) -> bytes:
     return head + bytes(size - len(head))
 
 
-def _open(spec: ProbeSpec, blocking: bool) -> _Conn:
+PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"   # (it holds for IPv6 too)
+PORT_TRIES = 64            # ports a bind may skip (in use by another socket) before it gives up
+
+
+class SourcePorts:
+    """Source ports for the change studies' connections, taken in turn through this network
+    namespace's ephemeral range: a tuple comes back only after (range size) connections, ~28 s at
+    1 kHz. Left to the kernel, connect() may reuse a tuple within seconds; conntrack keeps a closed
+    flow's entry for 10 s (``nf_conntrack_tcp_timeout_close``), and a SYN that meets such an entry
+    need not be judged as a new flow: a stateful policy can admit it as an established one."""
+
+    def __init__(self, path: str = PORT_RANGE, start: int | None = None):
+        with open(path) as f:
+            self.lo, self.hi = (int(x) for x in f.read().split())
+        size = self.hi - self.lo + 1
+        self.next = self.lo + ((start if start is not None else int.from_bytes(os.urandom(2), "big")) % size)
+
+    def bind(self, sock: socket.socket, family: int) -> None:
+        """Bind ``sock`` to the next free port (one in use is skipped, PORT_TRIES at most)."""
+        addr = "::" if family == socket.AF_INET6 else "0.0.0.0"
+        for _ in range(PORT_TRIES):
+            port = self.next
+            self.next = self.lo if port >= self.hi else port + 1
+            try:
+                sock.bind((addr, port))
+                return
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise
+        raise OSError(errno.EADDRINUSE, f"no free source port in {PORT_TRIES} tries")
+
+
+def _open(spec: ProbeSpec, blocking: bool, ports: SourcePorts | None = None) -> _Conn:
     """A connection with kernel stamps asked for: TX and RX once connected (``blocking``), RX only
-    for a connection per request (OPT_ID needs a connected socket; its handshake has no data)."""
-    sock = socket.socket(socket_family(spec.host), socket.SOCK_STREAM)
+    for a connection per request (OPT_ID needs a connected socket; its handshake has no data);
+    from the next of ``ports`` when given."""
+    family = socket_family(spec.host)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    if ports is not None:
+        try:
+            ports.bind(sock, family)
+        except OSError:
+            sock.close()
+            raise
     set_nodelay(sock, spec.nodelay)
     set_tos(sock, spec.tos)
     if blocking:
@@ -161,6 +204,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     if persistent:
         conns.append(persistent)
     give_up_ns = int(spec.give_up * 1e9) if per_request and spec.give_up else 0
+    ports = SourcePorts() if give_up_ns else None   # the change studies: no tuple reused within 10 s
     opened: deque = deque()     # (give-up time ns, connection) in the order opened (give_up only)
     arrivals = 0
     clock = kstamps.clock()
@@ -179,7 +223,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
                 rows.retire(t)
             try:
                 if per_request:
-                    c = _open(spec, blocking=False)
+                    c = _open(spec, blocking=False, ports=ports)
                     conns.append(c)
                     if give_up_ns:
                         opened.append((t + give_up_ns, c))

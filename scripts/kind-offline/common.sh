@@ -38,6 +38,7 @@ NETSLO_VERSION=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$KO_REPO/netslo/__ini
 KO_AGENT_IMAGE=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:$NETSLO_VERSION}   # tagged with netslo's version
 
 export DOCKER_HOST=unix://$KO_SOCK
+export PATH=$KO_BIN:$PATH              # "docker" is the engine's own client (engine_client_link), for kind too
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
 gobuild_dir() { echo "$KO_CACHE/go/$1-$2"; }   # NAME VERSION -> directory holding bin/

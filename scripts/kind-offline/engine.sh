@@ -35,6 +35,12 @@ engine_fetch() {  # unpack the Debian packages once
   touch "$KO_ENGINE/.done"
 }
 
+engine_client_link() {  # the engine's own docker client (Debian's docker.io, the daemon's version) in $KO_BIN
+  mkdir -p "$KO_BIN"
+  ln -sf ../engine/root/usr/bin/docker "$KO_BIN/docker"
+  "$KO_BIN/docker" --version >/dev/null || ko_die "engine: $KO_BIN/docker (from docker.io) does not run"
+}
+
 engine_pid() { local p; p=$(cat "$KO_STATE/dockerd.pid" 2>/dev/null) || return 1; kill -0 "$p" 2>/dev/null && echo "$p"; }
 engine_alive() { engine_pid >/dev/null && docker version >/dev/null 2>&1; }
 

@@ -90,10 +90,11 @@ def test_up_and_down_leave_the_host_firewall_forwarding_and_sysctls_as_they_were
     try:
         _run("bash", str(SCRIPT), "up")
         env = dict(os.environ, DOCKER_HOST=f"unix://{STATE / 'docker.sock'}")
-        image = subprocess.run(["docker", "images", "-q", "localhost/netslo-kind-node"], env=env,
+        docker = str(CACHE / "bin" / "docker")   # the engine's own client, linked by up
+        image = subprocess.run([docker, "images", "-q", "localhost/netslo-kind-node"], env=env,
                                capture_output=True, text=True).stdout.split()
         if image:   # a container on kind's network, privileged like a kind node
-            subprocess.run(["docker", "run", "-d", "--privileged", "--network", "kind", "--name",
+            subprocess.run([docker, "run", "-d", "--privileged", "--network", "kind", "--name",
                             "netslo-hostcheck", "--entrypoint", "sleep", image[0], "300"],
                            env=env, check=True, capture_output=True)
         during = host_network_state()

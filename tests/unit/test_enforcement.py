@@ -1,6 +1,7 @@
 """Change studies: latency of one change from raw send times, censoring, trial statistics, SLO keys."""
 
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -226,3 +227,37 @@ def test_policy_cost_waits_until_the_path_is_steady():
 def test_policy_cost_errors_when_the_path_never_settles():
     with pytest.raises(InfrastructureError, match=r"did not settle within 0 s .*loss 5%"):
         policy_cost.settle(_Bursts([(5, 300)]), None, "10.0.0.1", 7000, limit_s=0.0)
+
+
+class _BlockingProbeCluster:
+    """A stand-in cluster whose probe blocks until released (what a minutes-long schedule does)."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.probing = threading.Event()
+
+    def exec_agent(self, pod, argv, timeout):
+        return None
+
+    def probe(self, pod, spec):
+        self.probing.set()
+        self.release.wait(30)
+        raise RuntimeError("ended by the teardown")
+
+
+def test_ctrl_c_in_a_study_does_not_wait_out_the_probe_with_a_stand_in_cluster():
+    """Ctrl-C during a change returns at once (the cluster's teardown ends the probe's command); it
+    used to wait in join() for the probe's whole schedule (26 min on kind, 2026-11-28)."""
+    cluster = _BlockingProbeCluster()
+
+    def interrupt():
+        cluster.probing.wait(5)
+        raise KeyboardInterrupt
+
+    step = en.Step("policy_enforce", en.STOP, interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            en.run(cluster, "client", "10.0.0.1", 80, [step], trials=1, window=0.05, lead_in=0.0)
+        assert not cluster.release.is_set() and cluster.probing.is_set()   # the probe is still running
+    finally:
+        cluster.release.set()

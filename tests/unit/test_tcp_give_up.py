@@ -45,3 +45,45 @@ def test_bad_give_up_is_one_line(protocol, give_up, expected):
     with pytest.raises(SpecError, match=r"give_up: value .* — expected") as e:
         check_give_up(protocol, give_up)
     assert expected in str(e.value) and "\n" not in str(e.value)
+
+
+def _peer_ports(count: int, give_up) -> list[int]:
+    """Source ports of a tcp-crr probe's connections, in order, as a listener on loopback saw them."""
+    seen: list[int] = []
+    with socket.socket() as lst:
+        lst.bind(("127.0.0.1", 0))
+        lst.listen(count)
+        tcp.run(ProbeSpec("tcp-crr", "127.0.0.1", lst.getsockname()[1], count=count, interval=0.001,
+                          req_bytes=64, resp_bytes=64, wait=0.05, give_up=give_up))
+        lst.settimeout(0.5)
+        for _ in range(count):
+            c, addr = lst.accept()
+            seen.append(addr[1])
+            c.close()
+    return seen
+
+
+def test_study_connections_take_source_ports_in_turn():
+    """Left to the kernel (no give_up: the latency scenarios) ports are not consecutive; the change
+    studies' connections take them one after another, so a tuple comes back only after the range."""
+    ports = tcp.SourcePorts()
+    steps = np.diff(_peer_ports(40, give_up=0.2)) % (ports.hi - ports.lo + 1)
+    # (a step above 1: a port another socket of this host held was skipped)
+    assert np.all((steps >= 1) & (steps <= tcp.PORT_TRIES)) and np.median(steps) == 1, steps
+    assert not np.all(np.diff(_peer_ports(40, give_up=None)) == 1)
+
+
+def test_source_ports_wrap_and_skip_a_port_in_use(tmp_path):
+    rng = tmp_path / "range"
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        busy = held.getsockname()[1]
+        rng.write_text(f"{busy - 2}\t{busy + 1}\n")
+        ports = tcp.SourcePorts(str(rng), start=1)          # busy - 1 first
+        got = []
+        for _ in range(4):
+            s = socket.socket()
+            ports.bind(s, socket.AF_INET)
+            got.append(s.getsockname()[1])
+            s.close()
+    assert got == [busy - 1, busy + 1, busy - 2, busy - 1]
