@@ -235,6 +235,7 @@ class _BlockingProbeCluster:
     def __init__(self):
         self.release = threading.Event()
         self.probing = threading.Event()
+        self.ended = threading.Event()
 
     def exec_agent(self, pod, argv, timeout):
         return None
@@ -242,6 +243,7 @@ class _BlockingProbeCluster:
     def probe(self, pod, spec):
         self.probing.set()
         self.release.wait(30)
+        self.ended.set()
         raise RuntimeError("ended by the teardown")
 
 
@@ -258,6 +260,6 @@ def test_ctrl_c_in_a_study_does_not_wait_out_the_probe_with_a_stand_in_cluster()
     try:
         with pytest.raises(KeyboardInterrupt):
             en.run(cluster, "client", "10.0.0.1", 80, [step], trials=1, window=0.05, lead_in=0.0)
-        assert not cluster.release.is_set() and cluster.probing.is_set()   # the probe is still running
+        assert cluster.probing.is_set() and not cluster.ended.is_set()   # the probe is still running
     finally:
         cluster.release.set()
