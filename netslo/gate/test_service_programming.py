@@ -66,15 +66,17 @@ def _study(service_type, change, netslo_cluster, netslo_client_for, netslo_svc_b
     except Unsupported as e:
         skip_unsupported(e)
     window = enforcement.window_for(ths, (series,))
-    # taking the endpoint out may wait for kube-proxy's next sync, minSyncPeriod (1 s) after the add's
-    reset = 2 * window if change == "endpoint" else window
+    # taking the endpoint out may wait for kube-proxy's next sync, minSyncPeriod (1 s) after the add's;
+    # after a reset the programmer must be idle again before the next change (ServiceProgram.quiet_s)
+    reset = max(2 * window if change == "endpoint" else window, svc.quiet_s)
     with svc:
         step = enforcement.Step(series, enforcement.RESUME, svc.create, reset=svc.delete)
         trials = enforcement.run(netslo_cluster, client, *svc.target, [step], trials=enforcement.trials_for(ths),
                                  window=window, reset_window=reset)
     trials.judge(ths, netslo_slo.sampling.confidence)
     lines = ([svc.description] if svc.emulated else []) + \
-        [f"{service_type} {svc.target[0]}:{svc.target[1]}" + (", endpoint added" if change == "endpoint" else "")] \
+        [f"{service_type} {svc.target[0]}:{svc.target[1]}" + (", endpoint added" if change == "endpoint" else "")
+         + f"; changes {window + reset:.2f} s apart" + (f" ({svc.quiet_why})" if svc.quiet_why else "")] \
         + trials.summary()
     text = netslo_study_report(request.node.name, lines, trials.numbers(netslo_slo.sampling.confidence))
     request.node.user_properties.append(("netslo_service_programming", text))   # (the fixture warns under xunit2)

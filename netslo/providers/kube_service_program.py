@@ -11,6 +11,11 @@ until the Service is gone. Change ``endpoint``: the Service is made once, its se
 label ``netslo.io/svc-member=<its name>``, which no pod has; ``create()`` puts that label on the backend
 pod (one patch: the EndpointSlice controller then adds the pod, and the data plane follows),
 ``delete()`` removes it.
+
+``quiet_s`` (``service_program``) comes from kube-proxy's ``minSyncPeriod`` (``kube_proxy_sync``):
+a reset may take two syncs (the Service's removal, then its EndpointSlice's, at most one period
+apart), and the next change must come one full period after the last of them; ``QUIET_MARGIN_S``
+covers the syncs' own run (~65 ms each on kind + Calico here) and the watch events' delivery.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import random
 
 from ..errors import InfrastructureError
 from . import kube_manifests as km
+from . import kube_proxy_sync
 from .kube_wait import wait_deleted
 from .base import Pod
 from .service_program import ServiceProgram, check_change, check_type
@@ -27,6 +33,7 @@ from .service_program import ServiceProgram, check_change, check_type
 NODE_PORTS = (30000, 32767)
 TRIES = 20
 MEMBER_LABEL = "netslo.io/svc-member"
+QUIET_MARGIN_S = 0.5    # s beyond two kube-proxy sync periods after a reset (see the module docstring)
 
 
 class KubeServiceProgram(ServiceProgram):
@@ -41,6 +48,8 @@ class KubeServiceProgram(ServiceProgram):
                                             ports=[{"name": "tcp", "port": port, "targetPort": port, "protocol": "TCP"}])
         self._pod = cluster.k8s_pod_name(backend)
         self._closed = False
+        min_sync, self.quiet_why = kube_proxy_sync.read(self.api)
+        self.quiet_s = 2 * min_sync + QUIET_MARGIN_S if min_sync > 0 else 0.0
         if change == "service":
             self._reserve(backend, port)
             return

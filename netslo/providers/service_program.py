@@ -15,6 +15,11 @@ removes it; ``endpoint`` — the Service exists throughout without endpoints, ``
 backend its endpoint (on Kubernetes: labels the pod so the Service selects it, and the EndpointSlice
 controller adds it), ``delete()`` takes it out again: the EndpointSlice change that clusterloader2's
 "network programming latency" starts from, as the data plane sees it.
+
+A programmer that rate-limits its syncs (kube-proxy: one per ``minSyncPeriod``) makes a change wait
+for the syncs the change before it started; ``quiet_s`` is how long a study leaves after each reset
+so that every measured change meets it idle: each trial measures one change alone, whatever the
+window (and the threshold it comes from), and trials stay independent, as the percentile CIs assume.
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ class ServiceProgram(contextlib.AbstractContextManager, abc.ABC):
     target: tuple = ("", 0)
 
     change: str = "service"
+    # s from a reset until the next change meets an idle programmer (no sync pending, its rate limit
+    # spent: kube-proxy's minSyncPeriod), and a phrase saying where it comes from; 0 where none limits
+    quiet_s: float = 0.0
+    quiet_why: str = ""
 
     @abc.abstractmethod
     def create(self) -> None:
