@@ -38,7 +38,7 @@ from . import units
 from .endpoint import parse_target
 from .families import ANY
 from .errors import SpecError
-from .probes import MODULES, SENDERS
+from .probes import MODULES, SENDERS, SOURCE_PORTS
 from .responders.kinds import KINDS
 
 EXIT_USAGE = 2
@@ -75,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--give-up", default=None,
                    help="tcp-crr: abort a connection unanswered after this long (< 1s; its request is lost) "
                         "and end every connection with RST")
+    q.add_argument("--source-ports", default="kernel", choices=SOURCE_PORTS,
+                   help="tcp-crr: source ports chosen by connect() (kernel) or taken in turn through the "
+                        "ephemeral range (in-turn: no tuple back within range-size connections)")
     q.add_argument("--out", required=True)
     q.add_argument("--progress", action="store_true", help="a line per chunk of requests on stderr")
     d = q.add_argument_group("dns", "lookups of the dns probe (netslo.probes.dns)")
@@ -92,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
 def probe_spec(args):
     """argparse namespace -> ProbeSpec, every unit checked."""
     from .dscp import tos_byte
-    from .probes import ProbeSpec, check_give_up, check_sender
+    from .probes import ProbeSpec, check_give_up, check_sender, check_source_ports
     dns = dns_options(args)
     host, port = (args.target, 53) if dns is not None and args.target == "resolv.conf" else parse_target(args.target)
     if args.count < 1:
@@ -103,6 +106,7 @@ def probe_spec(args):
     check_sender(args.protocol, args.sender, "--sender")
     give_up = None if args.give_up is None else units.duration(args.give_up, "--give-up")
     check_give_up(args.protocol, give_up, "--give-up")
+    check_source_ports(args.protocol, args.source_ports, "--source-ports")
     interval = units.duration(args.interval, "--interval")
     if interval <= 0:
         raise SpecError("--interval", args.interval, "a duration > 0, e.g. '2ms'")
@@ -111,7 +115,7 @@ def probe_spec(args):
                      resp_bytes=units.size(args.resp_size, "--resp-size"),
                      tos=tos_byte(args.tos, "--tos"), nodelay=not args.no_nodelay,
                      wait=units.duration(args.wait, "--wait"), cpu=args.cpu, sender=args.sender, dns=dns,
-                     give_up=give_up)
+                     give_up=give_up, source_ports=args.source_ports)
 
 
 def dns_options(args):

@@ -63,6 +63,7 @@ PROTOCOL = "tcp-crr"     # a new flow per request (see the module docstring)
 GIVE_UP_S = 0.25         # s a request's connection may take: above any handshake here, below the SYN RTO
 WAIT_S = 0.3             # s the probe waits for answers after its last request (> GIVE_UP_S)
 REPLACE_STUDIES = 2      # run: further studies at most that replace trials not measured
+IN_TURN, KERNEL = "in-turn", "kernel"   # the probe's source ports (probes.SOURCE_PORTS; module docstring)
 
 
 @dataclass(frozen=True)
@@ -211,15 +212,17 @@ class Trials:
         return [c for c in self.checks if c.verdict != slo_mod.PASS]
 
 
-def probe_spec(host: str, port: int, count: int, interval: float) -> ProbeSpec:
+def probe_spec(host: str, port: int, count: int, interval: float, source_ports: str = IN_TURN) -> ProbeSpec:
     """The studies' probe (also ``policy_cost``'s): ``count`` new connections, ``interval`` s apart,
-    64-byte requests, each given up after GIVE_UP_S (see the module docstring)."""
+    64-byte requests, each given up after GIVE_UP_S, source ports as ``source_ports`` says (see the
+    module docstring)."""
     return ProbeSpec(PROTOCOL, host, port, count=count, interval=interval, req_bytes=REQ_BYTES,
-                     resp_bytes=REQ_BYTES, wait=WAIT_S, give_up=GIVE_UP_S)
+                     resp_bytes=REQ_BYTES, wait=WAIT_S, give_up=GIVE_UP_S, source_ports=source_ports)
 
 
 def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, window: float,
-        interval: float = 0.001, lead_in: float | None = None, reset_window: float | None = None) -> Trials:
+        interval: float = 0.001, lead_in: float | None = None, reset_window: float | None = None,
+        source_ports: str = IN_TURN) -> Trials:
     """``trials`` rounds of ``steps`` while a tcp-crr probe from ``client`` to host:port (a TCP responder)
     runs throughout.
 
@@ -236,7 +239,8 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
     is replaced: a further study runs as many rounds as the series with most unmeasured trials lacks,
     after undoing the last step inside its probe's schedule (checked like every reset),
     ``REPLACE_STUDIES`` times at most, and only while at most half the trials are missing (more is no
-    one-off). What is still missing then is judged as missing (too few trials: not a verdict)."""
+    one-off). What is still missing then is judged as missing (too few trials: not a verdict).
+    ``source_ports``: the probe's (``probe_spec``; IN_TURN for policies, KERNEL for Services)."""
     reset_window = window if reset_window is None else reset_window
     lead_in = START_S if lead_in is None else lead_in
     if trials < 1 or window <= 0 or interval <= 0 or reset_window <= 0:
@@ -244,19 +248,19 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
                          f"{interval!r} — expected > 0")
     cluster.exec_agent(client, ["--help"], timeout=60.0)   # a warm agent: the lead-in need not cover a cold start
     samples, changes, late_ns = _study(cluster, client, host, port, steps, trials, window, interval, lead_in,
-                                       reset_window)
+                                       reset_window, source_ports)
     if late_ns > 0:   # started after the first change: once more, waiting longer than it took
         if steps[-1].reset:
             steps[-1].reset()
         samples, changes, _ = _study(cluster, client, host, port, steps, trials, window, interval,
-                                     lead_in + 1.5 * late_ns * 1e-9 + START_S, reset_window)
+                                     lead_in + 1.5 * late_ns * 1e-9 + START_S, reset_window, source_ports)
     values, parts, replaced = latencies(samples, changes), [samples], 0
     for _ in range(REPLACE_STUDIES):
         short = max(trials - int((~np.isnan(v)).sum()) for v in values.values())
         if short <= 0 or short > trials // 2:   # more than half: a systematic cause (an allow after a deny
             break                               # that never took effect), which the verdict reports
         more, more_changes, _ = _study(cluster, client, host, port, steps, short, window, interval, lead_in,
-                                       reset_window, undo_first=steps[-1].reset)
+                                       reset_window, source_ports, undo_first=steps[-1].reset)
         for series, v in latencies(more, more_changes).items():
             values[series] = np.concatenate([values[series], v])
         parts.append(more)
@@ -265,7 +269,8 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
                   replaced=replaced)
 
 
-def _study(cluster, client, host, port, steps, trials, window, interval, lead_in, reset_window, undo_first=None):
+def _study(cluster, client, host, port, steps, trials, window, interval, lead_in, reset_window, source_ports=IN_TURN,
+           undo_first=None):
     """One probe run with the trials inside it: (samples, changes, ns the first request came after the
     first change's t0; <= 0 when the probe was in time). ``undo_first``: a reset run (and checked) in
     the schedule before the first trial, for a study that follows one whose last step was kept."""
@@ -273,7 +278,7 @@ def _study(cluster, client, host, port, steps, trials, window, interval, lead_in
     resets = sum(reset_window for s in steps if s.reset) + (reset_window if undo_first else 0)
     trial_time = trials * (len(steps) * window + resets)
     span = lead_in + 1.1 * trial_time + TAIL_S             # 10 %: changes that overrun their windows
-    spec = probe_spec(host, port, math.ceil(span / interval), interval)
+    spec = probe_spec(host, port, math.ceil(span / interval), interval, source_ports)
     box: dict = {}
 
     def probe():

@@ -72,7 +72,7 @@ def _study(service_type, change, netslo_cluster, netslo_client_for, netslo_svc_b
     with svc:
         step = enforcement.Step(series, enforcement.RESUME, svc.create, reset=svc.delete)
         trials = enforcement.run(netslo_cluster, client, *svc.target, [step], trials=enforcement.trials_for(ths),
-                                 window=window, reset_window=reset)
+                                 window=window, reset_window=reset, source_ports=enforcement.KERNEL)
     trials.judge(ths, netslo_slo.sampling.confidence)
     lines = ([svc.description] if svc.emulated else []) + \
         [f"{service_type} {svc.target[0]}:{svc.target[1]}" + (", endpoint added" if change == "endpoint" else "")

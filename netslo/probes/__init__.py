@@ -25,6 +25,7 @@ class ProbeSpec:
     dns: object = None            # dns only: what each lookup asks (probes.dns.DnsOptions; None = its defaults)
     give_up: float | None = None  # tcp-crr only: abort a connection unanswered after this many s (its request
                                   # is lost) and end every connection with RST (no TIME_WAIT); < GIVE_UP_MAX_S
+    source_ports: str = "kernel"  # tcp-crr only: "kernel" (connect() picks) or "in-turn" (probes.tcp.SourcePorts)
 
     @property
     def interval_ns(self) -> int:
@@ -65,6 +66,19 @@ SENDERS = ("python", "native")
 # a tcp-crr give-up must end a connection before its SYN is sent again (initial RTO 1 s, RFC 6298 2.1),
 # so a SYN a policy dropped never gets through later, into the next change's window
 GIVE_UP_MAX_S = 1.0
+
+
+SOURCE_PORTS = ("kernel", "in-turn")   # how tcp-crr's connections get their source ports (probes.tcp)
+
+
+def check_source_ports(protocol: str, mode: str, field: str = "source_ports") -> None:
+    """SpecError unless ``mode`` is one of SOURCE_PORTS, and "kernel" for any protocol but tcp-crr."""
+    from ..errors import SpecError
+    if mode not in SOURCE_PORTS:
+        raise SpecError(field, mode, f"one of {', '.join(SOURCE_PORTS)}")
+    if mode != "kernel" and protocol != "tcp-crr":
+        raise SpecError(field, mode, f"'kernel' for {protocol}: only tcp-crr (a connection per request) "
+                        "takes its source ports in turn")
 
 
 def check_give_up(protocol: str, give_up: float | None, field: str = "give_up") -> None:

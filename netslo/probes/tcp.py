@@ -7,10 +7,12 @@ connections per request can be hundreds at once while a policy drops their SYNs)
   before ``connect``), the connection is closed after the answer. With ``give_up`` (the change studies,
   ``netslo.enforcement``) a connection still unanswered after ``give_up`` s is aborted and its request
   counts as lost, before the kernel would send its SYN again; and every connection ends with RST, so
-  thousands per second leave no TIME_WAIT holding the ephemeral ports; and the source ports are taken
-  in turn through the ephemeral range (``SourcePorts``), so no tuple comes back while conntrack still
-  holds the entry of its last use. Each request is then a new flow that a stateful datapath
-  (conntrack, a CNI's policy or load balancer) judges afresh.
+  thousands per second leave no TIME_WAIT holding the ephemeral ports. With ``source_ports``
+  "in-turn" (the policy studies) the source ports are taken in turn through the ephemeral range
+  (``SourcePorts``), so no tuple comes back while conntrack still holds the *closed* entry of its
+  last use (10 s); "kernel" leaves them to ``connect()``. Each request is then a new flow that a
+  stateful datapath (conntrack, a CNI's policy or load balancer) judges afresh; what a tuple's
+  return can still meet is said in ``netslo.enforcement``.
 RTT = from the start of the request (connect or first write) to the last byte of the answer.
 
 Kernel timestamps (``netslo.kstamps``, docs/metrics.md), detected per connection: tcp-rr's
@@ -204,7 +206,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     if persistent:
         conns.append(persistent)
     give_up_ns = int(spec.give_up * 1e9) if per_request and spec.give_up else 0
-    ports = SourcePorts() if give_up_ns else None   # the change studies: no tuple reused within 10 s
+    ports = SourcePorts() if per_request and spec.source_ports == "in-turn" else None
     opened: deque = deque()     # (give-up time ns, connection) in the order opened (give_up only)
     arrivals = 0
     clock = kstamps.clock()

@@ -128,6 +128,8 @@ class Cluster(abc.ABC):
             args += spec.dns.cli_args()
         if spec.give_up is not None:
             args += ["--give-up", f"{spec.give_up * 1e6:.0f}us"]
+        if spec.source_ports != "kernel":
+            args += ["--source-ports", spec.source_ports]
         budget = spec.count * spec.interval + spec.wait + 30.0 + (spec.dns.longest_s() if spec.dns else 0.0)
         scheduled(spec.count * spec.interval, "probing")
         data = self.exec_agent(pod, args, timeout=budget)

@@ -7,7 +7,7 @@ import socket
 import numpy as np
 import pytest
 
-from netslo.probes import ProbeSpec, check_give_up, tcp
+from netslo.probes import ProbeSpec, check_give_up, check_source_ports, tcp
 from netslo.errors import SpecError
 from netslo.responders import tcp as tcp_responder
 
@@ -47,14 +47,15 @@ def test_bad_give_up_is_one_line(protocol, give_up, expected):
     assert expected in str(e.value) and "\n" not in str(e.value)
 
 
-def _peer_ports(count: int, give_up) -> list[int]:
-    """Source ports of a tcp-crr probe's connections, in order, as a listener on loopback saw them."""
+def _peer_ports(count: int, source_ports: str) -> list[int]:
+    """Source ports of a tcp-crr probe's connections (give_up as in the studies), in order, as a
+    listener on loopback saw them."""
     seen: list[int] = []
     with socket.socket() as lst:
         lst.bind(("127.0.0.1", 0))
         lst.listen(count)
         tcp.run(ProbeSpec("tcp-crr", "127.0.0.1", lst.getsockname()[1], count=count, interval=0.001,
-                          req_bytes=64, resp_bytes=64, wait=0.05, give_up=give_up))
+                          req_bytes=64, resp_bytes=64, wait=0.05, give_up=0.2, source_ports=source_ports))
         lst.settimeout(0.5)
         for _ in range(count):
             c, addr = lst.accept()
@@ -63,14 +64,23 @@ def _peer_ports(count: int, give_up) -> list[int]:
     return seen
 
 
-def test_study_connections_take_source_ports_in_turn():
-    """Left to the kernel (no give_up: the latency scenarios) ports are not consecutive; the change
-    studies' connections take them one after another, so a tuple comes back only after the range."""
+def test_in_turn_connections_take_source_ports_one_after_another():
+    """Left to the kernel (the Service study, the latency scenarios) ports are not consecutive; in
+    turn (the policy studies) they follow one another, so a tuple comes back only after the range."""
     ports = tcp.SourcePorts()
-    steps = np.diff(_peer_ports(40, give_up=0.2)) % (ports.hi - ports.lo + 1)
+    steps = np.diff(_peer_ports(40, "in-turn")) % (ports.hi - ports.lo + 1)
     # (a step above 1: a port another socket of this host held was skipped)
     assert np.all((steps >= 1) & (steps <= tcp.PORT_TRIES)) and np.median(steps) == 1, steps
-    assert not np.all(np.diff(_peer_ports(40, give_up=None)) == 1)
+    assert not np.all(np.diff(_peer_ports(40, "kernel")) == 1)
+
+
+@pytest.mark.parametrize("protocol,mode,expected", [
+    ("tcp-crr", "random", "one of kernel, in-turn"), ("tcp-rr", "in-turn", "only tcp-crr")])
+def test_bad_source_ports_is_one_line(protocol, mode, expected):
+    with pytest.raises(SpecError, match=r"source_ports: value .* — expected") as e:
+        check_source_ports(protocol, mode)
+    assert expected in str(e.value) and "\n" not in str(e.value)
+    check_source_ports("udp", "kernel")
 
 
 def test_source_ports_wrap_and_skip_a_port_in_use(tmp_path):
