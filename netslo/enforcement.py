@@ -29,10 +29,20 @@ Kubernetes leaves what a new policy does to existing connections to the implemen
 flow would measure the conntrack timeout, not the change (kind + Calico, 2026-11-26, with one UDP
 flow: a deny was not in effect within 2.4 s in 10 of 10 trials). Each request here is a new flow,
 judged afresh: "answered" means its SYN was admitted (and routed), the question a change is about. Its
-tuple is new too: the probe takes source ports in turn (``probes.tcp.SourcePorts``), since a SYN that
-reuses the tuple of a flow conntrack still holds (10 s after its close) can pass a deny as an
-established flow (kind + Calico, 2026-11-28: ~1 in 10 000 connections after the deny, which made the
-P99 of ``policy_enforce`` the window's length).
+tuple is new too: the probe takes source ports in turn (``probes.tcp.SourcePorts``), so a tuple comes
+back only after the client's whole ephemeral range (28 232 ports by default). Two conntrack entries a
+returning tuple could meet decide how long that must be:
+- a closed flow's (10 s, ``nf_conntrack_tcp_timeout_close``): a SYN on its tuple can pass a deny as an
+  established flow (kind + Calico, 2026-11-28, ports left to ``connect()``: ~1 in 10 000 connections
+  after the deny, which made the P99 of ``policy_enforce`` the window's length). The policy studies
+  send every 1 ms: a tuple is back after ~28 s.
+- an unanswered SYN's (``SYN_SENT_S``, 120 s, refreshed whenever its tuple comes back): a request to a
+  ClusterIP sent before kube-proxy programs it is routed out as it is and leaves such an entry on the
+  client's node without the Service's DNAT, and a later SYN on that tuple follows the entry, not the
+  new rules. On kind + Calico (2026-11-28, 1 ms, one create every 4.42 s) the first six creates took
+  ~1.2 s, then most were not answered within 1.92 s once the range had come round, with ~27 700 such
+  entries on the client's node (nearly the whole range). The Service study therefore sends every
+  5 ms (a tuple back after 141 s) and checks that the range allows it (``tuple_return_s``).
 A connection unanswered after ``GIVE_UP_S`` is aborted before its SYN could be sent again (RTO 1 s),
 so a SYN dropped in one window never gets through in the next; connections end with RST.
 
@@ -63,7 +73,8 @@ PROTOCOL = "tcp-crr"     # a new flow per request (see the module docstring)
 GIVE_UP_S = 0.25         # s a request's connection may take: above any handshake here, below the SYN RTO
 WAIT_S = 0.3             # s the probe waits for answers after its last request (> GIVE_UP_S)
 REPLACE_STUDIES = 2      # run: further studies at most that replace trials not measured
-IN_TURN, KERNEL = "in-turn", "kernel"   # the probe's source ports (probes.SOURCE_PORTS; module docstring)
+IN_TURN = "in-turn"      # the studies' source ports (probes.SOURCE_PORTS; the module docstring)
+SYN_SENT_S = 120.0       # s conntrack keeps an unanswered SYN's entry (nf_conntrack_tcp_timeout_syn_sent default)
 
 
 @dataclass(frozen=True)
@@ -222,7 +233,7 @@ def probe_spec(host: str, port: int, count: int, interval: float, source_ports: 
 
 def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, window: float,
         interval: float = 0.001, lead_in: float | None = None, reset_window: float | None = None,
-        source_ports: str = IN_TURN) -> Trials:
+        source_ports: str = IN_TURN, tuple_return_s: float = 0.0) -> Trials:
     """``trials`` rounds of ``steps`` while a tcp-crr probe from ``client`` to host:port (a TCP responder)
     runs throughout.
 
@@ -240,7 +251,9 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
     after undoing the last step inside its probe's schedule (checked like every reset),
     ``REPLACE_STUDIES`` times at most, and only while at most half the trials are missing (more is no
     one-off). What is still missing then is judged as missing (too few trials: not a verdict).
-    ``source_ports``: the probe's (``probe_spec``; IN_TURN for policies, KERNEL for Services)."""
+    ``source_ports``: the probe's (``probe_spec``). ``tuple_return_s``: the least time (s) before a
+    source tuple may come back (IN_TURN: the client's port range x ``interval``); a shorter one, as
+    the probe reports its range, is an InfrastructureError (the study's values are not trusted)."""
     reset_window = window if reset_window is None else reset_window
     lead_in = START_S if lead_in is None else lead_in
     if trials < 1 or window <= 0 or interval <= 0 or reset_window <= 0:
@@ -254,6 +267,7 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
             steps[-1].reset()
         samples, changes, _ = _study(cluster, client, host, port, steps, trials, window, interval,
                                      lead_in + 1.5 * late_ns * 1e-9 + START_S, reset_window, source_ports)
+    check_tuple_return(samples, interval, tuple_return_s)
     values, parts, replaced = latencies(samples, changes), [samples], 0
     for _ in range(REPLACE_STUDIES):
         short = max(trials - int((~np.isnan(v)).sum()) for v in values.values())
@@ -267,6 +281,21 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
         replaced += short
     return Trials(values, interval, window, parts[0] if len(parts) == 1 else SampleSet.concat(parts),
                   replaced=replaced)
+
+
+def check_tuple_return(samples: SampleSet, interval: float, least_s: float) -> None:
+    """InfrastructureError when the probe's source ports (taken in turn over ``source_port_range``,
+    one per ``interval`` s) bring a tuple back sooner than ``least_s`` s."""
+    if least_s <= 0:
+        return
+    lo, hi = samples.meta.get("source_port_range") or (0, -1)
+    back_s = (hi - lo + 1) * interval
+    if back_s < least_s:
+        raise InfrastructureError(
+            f"the study's probe takes source ports in turn over {lo}-{hi}, so a tuple comes back after "
+            f"{back_s:.0f} s at one connection per {interval * 1e3:g} ms; it must not within {least_s:.0f} s "
+            f"(a conntrack entry of an unanswered SYN lives that long): widen the client's "
+            f"net.ipv4.ip_local_port_range")
 
 
 def _study(cluster, client, host, port, steps, trials, window, interval, lead_in, reset_window, source_ports=IN_TURN,

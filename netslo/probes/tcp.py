@@ -312,6 +312,8 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         holder.close()
     meta = spec.meta()
     meta.update(_stamp_meta(counts))
+    if ports is not None:
+        meta["source_port_range"] = [ports.lo, ports.hi]
     return rows.finish(meta)
 
 

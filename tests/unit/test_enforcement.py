@@ -10,7 +10,7 @@ from netslo import enforcement as en
 from netslo import policy_cost, slo
 from netslo.errors import InfrastructureError, SpecError
 from netslo.providers import kube_policy, netns_policy
-from netslo.samples import SAMPLE_DTYPE, SampleSet
+from netslo.samples import SAMPLE_DTYPE, SampleSet, empty
 
 MS = 1_000_000
 
@@ -263,3 +263,18 @@ def test_ctrl_c_in_a_study_does_not_wait_out_the_probe_with_a_stand_in_cluster()
         assert cluster.probing.is_set() and not cluster.ended.is_set()   # the probe is still running
     finally:
         cluster.release.set()
+
+
+
+def test_a_study_whose_tuples_come_back_too_soon_is_an_infrastructure_error():
+    """The Service study needs a tuple to stay away longer than an unanswered SYN's conntrack entry
+    (120 s): 28 232 ports in turn at 5 ms are 141 s; at 1 ms 28 s is refused, as is a probe that
+    reports no range (ports left to connect(): no bound at all)."""
+    kind_range = SampleSet(empty(0), {"source_port_range": [32768, 60999]})
+    en.check_tuple_return(kind_range, 0.005, en.SYN_SENT_S)
+    en.check_tuple_return(SampleSet(empty(0), {}), 0.001, 0.0)          # not asked for: nothing to check
+    with pytest.raises(InfrastructureError, match=r"32768-60999, so a tuple comes back after 28 s .* within 120 s") as e:
+        en.check_tuple_return(kind_range, 0.001, en.SYN_SENT_S)
+    assert "\n" not in str(e.value)
+    with pytest.raises(InfrastructureError, match="comes back after 0 s"):
+        en.check_tuple_return(SampleSet(empty(0), {}), 0.005, en.SYN_SENT_S)
