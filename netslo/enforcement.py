@@ -36,13 +36,14 @@ returning tuple could meet decide how long that must be:
   established flow (kind + Calico, 2026-11-28, ports left to ``connect()``: ~1 in 10 000 connections
   after the deny, which made the P99 of ``policy_enforce`` the window's length). The policy studies
   send every 1 ms: a tuple is back after ~28 s.
-- an unanswered SYN's (``SYN_SENT_S``, 120 s, refreshed whenever its tuple comes back): a request to a
+- an unanswered SYN's (120 s, ``nf_conntrack_tcp_timeout_syn_sent``, refreshed whenever its tuple comes back): a request to a
   ClusterIP sent before kube-proxy programs it is routed out as it is and leaves such an entry on the
   client's node without the Service's DNAT, and a later SYN on that tuple follows the entry, not the
   new rules. On kind + Calico (2026-11-28, 1 ms, one create every 4.42 s) the first six creates took
   ~1.2 s, then most were not answered within 1.92 s once the range had come round, with ~27 700 such
-  entries on the client's node (nearly the whole range). The Service study therefore sends every
-  5 ms (a tuple back after 141 s) and checks that the range allows it (``tuple_return_s``).
+  entries on the client's node (nearly the whole range). The Service study on a real cluster
+  therefore sends every 5 ms (a tuple back after 141 s) and checks that the range allows it
+  (``tuple_return_s``; ``ServiceProgram.tuple_return_s``).
 A connection unanswered after ``GIVE_UP_S`` is aborted before its SYN could be sent again (RTO 1 s),
 so a SYN dropped in one window never gets through in the next; connections end with RST.
 
@@ -74,7 +75,6 @@ GIVE_UP_S = 0.25         # s a request's connection may take: above any handshak
 WAIT_S = 0.3             # s the probe waits for answers after its last request (> GIVE_UP_S)
 REPLACE_STUDIES = 2      # run: further studies at most that replace trials not measured
 IN_TURN = "in-turn"      # the studies' source ports (probes.SOURCE_PORTS; the module docstring)
-SYN_SENT_S = 120.0       # s conntrack keeps an unanswered SYN's entry (nf_conntrack_tcp_timeout_syn_sent default)
 
 
 @dataclass(frozen=True)

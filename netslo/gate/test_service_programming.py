@@ -25,10 +25,10 @@ from netslo.providers.service_program import SERVICE_TYPES
 pytestmark = pytest.mark.cni
 
 PLACEMENT = "cross-node"   # the backend on another node than the client (a skip on one node)
-# s between the probe's connections: its source ports, taken in turn, then bring a tuple back only
-# after the SYN_SENT entry of its last use is gone (28 232 ports x 5 ms = 141 s > 120 s; see
-# netslo.enforcement); the resolution, 5 ms, is under 1 % of the ~1 s values on kube-proxy
-INTERVAL_S = 0.005
+# s between the probe's connections: 1 ms, or 5 ms where a tuple must stay away for long
+# (ServiceProgram.tuple_return_s: on a real cluster 120 s, which 28 232 ports in turn cover at 5 ms:
+# 141 s; see netslo.enforcement); 5 ms is under 1 % of the ~1 s values on kube-proxy
+INTERVAL_S, RETURN_INTERVAL_S = 0.001, 0.005
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +76,9 @@ def _study(service_type, change, netslo_cluster, netslo_client_for, netslo_svc_b
     with svc:
         step = enforcement.Step(series, enforcement.RESUME, svc.create, reset=svc.delete)
         trials = enforcement.run(netslo_cluster, client, *svc.target, [step], trials=enforcement.trials_for(ths),
-                                 window=window, reset_window=reset, interval=INTERVAL_S,
-                                 tuple_return_s=enforcement.SYN_SENT_S)
+                                 window=window, reset_window=reset,
+                                 interval=RETURN_INTERVAL_S if svc.tuple_return_s else INTERVAL_S,
+                                 tuple_return_s=svc.tuple_return_s)
     trials.judge(ths, netslo_slo.sampling.confidence)
     lines = ([svc.description] if svc.emulated else []) + \
         [f"{service_type} {svc.target[0]}:{svc.target[1]}" + (", endpoint added" if change == "endpoint" else "")

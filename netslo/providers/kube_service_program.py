@@ -34,11 +34,15 @@ NODE_PORTS = (30000, 32767)
 TRIES = 20
 MEMBER_LABEL = "netslo.io/svc-member"
 QUIET_MARGIN_S = 0.5    # s beyond two kube-proxy sync periods after a reset (see the module docstring)
+# s conntrack keeps an unanswered SYN's entry (nf_conntrack_tcp_timeout_syn_sent's default): one to a
+# ClusterIP sent before kube-proxy programmed it holds no DNAT, and a later SYN on its tuple follows it
+SYN_SENT_S = 120.0
 
 
 class KubeServiceProgram(ServiceProgram):
     emulated = False
     description = "a real Service; kube-proxy or the CNI's load balancer programs it"
+    tuple_return_s = SYN_SENT_S
 
     def __init__(self, cluster, backend: Pod, port: int, type: str, client: Pod, change: str = "service"):
         check_type(type)

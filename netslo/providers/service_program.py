@@ -59,6 +59,9 @@ class ServiceProgram(contextlib.AbstractContextManager, abc.ABC):
     # spent: kube-proxy's minSyncPeriod), and a phrase saying where it comes from; 0 where none limits
     quiet_s: float = 0.0
     quiet_why: str = ""
+    # s a client's source tuple must stay away before it is used again: a request sent before the
+    # Service is programmed may leave state that a later request on its tuple follows (0: none)
+    tuple_return_s: float = 0.0
 
     @abc.abstractmethod
     def create(self) -> None:
