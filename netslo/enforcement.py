@@ -34,16 +34,17 @@ back only after the client's whole ephemeral range (28 232 ports by default). Tw
 returning tuple could meet decide how long that must be:
 - a closed flow's (10 s, ``nf_conntrack_tcp_timeout_close``): a SYN on its tuple can pass a deny as an
   established flow (kind + Calico, 2026-11-28, ports left to ``connect()``: ~1 in 10 000 connections
-  after the deny, which made the P99 of ``policy_enforce`` the window's length). The policy studies
-  send every 1 ms: a tuple is back after ~28 s.
-- an unanswered SYN's (120 s, ``nf_conntrack_tcp_timeout_syn_sent``, refreshed whenever its tuple comes back): a request to a
-  ClusterIP sent before kube-proxy programs it is routed out as it is and leaves such an entry on the
-  client's node without the Service's DNAT, and a later SYN on that tuple follows the entry, not the
-  new rules. On kind + Calico (2026-11-28, 1 ms, one create every 4.42 s) the first six creates took
-  ~1.2 s, then most were not answered within 1.92 s once the range had come round, with ~27 700 such
-  entries on the client's node (nearly the whole range). The Service study on a real cluster
-  therefore sends every 5 ms (a tuple back after 141 s) and checks that the range allows it
-  (``tuple_return_s``; ``ServiceProgram.tuple_return_s``).
+  after the deny, which made the P99 of ``policy_enforce`` the window's length). At 1 ms a tuple is
+  back after ~28 s.
+- an unanswered SYN's (120 s, ``nf_conntrack_tcp_timeout_syn_sent``, refreshed whenever its tuple
+  comes back): a request to a ClusterIP sent before kube-proxy programs it is routed out as it is
+  and leaves such an entry on the client's node without the Service's DNAT, and a later SYN on that
+  tuple follows the entry, not the new rules. On kind + Calico (2026-11-28, 1 ms, a create every
+  4.42 s), ports in turn: the first seven creates took 0.1-1.2 s, and once the range had come round
+  (28 s) 262 of 368 were not answered within 1.92 s; ports left to ``connect()``: the same from the
+  seventh create on, with ~27 700 such entries on the client's node, nearly the whole range. The
+  Service study on a real cluster therefore sends every 5 ms (a tuple back after 141 s) and checks
+  that the range allows it (``tuple_return_s``; ``ServiceProgram.tuple_return_s``).
 A connection unanswered after ``GIVE_UP_S`` is aborted before its SYN could be sent again (RTO 1 s),
 so a SYN dropped in one window never gets through in the next; connections end with RST.
 
@@ -74,7 +75,7 @@ PROTOCOL = "tcp-crr"     # a new flow per request (see the module docstring)
 GIVE_UP_S = 0.25         # s a request's connection may take: above any handshake here, below the SYN RTO
 WAIT_S = 0.3             # s the probe waits for answers after its last request (> GIVE_UP_S)
 REPLACE_STUDIES = 2      # run: further studies at most that replace trials not measured
-IN_TURN = "in-turn"      # the studies' source ports (probes.SOURCE_PORTS; the module docstring)
+IN_TURN = "in-turn"      # the studies' source ports (probes.SOURCE_PORTS; see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -223,17 +224,16 @@ class Trials:
         return [c for c in self.checks if c.verdict != slo_mod.PASS]
 
 
-def probe_spec(host: str, port: int, count: int, interval: float, source_ports: str = IN_TURN) -> ProbeSpec:
+def probe_spec(host: str, port: int, count: int, interval: float) -> ProbeSpec:
     """The studies' probe (also ``policy_cost``'s): ``count`` new connections, ``interval`` s apart,
-    64-byte requests, each given up after GIVE_UP_S, source ports as ``source_ports`` says (see the
-    module docstring)."""
+    64-byte requests, each given up after GIVE_UP_S, source ports in turn (see the module docstring)."""
     return ProbeSpec(PROTOCOL, host, port, count=count, interval=interval, req_bytes=REQ_BYTES,
-                     resp_bytes=REQ_BYTES, wait=WAIT_S, give_up=GIVE_UP_S, source_ports=source_ports)
+                     resp_bytes=REQ_BYTES, wait=WAIT_S, give_up=GIVE_UP_S, source_ports=IN_TURN)
 
 
 def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, window: float,
         interval: float = 0.001, lead_in: float | None = None, reset_window: float | None = None,
-        source_ports: str = IN_TURN, tuple_return_s: float = 0.0) -> Trials:
+        tuple_return_s: float = 0.0) -> Trials:
     """``trials`` rounds of ``steps`` while a tcp-crr probe from ``client`` to host:port (a TCP responder)
     runs throughout.
 
@@ -251,9 +251,9 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
     after undoing the last step inside its probe's schedule (checked like every reset),
     ``REPLACE_STUDIES`` times at most, and only while at most half the trials are missing (more is no
     one-off). What is still missing then is judged as missing (too few trials: not a verdict).
-    ``source_ports``: the probe's (``probe_spec``). ``tuple_return_s``: the least time (s) before a
-    source tuple may come back (IN_TURN: the client's port range x ``interval``); a shorter one, as
-    the probe reports its range, is an InfrastructureError (the study's values are not trusted)."""
+    ``tuple_return_s``: the least time (s) before a source tuple may come back (the client's port
+    range x ``interval``); a shorter one, as the probe reports its range, is an InfrastructureError
+    (the study's values would not be trusted)."""
     reset_window = window if reset_window is None else reset_window
     lead_in = START_S if lead_in is None else lead_in
     if trials < 1 or window <= 0 or interval <= 0 or reset_window <= 0:
@@ -261,12 +261,12 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
                          f"{interval!r} — expected > 0")
     cluster.exec_agent(client, ["--help"], timeout=60.0)   # a warm agent: the lead-in need not cover a cold start
     samples, changes, late_ns = _study(cluster, client, host, port, steps, trials, window, interval, lead_in,
-                                       reset_window, source_ports)
+                                       reset_window)
     if late_ns > 0:   # started after the first change: once more, waiting longer than it took
         if steps[-1].reset:
             steps[-1].reset()
         samples, changes, _ = _study(cluster, client, host, port, steps, trials, window, interval,
-                                     lead_in + 1.5 * late_ns * 1e-9 + START_S, reset_window, source_ports)
+                                     lead_in + 1.5 * late_ns * 1e-9 + START_S, reset_window)
     check_tuple_return(samples, interval, tuple_return_s)
     values, parts, replaced = latencies(samples, changes), [samples], 0
     for _ in range(REPLACE_STUDIES):
@@ -274,7 +274,7 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
         if short <= 0 or short > trials // 2:   # more than half: a systematic cause (an allow after a deny
             break                               # that never took effect), which the verdict reports
         more, more_changes, _ = _study(cluster, client, host, port, steps, short, window, interval, lead_in,
-                                       reset_window, source_ports, undo_first=steps[-1].reset)
+                                       reset_window, undo_first=steps[-1].reset)
         for series, v in latencies(more, more_changes).items():
             values[series] = np.concatenate([values[series], v])
         parts.append(more)
@@ -298,8 +298,7 @@ def check_tuple_return(samples: SampleSet, interval: float, least_s: float) -> N
             f"net.ipv4.ip_local_port_range")
 
 
-def _study(cluster, client, host, port, steps, trials, window, interval, lead_in, reset_window, source_ports=IN_TURN,
-           undo_first=None):
+def _study(cluster, client, host, port, steps, trials, window, interval, lead_in, reset_window, undo_first=None):
     """One probe run with the trials inside it: (samples, changes, ns the first request came after the
     first change's t0; <= 0 when the probe was in time). ``undo_first``: a reset run (and checked) in
     the schedule before the first trial, for a study that follows one whose last step was kept."""
@@ -307,7 +306,7 @@ def _study(cluster, client, host, port, steps, trials, window, interval, lead_in
     resets = sum(reset_window for s in steps if s.reset) + (reset_window if undo_first else 0)
     trial_time = trials * (len(steps) * window + resets)
     span = lead_in + 1.1 * trial_time + TAIL_S             # 10 %: changes that overrun their windows
-    spec = probe_spec(host, port, math.ceil(span / interval), interval, source_ports)
+    spec = probe_spec(host, port, math.ceil(span / interval), interval)
     box: dict = {}
 
     def probe():

@@ -8,9 +8,9 @@ connections per request can be hundreds at once while a policy drops their SYNs)
   ``netslo.enforcement``) a connection still unanswered after ``give_up`` s is aborted and its request
   counts as lost, before the kernel would send its SYN again; and every connection ends with RST, so
   thousands per second leave no TIME_WAIT holding the ephemeral ports. With ``source_ports``
-  "in-turn" (the policy studies) the source ports are taken in turn through the ephemeral range
-  (``SourcePorts``), so no tuple comes back while conntrack still holds the *closed* entry of its
-  last use (10 s); "kernel" leaves them to ``connect()``. Each request is then a new flow that a
+  "in-turn" (the change studies) the source ports are taken in turn through the ephemeral range
+  (``SourcePorts``), so a tuple comes back only after the whole range; "kernel" leaves them to
+  ``connect()``. Each request is then a new flow that a
   stateful datapath (conntrack, a CNI's policy or load balancer) judges afresh; what a tuple's
   return can still meet is said in ``netslo.enforcement``.
 RTT = from the start of the request (connect or first write) to the last byte of the answer.
@@ -99,9 +99,9 @@ PORT_TRIES = 64            # ports a bind may skip (in use by another socket) be
 
 
 class SourcePorts:
-    """Source ports for the change studies' connections, taken in turn through this network
-    namespace's ephemeral range: a tuple comes back only after (range size) connections, ~28 s at
-    1 kHz. Left to the kernel, connect() may reuse a tuple within seconds; conntrack keeps a closed
+    """Source ports for the change studies' connections (``source_ports`` "in-turn"), taken in turn
+    through this network namespace's ephemeral range: a tuple comes back only after (range size)
+    connections, ~28 s at 1 kHz. Left to the kernel, connect() may reuse a tuple within seconds; conntrack keeps a closed
     flow's entry for 10 s (``nf_conntrack_tcp_timeout_close``), and a SYN that meets such an entry
     need not be judged as a new flow: a stateful policy can admit it as an established one."""
 
