@@ -265,7 +265,6 @@ def test_ctrl_c_in_a_study_does_not_wait_out_the_probe_with_a_stand_in_cluster()
         cluster.release.set()
 
 
-
 def test_a_study_whose_tuples_come_back_too_soon_is_an_infrastructure_error():
     """The Service study needs a tuple to stay away longer than an unanswered SYN's conntrack entry
     (120 s): 28 232 ports in turn at 5 ms are 141 s; at 1 ms 28 s is refused, as is a probe that

@@ -65,8 +65,8 @@ def _peer_ports(count: int, source_ports: str) -> list[int]:
 
 
 def test_in_turn_connections_take_source_ports_one_after_another():
-    """Left to the kernel (the Service study, the latency scenarios) ports are not consecutive; in
-    turn (the policy studies) they follow one another, so a tuple comes back only after the range."""
+    """Left to the kernel (the latency scenarios) ports are not consecutive; in turn (the change
+    studies) they follow one another, so a tuple comes back only after the range."""
     ports = tcp.SourcePorts()
     steps = np.diff(_peer_ports(40, "in-turn")) % (ports.hi - ports.lo + 1)
     # (a step above 1: a port another socket of this host held was skipped)
