@@ -63,7 +63,7 @@ import numpy as np
 
 from . import slo as slo_mod
 from .errors import InfrastructureError
-from .probes import ProbeSpec
+from .probes import IN_TURN, ProbeSpec
 from .samples import SampleSet
 from .stats import Estimate, percentile_estimate
 
@@ -75,7 +75,6 @@ PROTOCOL = "tcp-crr"     # a new flow per request (see the module docstring)
 GIVE_UP_S = 0.25         # s a request's connection may take: above any handshake here, below the SYN RTO
 WAIT_S = 0.3             # s the probe waits for answers after its last request (> GIVE_UP_S)
 REPLACE_STUDIES = 2      # run: further studies at most that replace trials not measured
-IN_TURN = "in-turn"      # the studies' source ports (probes.SOURCE_PORTS; see the module docstring)
 
 
 @dataclass(frozen=True)

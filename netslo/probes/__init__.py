@@ -69,6 +69,7 @@ GIVE_UP_MAX_S = 1.0
 
 
 SOURCE_PORTS = ("kernel", "in-turn")   # how tcp-crr's connections get their source ports (probes.tcp)
+IN_TURN = SOURCE_PORTS[1]
 
 
 def check_source_ports(protocol: str, mode: str, field: str = "source_ports") -> None:

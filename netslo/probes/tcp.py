@@ -37,7 +37,7 @@ from .. import kstamps, samples, stream, wire
 from ..families import socket_family
 from ..sockopts import set_nodelay, set_tos
 from ..timing import now_ns, pin_cpu, set_timer_slack
-from . import ProbeSpec
+from . import IN_TURN, ProbeSpec
 
 RECV_CHUNK = 1 << 20
 MAX_UNSTAMPED = 4096        # requests of one connection awaiting their TX stamp, at most
@@ -206,7 +206,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     if persistent:
         conns.append(persistent)
     give_up_ns = int(spec.give_up * 1e9) if per_request and spec.give_up else 0
-    ports = SourcePorts() if per_request and spec.source_ports == "in-turn" else None
+    ports = SourcePorts() if per_request and spec.source_ports == IN_TURN else None
     opened: deque = deque()     # (give-up time ns, connection) in the order opened (give_up only)
     arrivals = 0
     clock = kstamps.clock()
