@@ -83,11 +83,34 @@ def test_bad_source_ports_is_one_line(protocol, mode, expected):
     check_source_ports("udp", "kernel")
 
 
+def _free_block(size: int) -> int:
+    """The first port of ``size`` free ports below the ephemeral range, where neither connect() nor
+    bind(0) of another process takes one while the test runs (a block around an ephemeral port did:
+    CI, 2026-11-28, its neighbour was taken by another socket)."""
+    with open(tcp.PORT_RANGE) as f:
+        low = int(f.read().split()[0])
+    for first in range(low - size - 100, 1024, -size):
+        socks = []
+        try:
+            for port in range(first, first + size):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("0.0.0.0", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    pytest.fail(f"no {size} free ports below the ephemeral range {low}")
+
+
 def test_source_ports_wrap_and_skip_a_port_in_use(tmp_path):
     rng = tmp_path / "range"
+    first = _free_block(4)
     with socket.socket() as held:
-        held.bind(("0.0.0.0", 0))
-        busy = held.getsockname()[1]
+        busy = first + 2
+        held.bind(("0.0.0.0", busy))
         rng.write_text(f"{busy - 2}\t{busy + 1}\n")
         ports = tcp.SourcePorts(str(rng), start=1)          # busy - 1 first
         got = []
