@@ -287,7 +287,10 @@ def check_tuple_return(samples: SampleSet, interval: float, least_s: float) -> N
     one per ``interval`` s) bring a tuple back sooner than ``least_s`` s."""
     if least_s <= 0:
         return
-    lo, hi = samples.meta.get("source_port_range") or (0, -1)
+    if not samples.meta.get("source_port_range"):
+        raise InfrastructureError("the study's probe reported no source-port range: it must take source "
+                                  "ports in turn (an agent older than the study?)")
+    lo, hi = samples.meta["source_port_range"]
     back_s = (hi - lo + 1) * interval
     if back_s < least_s:
         raise InfrastructureError(

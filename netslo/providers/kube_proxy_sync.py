@@ -11,7 +11,8 @@ back to back and the create's latency measured 0.34 s; with changes 2.4 s apart,
 
 ``min_sync_period(config)`` reads the period (s) from a parsed configuration; ``read(api)`` from the
 cluster's ``kube-system/kube-proxy`` ConfigMap (kubeadm's, which kind and minikube use): (seconds,
-where it came from), or (0.0, why not) when no kube-proxy runs there.
+where it came from), or (0.0, why not) when no kube-proxy runs there; a configuration it cannot
+read is an InfrastructureError.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 
 import yaml
 
-from ..errors import SpecError
+from ..errors import InfrastructureError, SpecError
 
 DEFAULT_S = {"iptables": 1.0, "nftables": 1.0, "ipvs": 0.0}    # s, upstream defaults for a zero value
 CONFIG_MAP = ("kube-system", "kube-proxy", "config.conf")     # namespace, name, key (kubeadm)
@@ -62,12 +63,16 @@ def read(api) -> tuple[float, str]:
     cm = api.get("configmap", name, namespace, missing_ok=True)
     if not cm:
         return 0.0, f"no ConfigMap {namespace}/{name}: no kube-proxy rate limit assumed"
-    text = (cm.get("data") or {}).get(key)
-    if text is None:
-        raise SpecError(f"ConfigMap {namespace}/{name}", sorted(cm.get("data") or {}), f"a key {key!r}")
+    where = f"ConfigMap {namespace}/{name}"
     try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise SpecError(f"ConfigMap {namespace}/{name} {key}", text[:60], f"YAML ({e})") from e
-    seconds, mode = min_sync_period(config)
+        text = (cm.get("data") or {}).get(key)
+        if text is None:
+            raise SpecError(where, sorted(cm.get("data") or {}), f"a key {key!r}")
+        try:
+            config = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise SpecError(f"{where} {key}", text[:60], f"YAML ({e})") from e
+        seconds, mode = min_sync_period(config)
+    except SpecError as e:     # the cluster's state, not the user's input
+        raise InfrastructureError(f"the cluster's kube-proxy configuration ({where}) is not usable: {e}") from e
     return seconds, f"kube-proxy {mode} minSyncPeriod {seconds:g} s (ConfigMap {namespace}/{name})"

@@ -5,7 +5,7 @@ stand-in holding that ConfigMap (kind reads the real one: the gate's test_servic
 
 import pytest
 
-from netslo.errors import SpecError
+from netslo.errors import InfrastructureError, SpecError
 from netslo.providers import kube_proxy_sync as kps
 from netslo.providers.base import Pod
 from netslo.providers.kube_service_program import QUIET_MARGIN_S, KubeServiceProgram
@@ -86,7 +86,8 @@ def test_read_from_the_cluster_says_where_the_period_came_from():
     assert kps.read(Api(KIND_CONFIG)) == (1.0, "kube-proxy iptables minSyncPeriod 1 s (ConfigMap kube-system/kube-proxy)")
     seconds, why = kps.read(Api(None))
     assert seconds == 0.0 and "no ConfigMap kube-system/kube-proxy" in why
-    with pytest.raises(SpecError, match="kube-proxy iptables.minSyncPeriod: value '1 second'"):
+    with pytest.raises(InfrastructureError, match="kube-proxy configuration .ConfigMap kube-system/kube-proxy. "
+                       "is not usable: kube-proxy iptables.minSyncPeriod: value '1 second'"):
         kps.read(Api(KIND_CONFIG.replace("minSyncPeriod: 1s", "minSyncPeriod: 1 second")))
 
 
