@@ -73,6 +73,7 @@ TAIL_S = 0.05            # s the schedule runs past the last window
 REQ_BYTES = 64
 PROTOCOL = "tcp-crr"     # a new flow per request (see the module docstring)
 GIVE_UP_S = 0.25         # s a request's connection may take: above any handshake here, below the SYN RTO
+PORT_MODE = IN_TURN      # the connections' source ports, taken in turn (see the module docstring)
 WAIT_S = 0.3             # s the probe waits for answers after its last request (> GIVE_UP_S)
 REPLACE_STUDIES = 2      # run: further studies at most that replace trials not measured
 
@@ -227,7 +228,7 @@ def probe_spec(host: str, port: int, count: int, interval: float) -> ProbeSpec:
     """The studies' probe (also ``policy_cost``'s): ``count`` new connections, ``interval`` s apart,
     64-byte requests, each given up after GIVE_UP_S, source ports in turn (see the module docstring)."""
     return ProbeSpec(PROTOCOL, host, port, count=count, interval=interval, req_bytes=REQ_BYTES,
-                     resp_bytes=REQ_BYTES, wait=WAIT_S, give_up=GIVE_UP_S, source_ports=IN_TURN)
+                     resp_bytes=REQ_BYTES, wait=WAIT_S, give_up=GIVE_UP_S, source_ports=PORT_MODE)
 
 
 def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, window: float,

@@ -64,15 +64,14 @@ def read(api) -> tuple[float, str]:
     if not cm:
         return 0.0, f"no ConfigMap {namespace}/{name}: no kube-proxy rate limit assumed"
     where = f"ConfigMap {namespace}/{name}"
-    try:
-        text = (cm.get("data") or {}).get(key)
-        if text is None:
-            raise SpecError(where, sorted(cm.get("data") or {}), f"a key {key!r}")
-        try:
-            config = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise SpecError(f"{where} {key}", text[:60], f"YAML ({e})") from e
-        seconds, mode = min_sync_period(config)
-    except SpecError as e:     # the cluster's state, not the user's input
+    data = cm.get("data") or {}
+    try:       # the cluster's state, not the user's input: an InfrastructureError
+        if key not in data:
+            raise SpecError(where, sorted(data), f"a key {key!r}")
+        seconds, mode = min_sync_period(yaml.safe_load(data[key]))
+    except yaml.YAMLError as e:
+        raise InfrastructureError(f"the cluster's kube-proxy configuration ({where}) is not usable: "
+                                  f"{key} is not YAML ({' '.join(str(e).split())})") from e
+    except SpecError as e:
         raise InfrastructureError(f"the cluster's kube-proxy configuration ({where}) is not usable: {e}") from e
-    return seconds, f"kube-proxy {mode} minSyncPeriod {seconds:g} s (ConfigMap {namespace}/{name})"
+    return seconds, f"kube-proxy {mode} minSyncPeriod {seconds:g} s ({where})"

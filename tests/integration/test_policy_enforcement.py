@@ -82,7 +82,7 @@ def test_a_stateful_policy_is_measured_on_new_flows(cluster, monkeypatch):
         assert any("ESTABLISHED" in r for r in pol.rules(server))
         monkeypatch.setattr(en, "PROTOCOL", "tcp-rr")   # one flow, opened before the first deny
         monkeypatch.setattr(en, "GIVE_UP_S", None)
-        monkeypatch.setattr(en, "IN_TURN", "kernel")     # (one flow: no source ports to take in turn)
+        monkeypatch.setattr(en, "PORT_MODE", "kernel")   # (one flow: no source ports to take in turn)
         pol.allow(client, server, port)
         one_flow = en.run(c, client, server.ip, port, _policy_steps(pol, client, server, port)[:1], 2, WINDOW)
     assert np.isfinite(trials.values["policy_enforce"]).all(), trials.values

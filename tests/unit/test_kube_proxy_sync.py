@@ -89,6 +89,9 @@ def test_read_from_the_cluster_says_where_the_period_came_from():
     with pytest.raises(InfrastructureError, match="kube-proxy configuration .ConfigMap kube-system/kube-proxy. "
                        "is not usable: kube-proxy iptables.minSyncPeriod: value '1 second'"):
         kps.read(Api(KIND_CONFIG.replace("minSyncPeriod: 1s", "minSyncPeriod: 1 second")))
+    with pytest.raises(InfrastructureError, match="config.conf is not YAML") as e:
+        kps.read(Api("mode: [iptables\n"))
+    assert "\n" not in str(e.value)
 
 
 def _program(api, change):

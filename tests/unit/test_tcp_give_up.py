@@ -87,8 +87,7 @@ def _free_block(size: int) -> int:
     """The first port of ``size`` free ports below the ephemeral range, where neither connect() nor
     bind(0) of another process takes one while the test runs (a block around an ephemeral port did:
     CI, 2026-11-28, its neighbour was taken by another socket)."""
-    with open(tcp.PORT_RANGE) as f:
-        low = int(f.read().split()[0])
+    low = tcp.SourcePorts().lo
     for first in range(low - size - 100, 1024, -size):
         socks = []
         try:
