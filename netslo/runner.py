@@ -3,6 +3,7 @@ extra sampling while any check is inconclusive (see ``slo`` for the policy)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field, replace
 
@@ -15,6 +16,7 @@ from .probes import ProbeSpec
 from .providers.base import Cluster, Pod
 from .samples import SampleSet
 from .scenario import RESPONDER_OF, Scenario
+from .idle_guard import IdleGuard, guarded
 from .phase_times import timed_call
 from .stalls import HOST_STALL_S, QUIET_LIMIT_S, host_stall, stall_level, untouched, wait_for_quiet_host, why_remeasure
 from .stats import Analysis, analyze
@@ -195,7 +197,8 @@ def client_keeps_time(cluster: Cluster, client: Pod, server: Pod, ports: dict, s
                     interval=min(full.interval, TIME_CHECK_INTERVAL_S))
     t0, runs, quiet = time.monotonic(), 0, 0
     while True:
-        ran = cluster.probe(client, check)
+        with _guard(full.interval):   # the condition the measurement runs in: no CPU idles long
+            ran = cluster.probe(client, check)
         runs += 1
         worst = max((float(ChunkDelays(c).series("timer_error").max(initial=0)) for c in ran.chunks()),
                     default=0.0) / 1e9
@@ -264,6 +267,11 @@ def host_made_breach(out: Outcome, confidence: float, level: float = HOST_STALL_
             + "; ".join(c.line() for c in checks) + ")")
 
 
+def _guard(period_s: float):
+    """An ``IdleGuard`` for a probe sending every ``period_s`` s when ``idle_guard.guarded``, else nothing."""
+    return IdleGuard() if guarded(period_s) else contextlib.nullcontext()
+
+
 def _measure(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scenario,
              spec: slo_mod.SloSpec) -> Outcome:
     """One measurement with bounded extra sampling while any check is inconclusive."""
@@ -281,7 +289,8 @@ def _measure(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: 
         count = min(sampling.samples, sampling.max_samples - total)
         progress.note(f"{scenario.id}: batch {len(batches) + 1}/{most} ({count} requests, "
                       f"{format_duration(count * (scenario.interval or sampling.interval))} of sending)")
-        batch = cluster.probe(client, probe_spec(scenario, server, ports, sampling, count))
+        with _guard(scenario.interval or sampling.interval):
+            batch = cluster.probe(client, probe_spec(scenario, server, ports, sampling, count))
         batches.append(batch)
         total += len(batch)
         merged = batches[0] if len(batches) == 1 else SampleSet.concat(batches)
@@ -292,7 +301,10 @@ def _measure(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: 
             break
     checks = judge_all(analysis, thresholds, sampling.confidence)
     merged.meta.update(scenario=scenario.id, server_pod=server.name, server_node=server.node, family=scenario.family)
-    out = Outcome(scenario, merged, analysis, checks, cluster.environment(), len(batches), time.monotonic() - t0)
+    env = cluster.environment()
+    if guarded(scenario.interval or sampling.interval):
+        env = {**env, "idle_guard": IdleGuard().describe()}
+    out = Outcome(scenario, merged, analysis, checks, env, len(batches), time.monotonic() - t0)
     progress.note(out.summary_line())
     return out
 

@@ -17,7 +17,7 @@ import aiohttp
 from .. import samples, stream, tlsca
 from ..families import url_host
 from ..sockopts import set_nodelay, set_tos
-from ..timing import now_ns, pin_cpu
+from ..timing import now_ns, pin_cpu, sleep_until
 from . import ProbeSpec
 
 
@@ -77,9 +77,7 @@ async def _run(spec: ProbeSpec, rows) -> None:
         pending: set = set()       # tasks still running (finished ones are dropped)
         for seq in range(spec.count):
             sched = start + seq * interval_ns
-            delay = (sched - now_ns()) / 1e9
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await sleep_until(sched)
             rows[seq]["sched_ns"] = sched
             task = loop.create_task(one(seq))
             pending.add(task)

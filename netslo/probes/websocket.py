@@ -23,7 +23,7 @@ from .. import payload, samples, stream, tcpinfo, tlsca, wire
 from ..errors import SpecError
 from ..families import url_host
 from ..sockopts import set_nodelay
-from ..timing import now_ns, pin_cpu
+from ..timing import now_ns, pin_cpu, sleep_until
 from . import ProbeSpec
 from .http import _socket_factory  # TOS + Nagle on the socket aiohttp opens
 
@@ -92,9 +92,7 @@ async def _run(spec: ProbeSpec, rows, meta: dict) -> None:
         try:
             for seq in range(n):
                 sched = start + seq * interval_ns
-                delay = (sched - now_ns()) / 1e9
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                await sleep_until(sched)
                 row = rows[seq]
                 row["sched_ns"] = sched
                 row["send_ns"] = now_ns()
