@@ -285,24 +285,25 @@ def _measure(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: 
     batches: list[SampleSet] = []
     total = 0
     most = -(-sampling.max_samples // sampling.samples)   # batches at most
+    period = scenario.interval or sampling.interval       # s between sends (probe_spec's interval)
     while True:
         count = min(sampling.samples, sampling.max_samples - total)
         progress.note(f"{scenario.id}: batch {len(batches) + 1}/{most} ({count} requests, "
-                      f"{format_duration(count * (scenario.interval or sampling.interval))} of sending)")
-        with _guard(scenario.interval or sampling.interval):
+                      f"{format_duration(count * period)} of sending)")
+        with _guard(period):
             batch = cluster.probe(client, probe_spec(scenario, server, ports, sampling, count))
         batches.append(batch)
         total += len(batch)
         merged = batches[0] if len(batches) == 1 else SampleSet.concat(batches)
         analysis = analyze(merged, sampling.confidence)
-        check_pace(analysis, scenario.interval or sampling.interval)
+        check_pace(analysis, period)
         verdicts = [c.verdict for c in judge_all(analysis, thresholds, sampling.confidence, final=False)]
         if slo_mod.INCONCLUSIVE not in verdicts or total >= sampling.max_samples:
             break
     checks = judge_all(analysis, thresholds, sampling.confidence)
     merged.meta.update(scenario=scenario.id, server_pod=server.name, server_node=server.node, family=scenario.family)
     env = cluster.environment()
-    if guarded(scenario.interval or sampling.interval):
+    if guarded(period):
         env = {**env, "idle_guard": IdleGuard().describe()}
     out = Outcome(scenario, merged, analysis, checks, env, len(batches), time.monotonic() - t0)
     progress.note(out.summary_line())
