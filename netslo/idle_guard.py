@@ -3,8 +3,8 @@
 A probe that sends once every 0.4-1 s leaves every CPU idle for most of a period. On a virtual
 machine a vCPU that halted for that long can wake late: this project's CI runs (2-core KVM microVM,
 2026-11-27 and -28) saw the WebSocket sender wake 5-7 ms after its 1 s sleeps, four measurements in a
-row, while sleeps of 3 ms kept within 2 ms; the replies of those runs were late by the same amount,
-so the send-interval sweep measured the host's wake-up, not the pod network (an infrastructure
+row, while sleeps of 3 ms kept within 2 ms; the last run's RTT P50 was 8.1 ms (about 1 ms on a quiet
+machine), so the send-interval sweep measured the host's wake-up, not the pod network (an infrastructure
 error, never a verdict, but a red gate). The sweep exists for what *TCP* does after an idle period
 (``tcp_slow_start_after_idle``), not for what the hypervisor does with an idle vCPU.
 
