@@ -1,9 +1,10 @@
 """The agent image, made from the installed netslo package (no checkout needed).
 
 ``python -m netslo image context DIR`` writes a Docker build context: the shipped recipe
-(``netslo/manifests/agent/Dockerfile``), ``requirements.txt`` pinning each of netslo's runtime
-requirements to the version installed here (the image runs the same code and libraries as the
-client that drives it), and a copy of the installed ``netslo`` package. ``image build`` runs
+(``netslo/manifests/agent/Dockerfile``), ``requirements.txt`` pinning each distribution the agent
+imports (``netslo/manifests/agent/packages.txt``: a subset of netslo's runtime requirements) to the
+version installed here (the image runs the same code and libraries as the client that drives it),
+and a copy of the installed ``netslo`` package. ``image build`` runs
 ``docker build`` on it, tagged ``localhost/netslo-agent:<netslo version>`` (the tag the providers
 use by default; ``--netslo-agent-image`` / ``$NETSLO_AGENT_IMAGE`` name another), and ``image load``
 puts it into a kind cluster (``kind load docker-image``).
@@ -23,22 +24,42 @@ from .errors import InfrastructureError
 
 DEFAULT_TAG = f"localhost/netslo-agent:{__version__}"
 RECIPE = resources.data("manifests", "agent", "Dockerfile")
+PACKAGES = resources.data("manifests", "agent", "packages.txt")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-def runtime_pins(dist: str = "netslo") -> list[str]:
-    """``name==version`` for each runtime requirement of ``dist`` (no extras), at the version installed
-    in this environment. InfrastructureError naming the first that is not installed."""
-    pins = []
+def canonical(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503: case and runs of -_. do not matter)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def agent_packages() -> list[str]:
+    """The distributions the agent image installs (``packages.txt``, comments left out)."""
+    lines = (line.split("#", 1)[0].strip() for line in Path(PACKAGES).read_text().splitlines())
+    return [line for line in lines if line]
+
+
+def runtime_pins(dist: str = "netslo", only: list[str] | None = None) -> list[str]:
+    """``name==version`` for each runtime requirement of ``dist`` (no extras; with ``only``, those of
+    these names), at the version installed in this environment. InfrastructureError naming the first
+    that is not installed, or a name of ``only`` that is not a requirement of ``dist``."""
+    pins, wanted = [], None if only is None else {canonical(n) for n in only}
     for req in metadata.requires(dist) or []:
         if ";" in req and "extra" in req.split(";", 1)[1]:
             continue
         name = _NAME.match(req).group(1)
+        if wanted is not None:
+            if canonical(name) not in wanted:
+                continue
+            wanted.discard(canonical(name))
         try:
             pins.append(f"{name}=={metadata.version(name)}")
         except metadata.PackageNotFoundError:
             raise InfrastructureError(f"agent image: netslo requires {req!r}, which is not installed here; "
                                       "install netslo with its dependencies first") from None
+    if wanted:
+        raise InfrastructureError(f"agent image: {', '.join(sorted(wanted))} in {PACKAGES} "
+                                  f"{'is' if len(wanted) == 1 else 'are'} not a requirement of {dist}")
     return pins
 
 
@@ -50,8 +71,8 @@ def write_context(directory: str | Path) -> Path:
         raise InfrastructureError(f"agent image: build context {ctx} is not empty")
     shutil.copyfile(RECIPE, ctx / "Dockerfile")
     (ctx / "requirements.txt").write_text(
-        f"# netslo {__version__}'s runtime requirements as installed where this context was made\n"
-        + "\n".join(runtime_pins()) + "\n")
+        f"# what netslo {__version__}'s agent imports, as installed where this context was made\n"
+        + "\n".join(runtime_pins(only=agent_packages())) + "\n")
     shutil.copytree(resources.PACKAGE_DIR, ctx / "netslo", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return ctx
 

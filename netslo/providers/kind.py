@@ -29,7 +29,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from pathlib import Path
 
@@ -68,6 +69,7 @@ CNI_LABEL = "netslo.io/cni"
 CNI_DAEMONSETS = {"calico-node": "calico", "cilium": "cilium", "antrea-agent": "antrea"}
 # The kind control plane runs pods too when nodes >= 2 (kubeadm would taint it NoSchedule).
 UNTAINT_PATCH = "kind: InitConfiguration\nnodeRegistration:\n  taints: []\n"
+LOAD_POLL_S = 0.5   # how often bring-up asks whether the nodes' containerd answers (to start the image load)
 
 
 class KindProvider:
@@ -98,6 +100,7 @@ class KindProvider:
         self.timeout = timeout
         self.run_id = run_id
         self._created_cluster = False
+        self._create_ok = False          # kind create exited 0 (the CNI may not be installed yet)
         self._create_complete = False
         self.cni_info: dict = {}
 
@@ -201,17 +204,22 @@ class KindProvider:
                 self._created_cluster = self._created_cluster or creating
                 if creating:   # a later run reaps it if this process dies without deleting it
                     write_kind_owner(self.cluster_name)
+                    # The agent image goes into the nodes as soon as their containerd answers: while
+                    # kubeadm brings the cluster up and then while the CNI comes up. Neither waits for
+                    # the other (the load is I/O into each node's containerd), so bring-up pays about
+                    # the longest of them, not their sum.
+                    created = threading.Event()
+                    loading = self._start_load(created)
                 if argv == self.load_command() and loading is not None:
-                    continue   # started beside the CNI install below
-                with progress.phase(" ".join(argv[1:4]) + f" {self.cluster_name}"):
-                    self._run(argv, self.timeout)
+                    continue   # started beside kind create above
+                try:
+                    with progress.phase(" ".join(argv[1:4]) + f" {self.cluster_name}"):
+                        self._run(argv, self.timeout)
+                    self._create_ok = self._create_ok or creating
+                finally:
+                    if creating:
+                        created.set()
                 if creating:
-                    # The agent image goes into the nodes while the CNI comes up: neither waits for the
-                    # other (the image load is I/O into each node's containerd, the CNI's readiness is
-                    # its pods starting), so bring-up pays the longer of the two, not their sum.
-                    pool = ThreadPoolExecutor(1, thread_name_prefix="kind-load")
-                    loading = pool.submit(self._load)
-                    pool.shutdown(wait=False)   # (the submitted load still runs to its end)
                     kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
                     with progress.phase(f"CNI {self.cni.name} install and readiness"):
                         self.cni_info = install_cni(kubectl, self.cni, encapsulation=self.encapsulation,
@@ -234,6 +242,22 @@ class KindProvider:
             except InfrastructureError as te:   # keep the cause; say what is left behind
                 raise InfrastructureError(f"{e}; and deleting the cluster failed: {te}") from e
             raise
+
+    def _start_load(self, created: threading.Event) -> Future:
+        """The agent image load, in a thread of its own: ``_load_when_nodes_run``."""
+        pool = ThreadPoolExecutor(1, thread_name_prefix="kind-load")
+        loading = pool.submit(self._load_when_nodes_run, created)
+        pool.shutdown(wait=False)   # (the submitted load still runs to its end)
+        return loading
+
+    def _load_when_nodes_run(self, created: threading.Event) -> None:
+        """Load the agent image once every node's containerd answers (asked every ``LOAD_POLL_S``),
+        or once ``kind create`` has ended if that comes first; nothing if the create failed."""
+        while not created.is_set() and not kind_host.runtimes_up(self.cluster_name, self.nodes):
+            created.wait(LOAD_POLL_S)
+        if created.is_set() and not self._create_ok:
+            return      # up() deletes what the failed create made
+        self._load()
 
     def _load(self) -> None:
         argv = self.load_command()

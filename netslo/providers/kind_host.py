@@ -20,12 +20,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InfrastructureError
+from ..errors import InfrastructureError, Unsupported
 from .netns import pids_with_netns
 from .tool import run_tool
 
 PROC = Path("/proc")
 TUNNEL_KINDS = ("vxlan", "geneve")
+CLUSTER_LABEL = "io.x-k8s.kind.cluster"   # kind's label on the node containers of a cluster
+
+
+def runtimes_up(cluster: str, nodes: int, docker: str = "docker") -> bool:
+    """Whether kind cluster ``cluster`` has its ``nodes`` node containers running and each one's
+    containerd answers (what ``kind load`` needs; true long before the cluster itself is up). False
+    also when the docker CLI cannot tell (not on PATH, engine busy)."""
+    try:
+        names = run_tool([docker, "ps", "--filter", f"label={CLUSTER_LABEL}={cluster}", "--format",
+                          "{{.Names}}"], 30, install="the docker CLI of the engine kind uses").stdout.decode().split()
+    except (InfrastructureError, Unsupported):
+        return False
+    return len(names) >= nodes and all(
+        run_tool([docker, "exec", n, "ctr", "--namespace", "k8s.io", "version"], 30,
+                 install="the docker CLI of the engine kind uses", check=False).returncode == 0 for n in names)
 
 
 def node_netns(node: str, docker: str = "docker") -> str:

@@ -3,11 +3,12 @@
 #
 #   agent-image.sh build      docker-archive tarball $NETSLO_IMAGE_CACHE/agent.tar (base layer cached)
 #
-# The agent image has the same contents as the Dockerfile (Python 3.11, requirements.txt, mosquitto, ethtool, procps,
+# The agent image has the same contents as the Dockerfile (Python 3.11, the packages the agent imports
+# (netslo/manifests/agent/packages.txt) at requirements.txt's versions, mosquitto, ethtool, procps,
 # iptables and iperf3 (the QoS studies: random drop on a node, the iperf3 cross-check), the
 # netslo package at /opt/netslo): a Debian bookworm minbase rootfs (debootstrap from Debian's mirror)
-# with a venv holding the pinned requirements is one cached layer, keyed by requirements.txt; the
-# netslo package is a second, small layer rebuilt from the work tree every time.
+# with a venv holding those pinned packages is one cached layer, keyed by their pins; the netslo
+# package is a second, small layer rebuilt from the work tree every time.
 set -euo pipefail
 shopt -s inherit_errexit
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -17,11 +18,21 @@ IMAGES=${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}
 AGENT_TAG=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$REPO/netslo/__init__.py")}
 DEBIAN_MIRROR=${NETSLO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
-RECIPE=6   # bump when the base recipe below changes
+RECIPE=7   # bump when the base recipe below changes
 PACK=(python3 "$HERE/image_pack.py")
+PACKAGES=$REPO/netslo/manifests/agent/packages.txt
 log() { printf '[agent image] %s\n' "$*" >&2; }
 
-base_key() { { cat "$REPO/requirements.txt"; echo "$SUITE $RECIPE"; } | sha256sum | cut -c1-16; }
+agent_pins() {  # requirements.txt's lines of the names in packages.txt; every name must have one
+  local names pins
+  names=$(grep -v '^#' "$PACKAGES" | grep .)
+  pins=$(grep -iE "^($(paste -sd'|' <<<"$names"))==" "$REPO/requirements.txt")
+  [[ $(wc -l <<<"$pins") == $(wc -l <<<"$names") ]] \
+    || { log "packages.txt names $(paste -sd' ' <<<"$names"); requirements.txt pins only: $(paste -sd' ' <<<"$pins")"; return 1; }
+  echo "$pins"
+}
+
+base_key() { { agent_pins; echo "$SUITE $RECIPE"; } | sha256sum | cut -c1-16; }
 
 CLEANUP=()
 cleanup() {  # runs on every exit, also when a step fails under "set -e"
@@ -39,7 +50,8 @@ in_root() {  # in_root ROOT CMD...: run CMD chrooted, with a clean environment
 }
 
 build_base() {  # sets BASE_TAR: path of the cached base layer tar
-  local key out root wheels
+  local key out root wheels pins
+  pins=$(agent_pins)
   key=$(base_key)
   out=$IMAGES/agent-base-$key.tar
   BASE_TAR=$out
@@ -52,20 +64,20 @@ build_base() {  # sets BASE_TAR: path of the cached base layer tar
   log "pip download (cp311 wheels) into $wheels"
   nice -n 19 python3 -m pip download -q --only-binary=:all: --python-version 3.11 --implementation cp \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
-    --platform linux_x86_64 --platform any -d "$wheels" -r "$REPO/requirements.txt"
+    --platform linux_x86_64 --platform any -d "$wheels" -r /dev/stdin <<<"$pins"
   log "debootstrap $SUITE minbase into $root (cached as $out)"
   nice -n 19 debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,iproute2,mosquitto,ethtool,procps,iptables,iperf3 \
     "$SUITE" "$root" "$DEBIAN_MIRROR" >"$IMAGES/debootstrap-$key.log" 2>&1 \
     || { tail -n 20 "$IMAGES/debootstrap-$key.log" >&2; return 1; }
   mkdir -p "$root/tmp/wheels"
   cp "$wheels"/* "$root/tmp/wheels/"
-  cp "$REPO/requirements.txt" "$root/tmp/requirements.txt"
+  echo "$pins" > "$root/tmp/requirements.txt"
   mount -t proc proc "$root/proc"
   in_root "$root" python3 -m venv /opt/venv
   nice -n 19 chroot "$root" env -i PATH=/opt/venv/bin:/usr/bin:/bin HOME=/root \
     /opt/venv/bin/pip install -q --no-index --find-links /tmp/wheels --disable-pip-version-check \
     --no-compile -r /tmp/requirements.txt
-  in_root "$root" python3 -c 'import numpy, scipy, yaml, pyroute2, aiohttp' \
+  in_root "$root" python3 -c 'import numpy, scipy, pyroute2, aiohttp, scapy, cryptography' \
     || { log "agent base: the venv cannot import its requirements"; return 1; }
   umount "$root/proc"
   rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \

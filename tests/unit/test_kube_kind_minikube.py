@@ -145,7 +145,7 @@ def _fake_kind(tmp_path, create_rc=0, create_sleep=0):
 echo "$*" >> {log}
 case "$1 $2" in
   "get clusters") exit 0 ;;
-  "create cluster") sleep {create_sleep}; exit {create_rc} ;;
+  "create cluster") sleep {create_sleep}; [ {create_rc} = 0 ] && echo "create done" >> {log}; exit {create_rc} ;;
   *) exit 0 ;;
 esac
 """)
@@ -175,7 +175,35 @@ def test_kind_up_returns_its_cluster_once_kind_and_the_cni_succeed(tmp_path, mon
     assert isinstance(c, kind_mod.KindCluster) and c._kind is p
     assert (c.provider, c.pull_policy, c.run_id) == ("kind", "Never", "r1")
     assert [line.split()[:2] for line in log.read_text().splitlines()] == [
-        ["get", "clusters"], ["create", "cluster"], ["load", "docker-image"]]
+        ["get", "clusters"], ["create", "cluster"], ["create", "done"], ["load", "docker-image"]]
+
+
+@pytest.mark.parametrize("runtimes", [True, False], ids=["nodes' containerd answers", "never answers"])
+def test_kind_loads_the_agent_image_while_create_still_runs_once_the_nodes_runtime_answers(
+        tmp_path, monkeypatch, runtimes):
+    kind, log = _fake_kind(tmp_path, create_sleep=2)
+    asked = []
+    monkeypatch.setattr(kind_mod.kind_host, "runtimes_up", lambda name, nodes: asked.append((name, nodes)) or runtimes)
+    monkeypatch.setattr(kind_mod, "install_cni", lambda *a, **kw: {"cni": "calico"})
+    monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: object())
+    monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
+    KindProvider(cni="calico", nodes=2, kind=kind, workdir=str(tmp_path / "w")).up()
+    calls = [line.split()[:2] for line in log.read_text().splitlines()]
+    assert asked and asked[0] == ("netslo", 2)
+    # the fake writes "create done" when its 2 s create ends (the load may even log before the create)
+    assert sorted(calls) == sorted([["get", "clusters"], ["create", "cluster"], ["create", "done"],
+                                    ["load", "docker-image"]])
+    assert (calls.index(["load", "docker-image"]) < calls.index(["create", "done"])) == runtimes
+    assert runtimes or len(asked) >= 2     # asked again and again while create ran
+
+
+def test_kind_create_that_fails_never_loads_the_image_even_when_the_nodes_answered(tmp_path, monkeypatch):
+    kind, log = _fake_kind(tmp_path, create_rc=1)
+    monkeypatch.setattr(kind_mod.kind_host, "runtimes_up", lambda name, nodes: False)
+    with pytest.raises(InfrastructureError, match="kind create cluster"):
+        KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w")).up()
+    assert [line.split()[:2] for line in log.read_text().splitlines()] == [
+        ["get", "clusters"], ["create", "cluster"], ["delete", "cluster"]]
 
 
 def test_minikube_up_returns_its_cluster(tmp_path, monkeypatch):

@@ -1,0 +1,111 @@
+"""The agent image carries what the agent imports, and only that (netslo/manifests/agent/packages.txt).
+
+The list is checked against netslo's own source: every import statement of every netslo module the
+agent can reach from ``netslo.agent`` and ``netslo.agent_session`` (also imports inside functions:
+a command imports its module when it runs), following netslo's modules to the third-party ones they
+name. Imports inside the functions of a package's ``__init__`` are left out: there they are the
+lazy dispatch of a factory (``providers.make_provider``) the agent does not call.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from netslo import image, resources
+from netslo.errors import InfrastructureError
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = Path(resources.PACKAGE_DIR)
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = ["netslo", *path.relative_to(PACKAGE).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        mods[".".join(parts)] = path
+    return mods
+
+
+def _imported_names(name: str, path: Path) -> set[str]:
+    """Dotted names module ``name`` imports (relative ones resolved)."""
+    is_init = path.name == "__init__.py"
+    package = name if is_init else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    top = [n for n in tree.body if not (is_init and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    names = set()
+    for node in (n for t in top for n in ast.walk(t)):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            names |= {module} | {f"{module}.{a.name}" for a in node.names}
+    return names
+
+
+def agent_third_party(starts=("netslo.agent", "netslo.agent_session")) -> dict[str, set[str]]:
+    """Top-level third-party module -> the netslo modules reachable from ``starts`` that import it."""
+    mods, seen, todo, found = _modules(), set(), list(starts), {}
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in mods:
+            continue
+        seen.add(name)
+        for dotted in _imported_names(name, mods[name]):
+            parts = dotted.split(".")
+            if parts[0] == "netslo":
+                todo += [".".join(parts[:k]) for k in range(2, len(parts) + 1)]
+            elif parts[0] not in sys.stdlib_module_names:
+                found.setdefault(parts[0], set()).add(name)
+    return found
+
+
+def test_packages_txt_is_exactly_what_the_agent_imports():
+    dists = metadata.packages_distributions()
+    needed = {}
+    for module, importers in agent_third_party().items():
+        for dist in dists.get(module, [f"(no installed distribution provides {module})"]):
+            needed.setdefault(image.canonical(dist), set()).update(importers)
+    listed = {image.canonical(n) for n in image.agent_packages()}
+    missing = {d: sorted(m)[:3] for d, m in needed.items() if d not in listed}
+    assert not missing, f"the agent imports these, packages.txt lacks them: {missing}"
+    assert not listed - set(needed), f"packages.txt lists what the agent never imports: {listed - set(needed)}"
+
+
+def test_the_walk_finds_an_import_inside_a_function_of_an_agent_module():
+    # (so the check above can fail: scapy is imported only inside netslo.qos's capture code)
+    found = agent_third_party()
+    assert "scapy" in found and "scipy" in found
+    assert "kubernetes" not in found and "matplotlib" not in found and "pytest" not in found
+
+
+def test_every_listed_package_is_pinned_in_requirements_and_required_by_netslo():
+    pinned = {image.canonical(line.split("==")[0]) for line in (ROOT / "requirements.txt").read_text().splitlines()
+              if "==" in line and not line.startswith("#")}
+    assert {image.canonical(n) for n in image.agent_packages()} <= pinned
+    pins = image.runtime_pins(only=image.agent_packages())
+    assert sorted(image.canonical(p.split("==")[0]) for p in pins) == sorted(map(image.canonical, image.agent_packages()))
+
+
+def test_a_listed_name_netslo_does_not_require_is_one_line():
+    with pytest.raises(InfrastructureError) as e:
+        image.runtime_pins(only=["numpy", "no-such-package"])
+    assert "no-such-package" in str(e.value) and "packages.txt" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_build_context_pins_only_the_agent_packages(tmp_path):
+    ctx = image.write_context(tmp_path / "ctx")
+    lines = [line for line in (ctx / "requirements.txt").read_text().splitlines() if not line.startswith("#")]
+    assert sorted(image.canonical(line.split("==")[0]) for line in lines) == \
+        sorted(map(image.canonical, image.agent_packages()))
+    assert (ctx / "netslo" / "manifests" / "agent" / "packages.txt").is_file()   # the Dockerfile reads it
