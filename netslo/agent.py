@@ -183,7 +183,7 @@ def _probe(args) -> int:
 
 def _responders(argv: list[str]) -> int:
     from . import responder_set
-    from .providers.base import RESPONDER_PORTS
+    from .responder_set import RESPONDER_PORTS
     p = argparse.ArgumentParser(prog="python -m netslo.agent responders")
     p.add_argument("protocols", help="comma-separated: " + ",".join(responder_set.PROTOCOLS))
     p.add_argument("--ready-dir", required=True, help="each responder creates PROTOCOL.ready here once it serves")

@@ -25,6 +25,11 @@ from .errors import SpecError
 from .forkserver import exit_child, exit_code
 
 PROTOCOLS = ("udp", "tcp", "http")     # the responders that need no options (the others: ``serve``)
+# Well-known responder ports inside every responder pod (same on every provider). Here, not beside the
+# providers' Pod, so a pod's agent starting its responders imports no more than they need (no numpy).
+RESPONDER_PORTS = {"udp": 7000, "tcp": 7001, "http": 7080,
+                   "ws": 7081, "tls": 7443, "mqtt": 1883, "proxy": 8080,  # ws..proxy: issue 7 kinds
+                   "dns": 7053}   # the emulated DNS responder (UDP; a cluster's own DNS listens on 53)
 Serve = Callable[[str, str], int]      # (protocol, ready file) -> exit code; serves until SIGTERM
 
 

@@ -88,6 +88,7 @@ export NETSLO_KIND=$KO_BIN/kind
 export NETSLO_KIND_NODE_IMAGE=$KO_NODE_IMAGE
 export NETSLO_KUBECTL=$K8S_DIR/bin/kubectl
 export NETSLO_AGENT_IMAGE=$KO_AGENT_IMAGE
+export NETSLO_AGENT_ARCHIVE=${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}/agent.tar
 EOF
   [[ -n $src ]] && echo "export NETSLO_CNI_MIRROR=$src"
   # kind and the provider run "docker" (the engine's own client) and the CNI installer "helm" from PATH

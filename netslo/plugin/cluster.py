@@ -42,7 +42,7 @@ def netslo_cluster(netslo_options):
 
 
 # Pods that session fixtures other than the standard ones need: fixture name -> ((pod name, node
-# index[, annotations]), ...), or a function of the pytest config giving them (for pods whose
+# index[, annotations[, responders]]), ...), or a function of the pytest config giving them (for pods whose
 # annotations come from a file the session reads). A module registers its fixtures (``plan_pods``)
 # when it is imported; at the end of collection the plan keeps those a selected test uses
 # (``pytest_collection_finish``), and ``netslo_gate_pods`` makes them with the standard pods in one
@@ -52,7 +52,8 @@ PLANNED = pytest.StashKey[list]()
 
 
 def plan_pods(fixture: str, *pods) -> None:
-    """Declare that session fixture ``fixture`` takes ``pods`` ((name, node index[, annotations]), ...;
+    """Declare that session fixture ``fixture`` takes ``pods`` ((name, node index[, annotations[,
+    responders]]), ...;
     or one function ``config -> [such tuples]``) from ``netslo_gate_pods`` (``planned_pod``), so they
     are made at once with the others."""
     POD_FIXTURES[fixture] = pods[0] if len(pods) == 1 and callable(pods[0]) else tuple(pods)
@@ -74,11 +75,13 @@ def netslo_gate_pods(request, netslo_cluster):
     nodes = netslo_cluster.nodes
     wanted = [("server", 0), ("client-same", 0), ("client-cross", 1)] + request.config.stash.get(PLANNED, [])
     specs = {}
-    for name, i, *annotations in wanted:
+    for name, i, *more in wanted:
         if i < len(nodes) and name not in specs:
             specs[name] = {"name": name, "node": nodes[i]}
-            if annotations and annotations[0]:
-                specs[name]["annotations"] = dict(annotations[0])
+            if more and more[0]:
+                specs[name]["annotations"] = dict(more[0])
+            if len(more) > 1:   # the pod's responders (default: the standard ones)
+                specs[name]["responders"] = tuple(more[1])
     return {p.name: p for p in netslo_cluster.add_pods(list(specs.values()))}
 
 

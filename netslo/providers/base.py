@@ -14,12 +14,8 @@ from ..errors import InfrastructureError, Unsupported
 from ..families import IPV4, check as check_family, host_port
 from ..phase_times import scheduled, timed_call
 from ..probes import ProbeSpec
+from ..responder_set import RESPONDER_PORTS  # noqa: F401  (the providers' name for them)
 from ..samples import SampleSet
-
-# Well-known responder ports inside every responder pod (same on every provider).
-RESPONDER_PORTS = {"udp": 7000, "tcp": 7001, "http": 7080,
-                   "ws": 7081, "tls": 7443, "mqtt": 1883, "proxy": 8080,  # ws..proxy: issue 7 kinds
-                   "dns": 7053}   # the emulated DNS responder (UDP; a cluster's own DNS listens on 53)
 
 
 @dataclass

@@ -3,7 +3,7 @@
     KindProvider(cni="calico", nodes=2, name="netslo", keep_cluster=False, encapsulation=None,
                  image=DEFAULT_IMAGE, kind=$NETSLO_KIND or "kind", kubectl=None, helm="helm",
                  node_image=$NETSLO_KIND_NODE_IMAGE or KIND_NODE_IMAGE, workdir=None,
-                 timeout=600.0).up() -> KubeCluster
+                 timeout=600.0, archive=$NETSLO_AGENT_ARCHIVE or None).up() -> KubeCluster
 
 ``nodes`` counts the nodes pods run on: 1 = a single control-plane node, N >= 2 = one control plane +
 N-1 workers, the control plane without its NoSchedule taint (a kubeadm patch), so ``--netslo-nodes 2``
@@ -13,7 +13,10 @@ installed CNI must be the one asked for) and nothing but the run namespace is de
 cluster this provider started to create is deleted on any failure, also a ``kind create`` that timed
 out half-way. Every command line is built by a method (``*_command``) so tests can check what would
 run; timeouts are seconds. ``$NETSLO_KIND`` / ``$NETSLO_KIND_NODE_IMAGE`` name another kind binary and
-node image (``scripts/kind-offline.sh env`` prints them for the self-built, registry-free toolchain).
+node image, ``$NETSLO_AGENT_ARCHIVE`` a docker-archive tarball of the agent image to load into a new
+cluster instead of the engine's copy (``scripts/kind-offline.sh env`` prints all three for the
+self-built, registry-free toolchain). The image goes into the nodes while ``kind create`` still runs,
+as soon as their containerd answers.
 
 The nodes are containers of this host, so ``KindCluster`` also sees the datapath from here
 (``kind_host``): ``node_netns``, ``netns_of`` and ``host_interface`` for the per-hop DSCP capture
@@ -28,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -63,6 +67,7 @@ MAX_NODES = 8
 POD_SUBNET6 = "fd00:10:244::/56"
 SERVICE_SUBNET6 = "fd00:10:96::/112"
 KIND_ENV = "NETSLO_KIND"
+ARCHIVE_ENV = "NETSLO_AGENT_ARCHIVE"   # a docker-archive tarball of the agent image (scripts/kind-offline.sh env)
 NODE_IMAGE_ENV = "NETSLO_KIND_NODE_IMAGE"
 CNI_LABEL = "netslo.io/cni"
 # DaemonSets that identify an installed CNI (kube-system), for a reused cluster made without our label.
@@ -72,6 +77,19 @@ UNTAINT_PATCH = "kind: InitConfiguration\nnodeRegistration:\n  taints: []\n"
 LOAD_POLL_S = 0.5   # how often bring-up asks whether the nodes' containerd answers (to start the image load)
 
 
+def check_archive(path: str, image: str) -> None:
+    """SpecError unless ``path`` is a docker-archive tarball (``manifest.json``) holding ``image``."""
+    try:
+        with tarfile.open(path, "r:") as tar:   # uncompressed, as docker save and kind-offline write it
+            member = tar.getmember("manifest.json")
+            tags = [t for m in json.load(tar.extractfile(member)) for t in m.get("RepoTags") or []]
+    except (OSError, KeyError, tarfile.TarError, ValueError) as e:
+        why = (str(e).splitlines() or [type(e).__name__])[0]
+        raise SpecError(f"${ARCHIVE_ENV}", path, f"a docker-archive tarball of the agent image ({why})") from None
+    if image not in tags:
+        raise SpecError(f"${ARCHIVE_ENV}", path, f"an archive of {image} (it holds {', '.join(tags) or 'no tag'})")
+
+
 class KindProvider:
     name = "kind"
 
@@ -79,7 +97,8 @@ class KindProvider:
                  keep_cluster: bool = False, encapsulation: str | None = None,
                  image: str | None = None, kind: str | None = None, kubectl: str | None = None,
                  helm: str = "helm", node_image: str | None = None, workdir: str | None = None,
-                 timeout: float = 600.0, run_id: str | None = None, ip_family: str = "dual"):
+                 timeout: float = 600.0, run_id: str | None = None, ip_family: str = "dual",
+                 archive: str | None = None):
         if not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
             raise SpecError("--netslo-nodes", nodes, f"a whole number 1..{MAX_NODES}")
         if not km._DNS_LABEL.match(name):
@@ -92,6 +111,9 @@ class KindProvider:
         self.cluster_name = name
         self.keep_cluster = keep_cluster
         self.image = image or os.environ.get("NETSLO_AGENT_IMAGE") or km.DEFAULT_IMAGE
+        self.archive = archive or os.environ.get(ARCHIVE_ENV) or None
+        if self.archive:
+            check_archive(self.archive, self.image)
         self.kind = kind or os.environ.get(KIND_ENV) or "kind"
         self.kubectl_binary = kubectl
         self.helm = helm
@@ -155,6 +177,14 @@ class KindProvider:
         return [self.kind, "export", "kubeconfig", "--name", self.cluster_name, "--kubeconfig", self.kubeconfig]
 
     def load_command(self) -> list[str]:
+        """Into a new cluster: the agent image's archive when there is one (no ``docker save``, whose
+        re-tarring of every layer costs CPU while the cluster comes up), else the engine's image."""
+        if self.archive:
+            return [self.kind, "load", "image-archive", self.archive, "--name", self.cluster_name]
+        return self.reload_command()
+
+    def reload_command(self) -> list[str]:
+        """Into a reused cluster: the engine's image (kind skips the nodes that have it already)."""
         return [self.kind, "load", "docker-image", self.image, "--name", self.cluster_name]
 
     def delete_command(self) -> list[str]:
@@ -163,7 +193,7 @@ class KindProvider:
     def plan(self, exists: bool) -> list[list[str]]:
         """The kind commands ``up()`` runs, in order (CNI install and waits go through kubectl/helm)."""
         if exists and self.keep_cluster:
-            return [self.list_command(), self.kubeconfig_command(), self.load_command()]
+            return [self.list_command(), self.kubeconfig_command(), self.reload_command()]
         if exists:
             raise InfrastructureError(f"kind cluster {self.cluster_name!r} exists and keep_cluster is off; "
                                       f"delete it (kind delete cluster --name {self.cluster_name}) or reuse it")

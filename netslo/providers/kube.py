@@ -224,10 +224,11 @@ class KubeCluster(Cluster):
                 name, self.run_id, hostname, image=self.image, pull_policy=self.pull_policy,
                 host_network=bool(r.get("host_network")), annotations=r.get("annotations"),
                 responders=responders)))
-        for _, _, manifest in manifests:
-            self.api.create(manifest, what=f"create pod {self.namespace}/{manifest['metadata']['name']}")
         names = [m["metadata"]["name"] for _, _, m in manifests]
-        objs = wait_pods(self.api, self.namespace, names, f"{km.RUN_LABEL}={self.run_id}", self.pod_timeout)
+        with progress.phase(f"pod{'s' if len(names) > 1 else ''} {', '.join(r['name'] for r in requests)}"):
+            for _, _, manifest in manifests:
+                self.api.create(manifest, what=f"create pod {self.namespace}/{manifest['metadata']['name']}")
+            objs = wait_pods(self.api, self.namespace, names, f"{km.RUN_LABEL}={self.run_id}", self.pod_timeout)
         pods = []
         for (r, responders, manifest), obj in zip(manifests, objs):
             st = obj.get("status", {})

@@ -28,7 +28,7 @@ _RULE = re.compile(r'^\[(\d+):\d+\] -A (\S+) .*?--comment (?:"([^"]*)"|(\S+))')
 
 class KubeServices:
     def __init__(self, cluster, backend: Pod, port: int, ingress_node: str | None = None,
-                 iptables_save: Callable[[], str] | None = None):
+                 iptables_save: Callable[[], str] | None = None, ingress: Pod | None = None):
         self.cluster, self.backend, self.port = cluster, backend, port
         self.iptables_save = iptables_save
         self.services: dict = {}
@@ -41,7 +41,9 @@ class KubeServices:
                                           ("nodeport-cluster", "NodePort", "Cluster")):
                 self.services[exposure] = cluster.add_service(f"exp-{backend.name}-{exposure}", backend, type=typ,
                                                               external_traffic_policy=policy, ports=ports)
-            self.ingress = cluster.add_pod(f"{backend.name}-ingress", ingress_node or backend.node, responders=())
+            # the ingress proxy's pod: given (made with others, no responders of its own) or made now
+            self.ingress = ingress or cluster.add_pod(f"{backend.name}-ingress", ingress_node or backend.node,
+                                                      responders=())
             cluster.start_responders(self.ingress, ("proxy",), upstream=host_port(backend.ip, port))
         except BaseException:
             self.close()

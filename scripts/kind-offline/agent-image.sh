@@ -77,7 +77,7 @@ build_base() {  # sets BASE_TAR: path of the cached base layer tar
   nice -n 19 chroot "$root" env -i PATH=/opt/venv/bin:/usr/bin:/bin HOME=/root \
     /opt/venv/bin/pip install -q --no-index --find-links /tmp/wheels --disable-pip-version-check \
     --no-compile -r /tmp/requirements.txt
-  in_root "$root" python3 -c 'import numpy, scipy, pyroute2, aiohttp, scapy, cryptography' \
+  in_root "$root" python3 -c 'import numpy, scipy, pyroute2, aiohttp, scapy, cryptography, paho.mqtt.client' \
     || { log "agent base: the venv cannot import its requirements"; return 1; }
   umount "$root/proc"
   rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \

@@ -5,9 +5,11 @@ Calico in docs/kubernetes.md); minikube runs here only without a registry (scrip
 a base image derived from the kind node image, netslo's own CNI installer).
 """
 
+import io
 import json
 import os
 import subprocess
+import tarfile
 
 import pytest
 import yaml
@@ -135,6 +137,36 @@ def test_kind_binary_and_node_image_come_from_the_environment(tmp_path, monkeypa
     assert p.create_command()[:3] == ["/opt/kind-offline/bin/kind", "create", "cluster"]
     assert "localhost/netslo-kind-node:v1.34.4" in p.create_command()
     assert {n["image"] for n in p.config()["nodes"]} == {"localhost/netslo-kind-node:v1.34.4"}
+
+
+def _archive(tmp_path, tags):
+    path = tmp_path / "agent.tar"
+    with tarfile.open(path, "w") as tar:
+        data = json.dumps([{"Config": "c.json", "RepoTags": tags, "Layers": []}]).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def test_kind_loads_a_new_cluster_from_the_agent_archive_and_a_kept_one_from_the_engine(tmp_path, monkeypatch):
+    archive = _archive(tmp_path, ["reg/agent:1"])
+    monkeypatch.setenv("NETSLO_AGENT_ARCHIVE", archive)
+    p = KindProvider(cni="calico", image="reg/agent:1", workdir=str(tmp_path / "w"))
+    assert p.plan(exists=False)[-1] == [p.kind, "load", "image-archive", archive, "--name", "netslo"]
+    kept = KindProvider(cni="calico", image="reg/agent:1", keep_cluster=True, workdir=str(tmp_path / "k"))
+    assert kept.plan(exists=True)[-1] == [kept.kind, "load", "docker-image", "reg/agent:1", "--name", "netslo"]
+
+
+@pytest.mark.parametrize("what", ["missing", "other tag", "not a tar"])
+def test_kind_agent_archive_that_is_not_the_image_is_one_line(tmp_path, what):
+    path = {"missing": str(tmp_path / "nope.tar"), "other tag": _archive(tmp_path, ["reg/other:2"]),
+            "not a tar": str(tmp_path / "x.tar")}[what]
+    (tmp_path / "x.tar").write_text("not a tarball")
+    with pytest.raises(SpecError) as e:
+        KindProvider(cni="calico", image="reg/agent:1", archive=path, workdir=str(tmp_path / "w"))
+    assert "NETSLO_AGENT_ARCHIVE" in str(e.value) and path in str(e.value) and "\n" not in str(e.value)
+    assert what != "other tag" or "reg/other:2" in str(e.value)
 
 
 def _fake_kind(tmp_path, create_rc=0, create_sleep=0):
