@@ -49,6 +49,10 @@ def netslo_cluster(netslo_options):
 # ``add_pods`` call.
 POD_FIXTURES: dict[str, object] = {}
 PLANNED = pytest.StashKey[list]()
+# Session fixtures that work through the cluster's node agents (Kubernetes: the node agent DaemonSet,
+# ``cluster.node_agent``): when a selected test uses one, the DaemonSet is created with the gate's pods.
+NODE_AGENT_FIXTURES = {"netslo_impaired_cluster", "netslo_bandwidth_pods", "netslo_cluster_dscp"}
+NODE_AGENTS = pytest.StashKey[bool]()
 
 
 def plan_pods(fixture: str, *pods) -> None:
@@ -64,6 +68,7 @@ def pytest_collection_finish(session):
     used = {f for item in session.items for f in getattr(item, "fixturenames", ())}
     session.config.stash[PLANNED] = [tuple(p) for f, pods in POD_FIXTURES.items() if f in used
                                      for p in (pods(session.config) if callable(pods) else pods)]
+    session.config.stash[NODE_AGENTS] = bool(used & NODE_AGENT_FIXTURES)
 
 
 @pytest.fixture(scope="session")
@@ -71,8 +76,11 @@ def netslo_gate_pods(request, netslo_cluster):
     """name -> pod of the gate's pods, made together (``add_pods``: on Kubernetes created at once and
     awaited with one watch): the responder ``server`` and ``client-same`` on the first node,
     ``client-cross`` on the second (when there is one), and the planned pods of the selected tests
-    (``plan_pods``; those on a node the cluster does not have are left to their fixture's skip)."""
+    (``plan_pods``; those on a node the cluster does not have are left to their fixture's skip).
+    On Kubernetes the node agent DaemonSet starts with them when a selected test needs it."""
     nodes = netslo_cluster.nodes
+    if request.config.stash.get(NODE_AGENTS, False) and hasattr(netslo_cluster, "node_agent"):
+        netslo_cluster.node_agent.create()   # its pods start beside the ones below; awaited on first use
     wanted = [("server", 0), ("client-same", 0), ("client-cross", 1)] + request.config.stash.get(PLANNED, [])
     specs = {}
     for name, i, *more in wanted:

@@ -59,13 +59,19 @@ class KubeImpairer:
         return km.impairment_daemonset_manifest(self.cluster.run_id, image=self.cluster.image,
                                                 pull_policy=self.cluster.pull_policy)
 
+    def create(self) -> None:
+        """Create the DaemonSet unless it exists; no wait (``ensure`` waits): a session that will need
+        the node agents starts them with its pods, so they come up together."""
+        api, ns = self.cluster.api, self.cluster.namespace
+        if api.get("daemonset", km.IMPAIR_NAME, ns, missing_ok=True) is None:
+            api.create(self.manifest(), what=f"create DaemonSet {ns}/{km.IMPAIR_NAME}")
+
     def ensure(self) -> dict[str, str]:
         """Create the DaemonSet (once) and wait until it runs on every node; node -> its pod name."""
         if self._agents is not None:
             return self._agents
         api, ns = self.cluster.api, self.cluster.namespace
-        if api.get("daemonset", km.IMPAIR_NAME, ns, missing_ok=True) is None:
-            api.create(self.manifest(), what=f"create DaemonSet {ns}/{km.IMPAIR_NAME}")
+        self.create()
         wait_workload(api, "DaemonSet", ns, km.IMPAIR_NAME, "impairment DaemonSet", self.ready_timeout)
         pods = api.get("pods", namespace=ns,
                        selector=f"app.kubernetes.io/name={km.IMPAIR_NAME},{km.RUN_LABEL}={self.cluster.run_id}")

@@ -65,3 +65,17 @@ def test_a_fixture_no_selected_test_uses_plans_nothing(tmp_path):
         "    assert request.config.stash[PLANNED] == [] and sorted(netslo_gate_pods) == "
         "['client-cross', 'client-same', 'server']\n"))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+
+def test_the_node_agents_start_with_the_pods_only_when_a_selected_test_needs_them(tmp_path):
+    (tmp_path / "test_needs.py").write_text(
+        "import pytest\nfrom netslo.plugin.cluster import NODE_AGENTS\npytestmark = pytest.mark.cni\n"
+        "@pytest.fixture(scope='session')\ndef netslo_bandwidth_pods():\n    return None\n"
+        "def test_needs(request, netslo_bandwidth_pods):\n    assert request.config.stash[NODE_AGENTS] is True\n"
+        "def test_other(request):\n    assert request.config.stash[NODE_AGENTS] is False\n")
+    for selected in ("test_needs", "test_other"):
+        run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                              f"test_needs.py::{selected}", "-m", "cni"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300)
+        assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-3000:]
