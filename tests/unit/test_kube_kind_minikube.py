@@ -27,8 +27,8 @@ def _default_kind(monkeypatch, tmp_path):
     """The defaults, not the offline toolchain's exports (scripts/kind-offline.sh env) of this shell;
     kind owner records in a directory of the test's own (a record left in the real one would make a
     later run reap a cluster of that name)."""
-    for var in (kind_mod.KIND_ENV, kind_mod.NODE_IMAGE_ENV, "NETSLO_CNI_MIRROR", "NETSLO_AGENT_IMAGE",
-                mk_mod.MINIKUBE_ENV, mk_mod.BASE_IMAGE_ENV, mk_mod.KUBERNETES_VERSION_ENV, mk_mod.NETWORK_ENV):
+    for var in (kind_mod.KIND_ENV, kind_mod.NODE_IMAGE_ENV, kind_mod.ARCHIVE_ENV, "NETSLO_CNI_MIRROR",
+                "NETSLO_AGENT_IMAGE", mk_mod.MINIKUBE_ENV, mk_mod.BASE_IMAGE_ENV, mk_mod.KUBERNETES_VERSION_ENV, mk_mod.NETWORK_ENV):
         monkeypatch.delenv(var, raising=False)
     _owner_dir(tmp_path, monkeypatch)
 
