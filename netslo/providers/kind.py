@@ -234,10 +234,10 @@ class KindProvider:
                 self._created_cluster = self._created_cluster or creating
                 if creating:   # a later run reaps it if this process dies without deleting it
                     write_kind_owner(self.cluster_name)
-                    # The agent image goes into the nodes as soon as their containerd answers: while
-                    # kubeadm brings the cluster up and then while the CNI comes up. Neither waits for
-                    # the other (the load is I/O into each node's containerd), so bring-up pays about
-                    # the longest of them, not their sum.
+                    # The agent image goes into the nodes as soon as their containerd answers, while
+                    # kubeadm brings the cluster up (mostly waiting for its components): on a 2-CPU
+                    # host a 440 MB load took 18 s beside a create that grew from 25 s to 36-38 s, so
+                    # bring-up paid about half of the load, not all of it (docs/performance.md).
                     created = threading.Event()
                     loading = self._start_load(created)
                 if argv == self.load_command() and loading is not None:

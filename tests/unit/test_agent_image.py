@@ -103,7 +103,8 @@ def test_every_listed_package_is_pinned_in_requirements_and_required_by_netslo()
               if "==" in line and not line.startswith("#")}
     assert {image.canonical(n) for n in image.agent_packages()} <= pinned
     pins = image.runtime_pins(only=image.agent_packages())
-    assert sorted(image.canonical(p.split("==")[0]) for p in pins) == sorted(map(image.canonical, image.agent_packages()))
+    assert sorted(image.canonical(p.split("==")[0]) for p in pins) == \
+        sorted(map(image.canonical, image.agent_packages()))
 
 
 def test_a_listed_name_netslo_does_not_require_is_one_line():
