@@ -334,6 +334,12 @@ class KindProvider:
         if self.deletes_cluster:
             self._run(self.delete_command(), 300)   # raises: the owner record stays for a later reap
             self._created_cluster = False
+            for f in (self.kubeconfig, self.config_path):   # what up() wrote for the cluster now gone
+                Path(f).unlink(missing_ok=True)
+            try:
+                self.workdir.rmdir()    # when nothing else is in it
+            except OSError:
+                pass
         if owned:
             remove_kind_owner(self.cluster_name)    # deleted, or kept on purpose: nothing to reap
 

@@ -193,6 +193,7 @@ def test_kind_create_that_fails_or_times_out_deletes_the_half_made_cluster(tmp_p
         p.up()
     calls = [line.split()[:2] for line in log.read_text().splitlines()]
     assert calls == [["get", "clusters"], ["create", "cluster"], ["delete", "cluster"]]
+    assert not (tmp_path / "w").exists()    # its kind config and kubeconfig went with the cluster
 
 
 def test_kind_up_returns_its_cluster_once_kind_and_the_cni_succeed(tmp_path, monkeypatch):
