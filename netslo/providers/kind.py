@@ -236,7 +236,7 @@ class KindProvider:
                     write_kind_owner(self.cluster_name)
                     # The agent image goes into the nodes as soon as their containerd answers, while
                     # kubeadm brings the cluster up (mostly waiting for its components): on a 2-CPU
-                    # host a 440 MB load took 18 s beside a create that grew from 25 s to 36-38 s, so
+                    # host a 392 MB load took 18-22 s beside a create that grew from 25 s to 36-38 s, so
                     # bring-up paid about half of the load, not all of it (docs/performance.md).
                     created = threading.Event()
                     loading = self._start_load(created)
