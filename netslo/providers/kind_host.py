@@ -27,6 +27,7 @@ from .tool import run_tool
 PROC = Path("/proc")
 TUNNEL_KINDS = ("vxlan", "geneve")
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"   # kind's label on the node containers of a cluster
+DOCKER = "the docker CLI of the engine kind uses"   # what to install when docker is missing
 
 
 def runtimes_up(cluster: str, nodes: int, docker: str = "docker") -> bool:
@@ -35,18 +36,18 @@ def runtimes_up(cluster: str, nodes: int, docker: str = "docker") -> bool:
     also when the docker CLI cannot tell (not on PATH, engine busy)."""
     try:
         names = run_tool([docker, "ps", "--filter", f"label={CLUSTER_LABEL}={cluster}", "--format",
-                          "{{.Names}}"], 30, install="the docker CLI of the engine kind uses").stdout.decode().split()
+                          "{{.Names}}"], 30, install=DOCKER).stdout.decode().split()
     except (InfrastructureError, Unsupported):
         return False
     return len(names) >= nodes and all(
-        run_tool([docker, "exec", n, "ctr", "--namespace", "k8s.io", "version"], 30,
-                 install="the docker CLI of the engine kind uses", check=False).returncode == 0 for n in names)
+        run_tool([docker, "exec", n, "ctr", "--namespace", "k8s.io", "version"], 30, install=DOCKER,
+                 check=False).returncode == 0 for n in names)
 
 
 def node_netns(node: str, docker: str = "docker") -> str:
     """The network namespace path of kind node container ``node`` (its name is the node's name)."""
     out = run_tool([docker, "inspect", "-f", "{{.State.Pid}}", node], 30,
-                   install="the docker CLI of the engine kind uses").stdout.decode().strip()
+                   install=DOCKER).stdout.decode().strip()
     if not out.isdigit() or out == "0":
         raise InfrastructureError(f"kind node {node}: container not running (docker inspect pid {out!r})")
     return str(PROC / out / "ns" / "net")

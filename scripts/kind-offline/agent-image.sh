@@ -21,17 +21,11 @@ SUITE=bookworm
 RECIPE=9   # bump when the base recipe below changes
 PYVER=3.11 # Debian bookworm's python3
 PACK=(python3 "$HERE/image_pack.py")
-PACKAGES=$REPO/netslo/manifests/agent/packages.txt
+AGENT_DIR=$REPO/netslo/manifests/agent
 log() { printf '[agent image] %s\n' "$*" >&2; }
 
-agent_pins() {  # requirements.txt's lines of the names in packages.txt; every name must have one
-  local names pins
-  names=$(grep -v '^#' "$PACKAGES" | grep .)
-  pins=$(grep -iE "^($(paste -sd'|' <<<"$names"))==" "$REPO/requirements.txt")
-  [[ $(wc -l <<<"$pins") == $(wc -l <<<"$names") ]] \
-    || { log "packages.txt names $(paste -sd' ' <<<"$names"); requirements.txt pins only: $(paste -sd' ' <<<"$pins")"; return 1; }
-  echo "$pins"
-}
+# requirements.txt's lines of the names in packages.txt, as the Dockerfile installs them
+agent_pins() { sh "$AGENT_DIR/pins.sh" "$AGENT_DIR/packages.txt" "$REPO/requirements.txt"; }
 
 base_key() { { agent_pins; echo "$SUITE $RECIPE"; } | sha256sum | cut -c1-16; }
 

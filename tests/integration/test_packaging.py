@@ -23,6 +23,7 @@ SHIPPED = ["netslo/gate/test_latency.py", "netslo/gate/test_impairments.py", "ne
            "netslo/gate/test_qos.py", "netslo/gate/slo.yaml", "netslo/gate/slo-qos.yaml",
            "netslo/gate/slo-impairments.yaml", "netslo/gate/slo-protocols.yaml",
            "netslo/manifests/agent/Dockerfile", "netslo/manifests/agent/packages.txt",
+           "netslo/manifests/agent/pins.sh",
            "netslo/manifests/agent/impairment-daemonset.yaml",
            "netslo/manifests/cni/calico.yaml", "netslo/manifests/cni/cilium.yaml",
            "netslo/manifests/cni/antrea.yaml", "netslo/manifests/kind/kind-calico.yaml",

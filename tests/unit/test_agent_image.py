@@ -11,6 +11,7 @@ a factory (``providers.make_provider``) the agent does not call.
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -119,3 +120,25 @@ def test_the_build_context_pins_only_the_agent_packages(tmp_path):
     assert sorted(image.canonical(line.split("==")[0]) for line in lines) == \
         sorted(map(image.canonical, image.agent_packages()))
     assert (ctx / "netslo" / "manifests" / "agent" / "packages.txt").is_file()   # the Dockerfile reads it
+
+
+PINS_SH = Path(image.PACKAGES).with_name("pins.sh")
+
+
+def test_pins_sh_gives_requirements_pins_of_the_listed_packages():
+    # the Dockerfile and scripts/kind-offline/agent-image.sh install what this prints
+    run = subprocess.run(["sh", str(PINS_SH), str(image.PACKAGES), str(ROOT / "requirements.txt")],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    required = {line for line in (ROOT / "requirements.txt").read_text().splitlines()}
+    assert set(run.stdout.split()) <= required
+    assert sorted(image.canonical(p.split("==")[0]) for p in run.stdout.split()) == \
+        sorted(map(image.canonical, image.agent_packages()))
+
+
+def test_pins_sh_refuses_a_name_without_a_pin_in_one_line(tmp_path):
+    (tmp_path / "packages.txt").write_text("# comment\nnumpy\nno-such-package\n")
+    run = subprocess.run(["sh", str(PINS_SH), str(tmp_path / "packages.txt"), str(ROOT / "requirements.txt")],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 1 and run.stdout == ""
+    assert len(run.stderr.splitlines()) == 1 and "no-such-package" in run.stderr, run.stderr

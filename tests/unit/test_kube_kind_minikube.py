@@ -230,7 +230,7 @@ def test_kind_loads_the_agent_image_while_create_still_runs_once_the_nodes_runti
     assert runtimes or len(asked) >= 2     # asked again and again while create ran
 
 
-def test_kind_create_that_fails_never_loads_the_image_even_when_the_nodes_answered(tmp_path, monkeypatch):
+def test_kind_create_that_fails_before_the_nodes_answer_never_loads_the_image(tmp_path, monkeypatch):
     kind, log = _fake_kind(tmp_path, create_rc=1)
     monkeypatch.setattr(kind_mod.kind_host, "runtimes_up", lambda name, nodes: False)
     with pytest.raises(InfrastructureError, match="kind create cluster"):
