@@ -37,6 +37,8 @@ def netslo_dns_server(netslo_cluster, netslo_responder):
     other responders; every other provider asks the cluster's own DNS."""
     pod, _ports = netslo_responder
     if netslo_cluster.provider != "netns":
+        if hasattr(netslo_cluster, "await_cluster_dns"):   # a new cluster's CoreDNS starts after its CNI
+            netslo_cluster.await_cluster_dns()
         return DnsServer(pod, {}, cluster_dns=True)
     try:
         return DnsServer(pod, netslo_cluster.start_responders(pod, ("dns",)), cluster_dns=False)

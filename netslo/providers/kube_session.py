@@ -5,7 +5,8 @@ stream each (``netslo.agent_session`` has the protocol).
 argv, env, timeout)`` runs one agent command in a session that is free (opening another when all of
 the pod's are busy: two probes at once from one pod each get their own) and returns its exit code and
 output like ``KubeApi.run``. ``warm(pod)`` opens a pod's first session ahead of use, so its imports
-happen while the caller does other work. A command that does not answer within its timeout closes its
+happen while the caller does other work; ``await_warm(pods, timeout)`` returns once those sessions
+answer (their imports done), so a first measurement never shares the CPU with them. A command that does not answer within its timeout closes its
 session (the next call opens a fresh one) and is an ``InfrastructureError``; so is a session whose
 stream ends, with the session's stderr. ``close()`` ends them all (end of stdin ends the agent).
 """
@@ -85,6 +86,17 @@ class AgentSessions:
             if self._by_pod.get(pod):
                 return
         self._open(pod)
+
+    def await_warm(self, pods: list[str], timeout: float) -> None:
+        """Until the first session of each of ``pods`` answers an empty request (its imports done);
+        InfrastructureError naming the pod whose session ended or did not answer within ``timeout`` s."""
+        for pod in pods:
+            self.warm(pod)
+        for pod in pods:
+            res = self.call(pod, [], {}, timeout)
+            if res.returncode:   # an agent of another version, that does not know the empty request
+                raise InfrastructureError(f"netslo agent session in pod {self.namespace}/{pod}: "
+                                          f"exit {res.returncode} for the readiness request: {tail(res.stderr)}")
 
     def _acquire(self, pod: str) -> AgentSession:
         with self._guard:

@@ -299,6 +299,16 @@ def wait_workload(api, kind: str, namespace: str, name: str, component: str, tim
                        namespace=namespace, name=name, explain=explain)
 
 
+def wait_endpoints(api, namespace: str, service: str, component: str, timeout: float) -> str:
+    """Watch Service ``service``'s EndpointSlices until one endpoint is ready."""
+    def endpoints(slices):
+        ready = [ep for s in slices.values() for ep in s.get("endpoints") or []
+                 if (ep.get("conditions") or {}).get("ready")]
+        return bool(ready), f"{len(ready)} ready endpoints"
+    return watch_until(api, "endpointslice", component, timeout, endpoints, namespace=namespace,
+                       selector=f"kubernetes.io/service-name={service}")
+
+
 def wait_deleted(api, kind: str, name: str, namespace: str | None, timeout: float) -> None:
     """Watch until ``kind`` ``name`` is gone; the error says what is still there."""
     def check(objects):

@@ -189,3 +189,18 @@ def test_a_node_agent_command_imports_netlink_once_in_the_session_not_in_every_r
         assert "pyroute2" not in imported.findall(err.decode(errors="replace")), "a run imported pyroute2 itself"
     in_session = imported.findall(session_err)
     assert in_session.count("pyroute2") == 1, "the session did not import pyroute2 (once)"
+
+
+def test_an_empty_request_is_answered_at_once_and_await_warm_returns_once_every_session_answers():
+    api = PipeApi()
+    sessions = AgentSessions(api, "netslo-x", "agent")
+    try:
+        sessions.await_warm(["a", "b"], timeout=60)
+        assert len(api.opened) == 2                  # one warm session per pod, no more
+        assert all(s.is_open() for s in api.opened)
+        res = sessions.call("a", [], {}, timeout=5)
+        assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"") and len(api.opened) == 2
+        res = sessions.call("a", probe_argv(), {}, timeout=30)   # and commands still run after it
+        assert res.returncode == 0 and len(SampleSet.from_bytes(res.stdout)) == 5
+    finally:
+        sessions.close()

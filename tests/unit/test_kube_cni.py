@@ -297,3 +297,61 @@ def test_cilium_helm_command_would_install_the_fetched_chart():
 def test_render_passes_manifests_through_the_right_overlay():
     docs = render(cni.load("antrea"), ANTREA_LIKE.encode(), "none", "10.244.0.0/16")
     assert "trafficEncapMode: noEncap" in docs[0]["data"]["antrea-agent.conf"]
+
+
+def test_calico_node_gets_a_startup_probe_running_its_readiness_check_every_second():
+    for enc, cmd in (("vxlan", ["/bin/calico-node", "-felix-ready"]),
+                     ("ipip", ["/bin/calico-node", "-felix-ready", "-bird-ready"])):
+        node = calico_overlay(list(yaml.safe_load_all(CALICO_LIKE)), enc, "192.168.0.0/16")[1][
+            "spec"]["template"]["spec"]["containers"][0]
+        assert node["startupProbe"]["exec"]["command"] == cmd == node["readinessProbe"]["exec"]["command"]
+        assert node["startupProbe"]["periodSeconds"] == 1 and node["startupProbe"]["failureThreshold"] >= 300
+        assert "periodSeconds" not in node["readinessProbe"]      # upstream's own probes as they were
+    no_probe = CALICO_LIKE.replace("        readinessProbe: {exec: {command: [/bin/calico-node, -felix-ready, -bird-ready]}}\n", "")
+    with pytest.raises(InfrastructureError, match="no exec readinessProbe"):
+        calico_overlay(list(yaml.safe_load_all(no_probe)), "vxlan", "192.168.0.0/16")
+
+
+class StagingApi:
+    """Records applies and list calls; a workload is listed ready once it has been applied."""
+
+    def __init__(self):
+        self.calls, self.applied = [], set()
+
+    def apply(self, docs, what=None, server_side=True):
+        self.calls.append(("apply", [d["metadata"]["name"] for d in docs]))
+        self.applied.update((d["kind"].lower(), d["metadata"]["name"]) for d in docs)
+
+    def list(self, kind, namespace=None, *, name=None, selector=None):
+        self.calls.append(("list", kind, name))
+        if (kind, name) not in self.applied:
+            return [], "1"
+        st = {"desiredNumberScheduled": 2, "numberReady": 2, "updatedNumberScheduled": 2,
+              "availableReplicas": 1, "updatedReplicas": 1}
+        return [{"metadata": {"name": name, "resourceVersion": "1"}, "spec": {"replicas": 1}, "status": st}], "1"
+
+
+def test_a_staged_workload_is_applied_only_once_the_ones_before_it_are_ready():
+    from netslo.providers.cni.install import apply_staged
+    spec = cni.load("calico")
+    assert [(w.name, w.staged) for w in spec.ready] == [("calico-node", False), ("calico-kube-controllers", True)]
+    docs = [{"kind": "ConfigMap", "metadata": {"name": "calico-config", "namespace": "kube-system"}},
+            {"kind": "Deployment", "metadata": {"name": "calico-kube-controllers", "namespace": "kube-system"}},
+            {"kind": "DaemonSet", "metadata": {"name": "calico-node", "namespace": "kube-system"}}]
+    api = StagingApi()
+    apply_staged(api, spec, docs, timeout=5)
+    assert api.calls == [("apply", ["calico-config", "calico-node"]), ("list", "daemonset", "calico-node"),
+                         ("apply", ["calico-kube-controllers"])]
+
+
+def test_staged_is_a_boolean_on_a_manifest_workload_after_the_first(tmp_path):
+    (tmp_path / "cni").mkdir()
+    for name, bad in (("calico", "yes"), ("calico", None), ("cilium", True)):
+        d = yaml.safe_load((cni.manifests_dir() / "cni" / f"{name}.yaml").read_text())
+        if bad is None:
+            d["ready"][0]["staged"] = True        # nothing before it to wait for
+        else:
+            d["ready"][-1]["staged"] = bad
+        (tmp_path / "cni" / f"{name}.yaml").write_text(yaml.safe_dump(d))
+        with pytest.raises(SpecError, match="ready\\[\\].staged"):
+            cni.load(name, tmp_path)

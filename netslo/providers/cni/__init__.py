@@ -59,9 +59,14 @@ def manifests_dir() -> Path:
 
 @dataclass(frozen=True)
 class Workload:
+    """A CNI workload that must become ready. ``staged``: its documents are applied only once the
+    workloads listed before it are ready (a pod-network Deployment whose pods the CNI's own node agent
+    must be running to set up)."""
+
     kind: str
     namespace: str
     name: str
+    staged: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,11 @@ def load(name: str, directory: Path | None = None) -> CniSpec:
     for w in _need(d, "ready", where, list):
         if w.get("kind") not in WORKLOAD_KINDS:
             raise SpecError("ready[].kind", w.get("kind"), f"one of {', '.join(WORKLOAD_KINDS)}", where)
-        ready.append(Workload(w["kind"], w.get("namespace", "kube-system"), w["name"]))
+        staged = w.get("staged", False)
+        if not isinstance(staged, bool) or (staged and (kind != "manifest" or not ready)):
+            raise SpecError("ready[].staged", staged, "true or false; true only on a manifest source's "
+                            "workload after the first", where)
+        ready.append(Workload(w["kind"], w.get("namespace", "kube-system"), w["name"], staged))
     spec = CniSpec(name=_need(d, "name", where), version=str(_need(d, "version", where)), kind=kind,
                    url=url, sha256=sha, pod_subnet=_need(d, "pod_subnet", where),
                    service_subnet=_need(d, "service_subnet", where), encapsulations=encs,

@@ -2,7 +2,8 @@
 
 Overlays (our own, applied to the fetched upstream documents in memory):
 - calico: CALICO_IPV4POOL_CIDR = the cluster's pod subnet; IPIP/VXLAN per ``encapsulation`` (VXLAN-only:
-  backend "vxlan" and calico-node's BIRD health flags dropped). No bandwidth CNI plugin is chained:
+  backend "vxlan" and calico-node's BIRD health flags dropped); a startup probe on calico-node (its
+  readiness check every second until it first passes, see ``_add_startup_probe``). No bandwidth CNI plugin is chained:
   since v3.30 felix itself shapes pods with kubernetes.io/*-bandwidth annotations (its "QoS controls",
   tbf on the host veth and on an ifb "bwcali..."), and a chained plugin races felix for the same
   ingress qdisc (a second annotated pod on a node then fails "create ingress qdisc: file exists").
@@ -78,6 +79,7 @@ def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> lis
                             cmd = c.get(probe, {}).get("exec", {}).get("command")
                             if cmd:
                                 c[probe]["exec"]["command"] = [a for a in cmd if a not in ("-bird-live", "-bird-ready")]
+                    _add_startup_probe(c)
                     seen_node = True
         if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == "calico-config":
             if encapsulation == "vxlan":
@@ -95,6 +97,26 @@ def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> lis
         raise InfrastructureError("CNI calico: manifest has no calico-node DaemonSet / calico-config "
                                   "ConfigMap; the overlay does not fit this version")
     return docs
+
+
+# calico-node's readiness probe runs every 10 s: felix is ready a few seconds after it starts, and the
+# pod was marked Ready up to 10 s later (2026-11-28, kind v1.34: started 46 s, probe failed 49 s,
+# Ready 59 s into bring-up). A startup probe with the same check every second finds it ready sooner,
+# and the kubelet runs the readiness probe as soon as a container has started; after that only the
+# upstream 10 s readiness and liveness probes run (nothing extra while the gate measures).
+STARTUP_PERIOD_S = 1
+STARTUP_FAILURES = 600      # 10 min at 1 s: longer than any install timeout
+
+
+def _add_startup_probe(container: dict) -> None:
+    """A startupProbe running ``container``'s readiness check every STARTUP_PERIOD_S."""
+    ready = container.get("readinessProbe", {}).get("exec")
+    if ready is None:
+        raise InfrastructureError("CNI calico: calico-node has no exec readinessProbe to start from; "
+                                  "the overlay does not fit this version")
+    container["startupProbe"] = {"exec": {"command": list(ready["command"])}, "periodSeconds": STARTUP_PERIOD_S,
+                                 "timeoutSeconds": container["readinessProbe"].get("timeoutSeconds", 10),
+                                 "failureThreshold": STARTUP_FAILURES}
 
 
 def antrea_overlay(docs: list[dict], encapsulation: str, version: str) -> list[dict]:
@@ -197,8 +219,7 @@ def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_sub
     subnet = pod_subnet or spec.pod_subnet
     data, digest = fetch(spec, allow_unrecorded=allow_unrecorded)
     if spec.kind == "manifest":
-        docs = render(spec, data, enc, subnet)
-        kubectl.apply(docs, what=f"install CNI {spec.name} {spec.version}", server_side=True)
+        apply_staged(kubectl, spec, render(spec, data, enc, subnet), timeout)
     else:
         with tempfile.TemporaryDirectory() as tmp:
             chart = Path(tmp) / f"{spec.name}-{spec.version}.tgz"
@@ -216,6 +237,28 @@ def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_sub
     return {"cni": spec.name, "cni_version": spec.version, "encapsulation": enc, "cni_sha256": digest,
             "cni_sha256_recorded": digest_status(spec), "cni_source": cni_source(spec),
             "bandwidth": spec.bandwidth}
+
+
+def apply_staged(kubectl, spec: CniSpec, docs: list[dict], timeout: float) -> None:
+    """Apply ``docs``; those of a staged workload (``Workload.staged``) only once the workloads listed
+    before it in ``spec.ready`` are ready."""
+    later = [d for d in docs if _staged(spec, d)]
+    kubectl.apply([d for d in docs if not _staged(spec, d)], what=f"install CNI {spec.name} {spec.version}",
+                  server_side=True)
+    if not later:
+        return
+    for w in spec.ready:
+        if w.staged:
+            break
+        wait_workload(kubectl, w.kind, w.namespace, w.name, f"CNI {spec.name}", timeout)
+    kubectl.apply(later, what=f"install CNI {spec.name} {spec.version} (staged)", server_side=True)
+
+
+def _staged(spec: CniSpec, doc: dict) -> bool:
+    """Whether ``doc`` is a workload the data file stages (``Workload.staged``)."""
+    meta = doc.get("metadata") or {}
+    return any(w.staged and doc.get("kind") == w.kind and meta.get("name") == w.name
+               and meta.get("namespace", "kube-system") == w.namespace for w in spec.ready)
 
 
 def wait_ready(api, spec: CniSpec, timeout: float) -> None:
