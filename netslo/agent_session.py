@@ -3,11 +3,12 @@
 On Kubernetes every agent command (a probe, a bulk flow) used to be an exec of its own: a new stream
 through the API server and kubelet, then an interpreter start and every import in a pod with a small
 CPU request, ~1.2 s per call on kind. A session is started once per pod (one exec whose stdin stays
-open); it imports the agent and the probes once (``forkserver.WARM``), and runs each command it is
-sent in a child forked from itself, so a call costs its schedule plus a fork and the framing. A node
-agent's commands (``netem``, ``qos``) need netlink (pyroute2): the session imports their module the
-first time one is asked for (``COMMAND_MODULES``), so only the first such call pays for it (~0.5 s in
-a kind node agent pod, measured 2026-11-27), not every one.
+open) and runs each command it is sent in a child forked from itself, so a call costs its schedule
+plus a fork and the framing. What a command needs is imported in the session, before the fork, the
+first time such a command comes (``COMMAND_MODULES``: numpy and the probes for ``probe`` and ``bulk``,
+netlink for a node agent's ``netem`` and ``qos``), so only the first one pays for it and a pod that
+only serves never does: on kind the gate's 14 pods all importing the probes at once took 7 s of the
+two cores (2026-11-28), and most of those pods never run one.
 
 Protocol, binary, on the session's stdin and stdout:
 
@@ -40,7 +41,8 @@ from .forkserver import WARM, exit_child, exit_code
 PR_SET_PDEATHSIG = 1
 MAX_HEADER = 1 << 20
 # agent command -> modules its runs import; a session imports them once, on the first such command
-COMMAND_MODULES = {"netem": ("netslo.impair.node_cli",), "qos": ("netslo.qos.node_cli",)}
+COMMAND_MODULES = {"probe": WARM, "bulk": WARM,
+                   "netem": ("netslo.impair.node_cli",), "qos": ("netslo.qos.node_cli",)}
 
 
 def _child(argv: list[str], env: dict[str, str], out_w: int, err_w: int) -> None:
@@ -113,10 +115,6 @@ def serve(stdin_fd: int = 0, stdout_fd: int = 1) -> int:
     """Answer requests on ``stdin_fd`` with replies on ``stdout_fd`` until end of input."""
     reply_fd = os.dup(stdout_fd)
     os.dup2(2, stdout_fd)               # stray prints of this process go to stderr, never into a reply
-    for name in WARM:
-        importlib.import_module(name)
-    gc.collect()
-    gc.freeze()                          # children's collections leave the inherited objects' pages shared
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     pending = bytearray()
     while True:
@@ -151,8 +149,9 @@ def serve(stdin_fd: int = 0, stdout_fd: int = 1) -> int:
 
 
 def _warm_for(argv: list[str]) -> None:
-    """Import, in this process, what command ``argv`` needs beyond ``WARM`` (``COMMAND_MODULES``), so
-    its child and every later one find it imported. An import that fails is left to the child, which
+    """Import, in this process, what command ``argv`` needs (``COMMAND_MODULES``), so its child and
+    every later one find it imported; then freeze the collector's view (children's collections leave
+    the inherited objects' pages shared). An import that fails is left to the child, which
     reports it as the command's error."""
     modules = COMMAND_MODULES.get(argv[0] if argv else "", ())
     if all(name in sys.modules for name in modules):

@@ -242,11 +242,10 @@ class KubeCluster(Cluster):
                       annotations=dict(manifest["metadata"]["annotations"]))
             self._pods[pod.name] = pod
             self._responders[pod.name] = responders
-            self._sessions.warm(manifest["metadata"]["name"])     # the agents import at once, in every pod
             pods.append(pod)
         with progress.phase(f"agent session{'s' if len(names) > 1 else ''} in {', '.join(r['name'] for r in requests)}"):
-            # A pod is ready for measuring once its agent has imported: a first probe beside 14 pods'
-            # imports measured their CPU load (2026-11-28 kind: 7-17 s for 1.6 s of sending, re-measured).
+            # Every pod's session answers before the first measurement: a first probe beside 14 pods'
+            # starting agents measured their CPU load (2026-11-28 kind: 7-17 s for 1.6 s of sending).
             self._sessions.await_warm(names, self.pod_timeout)
         return pods
 

@@ -4,9 +4,9 @@ stream each (``netslo.agent_session`` has the protocol).
 ``AgentSessions(api, namespace, container)`` keeps, per pod, the sessions it opened; ``call(pod,
 argv, env, timeout)`` runs one agent command in a session that is free (opening another when all of
 the pod's are busy: two probes at once from one pod each get their own) and returns its exit code and
-output like ``KubeApi.run``. ``warm(pod)`` opens a pod's first session ahead of use, so its imports
-happen while the caller does other work; ``await_warm(pods, timeout)`` returns once those sessions
-answer (their imports done), so a first measurement never shares the CPU with them. A command that does not answer within its timeout closes its
+output like ``KubeApi.run``. ``warm(pod)`` opens a pod's first session ahead of use (its interpreter
+starts while the caller does other work); ``await_warm(pods, timeout)`` returns once those sessions
+answer, so a first measurement never shares the CPU with their start. A command that does not answer within its timeout closes its
 session (the next call opens a fresh one) and is an ``InfrastructureError``; so is a session whose
 stream ends, with the session's stderr. ``close()`` ends them all (end of stdin ends the agent).
 """
@@ -81,14 +81,14 @@ class AgentSessions:
         return s
 
     def warm(self, pod: str) -> None:
-        """Open the pod's first session now (its agent imports while the caller goes on)."""
+        """Open the pod's first session now (its interpreter starts while the caller goes on)."""
         with self._guard:
             if self._by_pod.get(pod):
                 return
         self._open(pod)
 
     def await_warm(self, pods: list[str], timeout: float) -> None:
-        """Until the first session of each of ``pods`` answers an empty request (its imports done);
+        """Until the first session of each of ``pods`` answers an empty request (it has started);
         InfrastructureError naming the pod whose session ended or did not answer within ``timeout`` s."""
         for pod in pods:
             self.warm(pod)

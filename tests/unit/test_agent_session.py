@@ -204,3 +204,24 @@ def test_an_empty_request_is_answered_at_once_and_await_warm_returns_once_every_
         assert res.returncode == 0 and len(SampleSet.from_bytes(res.stdout)) == 5
     finally:
         sessions.close()
+
+
+def _maps(stream) -> str:
+    with open(f"/proc/{stream.proc.pid}/maps") as f:
+        return f.read()
+
+
+def test_a_session_imports_the_probes_on_its_first_probe_not_before():
+    """A pod that only serves never pays for numpy and the probes; the first probe imports them in the
+    session (before its fork), and later probes' children inherit them."""
+    api = PipeApi()
+    sessions = AgentSessions(api, "netslo-x", "agent")
+    try:
+        sessions.await_warm(["a"], timeout=60)
+        assert "numpy" not in _maps(api.opened[0])
+        assert sessions.call("a", ["netns-id"], {}, timeout=30).returncode == 0
+        assert "numpy" not in _maps(api.opened[0])
+        assert sessions.call("a", probe_argv(), {}, timeout=30).returncode == 0
+        assert "numpy" in _maps(api.opened[0])
+    finally:
+        sessions.close()
