@@ -7,6 +7,7 @@
 
 PACK=(python3 "$KO_HERE/image_pack.py")
 NODE_RECIPE=1   # bump when the node image recipe below changes (the cache keys hold inputs, not this code)
+NODE_LAYER_RECIPE=2   # the same for the node layer alone (node_image): no base rebuild
 
 # ---- Go binaries ----------------------------------------------------------------------------------
 # <step>_cached: true when the step has nothing to do, so it need not wait for the heavy lock.
@@ -167,12 +168,17 @@ kube_proxy_image() {  # REF OUT: Debian minbase + iptables/conntrack + kube-prox
 #     (dockerd 20.10 rejects STOPSIGNAL in "import -c"/"commit --change").
 #  2. node: kubeadm/kubelet/kubectl in /usr/bin, crictl in /usr/local/bin (as in kind's base image),
 #     /kind/version, the component images imported into the node's containerd (k8s.io namespace, not
-#     unpacked, as kind does), "docker commit".
+#     unpacked, as kind does), "docker commit". Their blobs (containerd's content store, 1.9 GB with
+#     both CNIs' images) live in the image's root file system, /opt/netslo/containerd-content, with a
+#     symlink from /var/lib/containerd: kind gives every node an anonymous volume for /var, which docker
+#     fills with a copy of the image's /var when it creates the node (1.9 GB per node per cluster, and
+#     as much deleted with it), while the root file system is an overlay that shares the image's files.
+#     Snapshots (unpacked layers) stay on the volume: overlayfs cannot use an overlay as its upper.
 # containerd's config gets restrict_oom_score_adj = true: this machine's bounding set lacks
 # CAP_SYS_RESOURCE, so containerd cannot lower pods' oom_score_adj, every sandbox would fail with
 # "can't get final child's PID from pipe: EOF" and kubeadm would time out at wait-control-plane.
 node_key() {
-  { echo "$NODE_RECIPE $KIND_VERSION $KVER $SUITE $CNI_PLUGINS_VERSION"
+  { echo "$NODE_RECIPE $NODE_LAYER_RECIPE $KIND_VERSION $KVER $SUITE $CNI_PLUGINS_VERSION"
     cat "$KO_IMAGES"/*.tar.id 2>/dev/null
     sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} "$KO_CRICTL" \
       "$KO_HERE/runc-wrapper" | cut -c1-64; } | sha256sum | cut -c1-16
@@ -285,6 +291,8 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
   done
   docker exec "$cid" ctr --namespace=k8s.io images ls -q | sed 's/^/  imported: /' >&2
   docker exec "$cid" sh -c 'kill $(cat /tmp/containerd.pid); while kill -0 $(cat /tmp/containerd.pid) 2>/dev/null; do sleep 0.1; done; rm -f /tmp/containerd.*'
+  docker exec "$cid" sh -c 'c=/var/lib/containerd/io.containerd.content.v1.content && mkdir -p /opt/netslo && \
+    mv $c /opt/netslo/containerd-content && ln -s /opt/netslo/containerd-content $c && [ -d $c/blobs/sha256 ]'
   docker commit "$cid" "$KO_NODE_IMAGE-stage" >/dev/null
   local ctx
   ctx=$(mktemp -d)
