@@ -17,11 +17,11 @@ Protocol, binary, on the session's stdin and stdout:
              stdout and M bytes of its stderr
 
 A request with an empty argv is answered at once (rc 0, no output, nothing forked): the client's sign
-that the session's imports are done. One command at a time (a client wanting two at once opens two sessions). At end of stdin the session
-ends; a command still running then is killed, and a child never outlives the session
-(PR_SET_PDEATHSIG). Nothing but replies is written to the session's stdout (its own fd 1 is moved
-to stderr at start). ``request_line`` and ``parse_reply`` are the client's side of the framing
-(``providers.kube_session`` speaks it over the exec stream).
+that the session has started. One command at a time (a client wanting two at once opens two
+sessions). At end of stdin the session ends; a command still running then is killed, and a child
+never outlives the session (PR_SET_PDEATHSIG). Nothing but replies is written to the session's stdout
+(its own fd 1 is moved to stderr at start). ``request_line`` and ``parse_reply`` are the client's
+side of the framing (``providers.kube_session`` speaks it over the exec stream).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def serve(stdin_fd: int = 0, stdout_fd: int = 1) -> int:
         except (ValueError, KeyError, TypeError) as e:
             code, out, err = 2, b"", f"netslo session: bad request ({e})\n".encode()
         else:
-            if not argv:            # "are you there": the imports above are done
+            if not argv:            # "are you there": answered by this process, nothing forked
                 _write_all(reply_fd, json.dumps({"rc": 0, "out": 0, "err": 0}).encode() + b"\n")
                 continue
             _warm_for(argv)

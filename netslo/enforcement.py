@@ -259,7 +259,7 @@ def run(cluster, client, host: str, port: int, steps: list[Step], trials: int, w
     if trials < 1 or window <= 0 or interval <= 0 or reset_window <= 0:
         raise ValueError(f"trials/window/reset_window/interval: values {trials!r}/{window!r}/{reset_window!r}/"
                          f"{interval!r} — expected > 0")
-    cluster.exec_agent(client, ["probe", "--help"], timeout=60.0)   # probes imported: the lead-in need not cover that
+    cluster.exec_agent(client, ["probe", "--help"], timeout=60.0)   # the probes imported before the lead-in
     samples, changes, late_ns = _study(cluster, client, host, port, steps, trials, window, interval, lead_in,
                                        reset_window)
     if late_ns > 0:   # started after the first change: once more, waiting longer than it took

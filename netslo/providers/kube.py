@@ -243,7 +243,8 @@ class KubeCluster(Cluster):
             self._pods[pod.name] = pod
             self._responders[pod.name] = responders
             pods.append(pod)
-        with progress.phase(f"agent session{'s' if len(names) > 1 else ''} in {', '.join(r['name'] for r in requests)}"):
+        sessions = f"agent session{'s' if len(names) > 1 else ''} in {', '.join(r['name'] for r in requests)}"
+        with progress.phase(sessions):
             # Every pod's session answers before the first measurement: a first probe beside 14 pods'
             # starting agents measured their CPU load (2026-11-28 kind: 7-17 s for 1.6 s of sending).
             self._sessions.await_warm(names, self.pod_timeout)
@@ -384,7 +385,8 @@ class KubeCluster(Cluster):
                                        protocols=protocols, ports=ports)
         svc_name = manifest["metadata"]["name"]
         self.api.create(manifest, what=f"create service {self.namespace}/{svc_name}")
-        wait_endpoints(self.api, self.namespace, svc_name, f"service {self.namespace}/{svc_name} endpoints", timeout)
+        wait_endpoints(self.api, self.namespace, svc_name, f"service {self.namespace}/{svc_name} endpoints",
+                       timeout)
         obj = self.api.get("service", svc_name, self.namespace)
         spec = obj["spec"]
         ports = {p["name"]: p["port"] for p in spec["ports"]}
@@ -396,11 +398,12 @@ class KubeCluster(Cluster):
 
     def await_cluster_dns(self, timeout: float = 120.0) -> bool:
         """Until the cluster DNS Service (kube-system/kube-dns, the name kubeadm, kind and most
-        distributions give CoreDNS's Service) has a ready endpoint: on a new cluster CoreDNS's pods start
-        after the CNI. False, at once, when the cluster has no such Service (nothing to wait for)."""
+        distributions give CoreDNS's Service) has a ready endpoint: on a new cluster CoreDNS's pods
+        start after the CNI. False, at once, when the cluster has no such Service (nothing to wait for)."""
         if self.api.get("service", DNS_SERVICE[1], DNS_SERVICE[0], missing_ok=True) is None:
             return False
-        wait_endpoints(self.api, *DNS_SERVICE, f"cluster DNS: service {'/'.join(DNS_SERVICE)} endpoints", timeout)
+        wait_endpoints(self.api, *DNS_SERVICE, f"cluster DNS: service {'/'.join(DNS_SERVICE)} endpoints",
+                       timeout)
         return True
 
     def policies(self):

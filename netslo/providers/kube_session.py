@@ -6,9 +6,10 @@ argv, env, timeout)`` runs one agent command in a session that is free (opening 
 the pod's are busy: two probes at once from one pod each get their own) and returns its exit code and
 output like ``KubeApi.run``. ``warm(pod)`` opens a pod's first session ahead of use (its interpreter
 starts while the caller does other work); ``await_warm(pods, timeout)`` returns once those sessions
-answer, so a first measurement never shares the CPU with their start. A command that does not answer within its timeout closes its
-session (the next call opens a fresh one) and is an ``InfrastructureError``; so is a session whose
-stream ends, with the session's stderr. ``close()`` ends them all (end of stdin ends the agent).
+answer, so a first measurement never shares the CPU with their start. A command that does not answer
+within its timeout closes its session (the next call opens a fresh one) and is an
+``InfrastructureError``; so is a session whose stream ends, with the session's stderr. ``close()``
+ends them all (end of stdin ends the agent).
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ class AgentSessions:
         for pod in pods:
             res = self.call(pod, [], {}, timeout)
             if res.returncode:   # an agent of another version, that does not know the empty request
-                raise InfrastructureError(f"netslo agent session in pod {self.namespace}/{pod}: "
-                                          f"exit {res.returncode} for the readiness request: {tail(res.stderr)}")
+                raise InfrastructureError(f"netslo agent session in pod {self.namespace}/{pod}: exit "
+                                          f"{res.returncode} for the readiness request: {tail(res.stderr)}")
 
     def _acquire(self, pod: str) -> AgentSession:
         with self._guard:

@@ -3,10 +3,11 @@
 Overlays (our own, applied to the fetched upstream documents in memory):
 - calico: CALICO_IPV4POOL_CIDR = the cluster's pod subnet; IPIP/VXLAN per ``encapsulation`` (VXLAN-only:
   backend "vxlan" and calico-node's BIRD health flags dropped); a startup probe on calico-node (its
-  readiness check every second until it first passes, see ``_add_startup_probe``). No bandwidth CNI plugin is chained:
-  since v3.30 felix itself shapes pods with kubernetes.io/*-bandwidth annotations (its "QoS controls",
-  tbf on the host veth and on an ifb "bwcali..."), and a chained plugin races felix for the same
-  ingress qdisc (a second annotated pod on a node then fails "create ingress qdisc: file exists").
+  readiness check every second until it first passes, see ``_add_startup_probe``). No bandwidth CNI
+  plugin is chained: since v3.30 felix itself shapes pods with kubernetes.io/*-bandwidth annotations
+  (its "QoS controls", tbf on the host veth and on an ifb "bwcali..."), and a chained plugin races
+  felix for the same ingress qdisc (a second annotated pod on a node then fails "create ingress
+  qdisc: file exists").
 - antrea: trafficEncapMode/tunnelType in antrea-agent.conf per ``encapsulation``; Antrea's images at the
   pinned version (the checked-in manifest says ``latest``; see ``antrea_overlay``).
 - cilium: Helm values (Bandwidth Manager on, routing mode per ``encapsulation``).
@@ -114,9 +115,9 @@ def _add_startup_probe(container: dict) -> None:
     if ready is None:
         raise InfrastructureError("CNI calico: calico-node has no exec readinessProbe to start from; "
                                   "the overlay does not fit this version")
-    container["startupProbe"] = {"exec": {"command": list(ready["command"])}, "periodSeconds": STARTUP_PERIOD_S,
-                                 "timeoutSeconds": container["readinessProbe"].get("timeoutSeconds", 10),
-                                 "failureThreshold": STARTUP_FAILURES}
+    container["startupProbe"] = {"exec": {"command": list(ready["command"])},
+                                 "periodSeconds": STARTUP_PERIOD_S, "failureThreshold": STARTUP_FAILURES,
+                                 "timeoutSeconds": container["readinessProbe"].get("timeoutSeconds", 10)}
 
 
 def antrea_overlay(docs: list[dict], encapsulation: str, version: str) -> list[dict]:
