@@ -243,8 +243,8 @@ class KubeCluster(Cluster):
             self._pods[pod.name] = pod
             self._responders[pod.name] = responders
             pods.append(pod)
-        sessions = f"agent session{'s' if len(names) > 1 else ''} in {', '.join(r['name'] for r in requests)}"
-        with progress.phase(sessions):
+        label = f"agent session{'s' if len(names) > 1 else ''} in {', '.join(r['name'] for r in requests)}"
+        with progress.phase(label):
             # Every pod's session answers before the first measurement: a first probe beside 14 pods'
             # starting agents measured their CPU load (2026-11-28 kind: 7-17 s for 1.6 s of sending).
             self._sessions.await_warm(names, self.pod_timeout)
