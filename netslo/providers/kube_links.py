@@ -41,6 +41,7 @@ class AgentNodeLinks(node_links.NodeLinks):
         where = self._run("describe")
         self.uplink, self.layer, self.tunnel_port = where["uplink"], where["layer"], where["tunnel_port"]
         self.tunnels = where.get("tunnels", [])
+        self.control = cluster.control_ports(node)
 
     def _run(self, action: str, pod=None, **spec) -> dict:
         args = [action, *(["--pod-ip", pod.ip] if pod is not None else []),
@@ -48,10 +49,11 @@ class AgentNodeLinks(node_links.NodeLinks):
         return self.cluster.node_agent.run(self.node, args, command="qos")
 
     def install_priority(self, policy):
-        out = self._run("priority", policy=node_cli.policy_doc(policy))
+        out = self._run("priority", policy=node_cli.policy_doc(policy), control=[list(c) for c in self.control])
         filters = [{"flowid": f["flowid"], "match": {int(k): tuple(v) for k, v in f["match"].items()}}
                    for f in out["filters"]]
-        return priority.Installed(f"node {self.node}", self.uplink, policy, self.layer, filters, self.tunnel_port)
+        return priority.Installed(f"node {self.node}", self.uplink, policy, self.layer, filters, self.tunnel_port,
+                                  self.control)
 
     def clear(self, kind: str) -> None:
         self._run("clear", kind=kind)

@@ -1,7 +1,9 @@
 """``python -m netslo.agent qos ...``: the QoS studies' work on a node's links, run on that node.
 
     python -m netslo.agent qos describe                         the uplink: device, layer, tunnel port
-    python -m netslo.agent qos priority --spec '{"policy": {...}}'   htb + DSCP u32 filters on the uplink
+    python -m netslo.agent qos priority --spec '{"policy": {...}, "control": [["sport", 10250], ...]}'
+                                                                htb + DSCP u32 filters on the uplink,
+                                                                the control ports' TCP in class 1:2
     python -m netslo.agent qos counters                         bytes per htb class of the uplink
     python -m netslo.agent qos bottleneck --spec '{"rate_bits": R, "queue_s": Q}'   root tbf on the uplink
     python -m netslo.agent qos clear --spec '{"kind": "htb"|"tbf"}'               netslo's root qdisc off
@@ -56,6 +58,13 @@ def policy_of(doc: dict) -> priority.QosPolicy:
         raise SpecError("--spec policy", str(doc)[:80], f"a policy as policy_doc writes it ({e})") from None
 
 
+def control_of(doc) -> tuple:
+    """``[["sport"|"dport", port], ...]`` -> priority.install's ``control`` (values checked there)."""
+    if not isinstance(doc, list) or not all(isinstance(c, list) and len(c) == 2 for c in doc):
+        raise SpecError("--spec control", str(doc)[:80], 'a list of ["sport" or "dport", TCP port] pairs')
+    return tuple((d, p) for d, p in doc)
+
+
 class _Pods:
     """Pods of this node by IP: their namespace and host-side interface."""
 
@@ -105,7 +114,9 @@ def run(action: str, pod_ip: str | None, spec: str | None, run_dir: str) -> dict
     if action == "describe":
         return out
     if action == "priority":
-        inst = links.install_priority(policy_of(_spec(spec, ("policy",))["policy"]))
+        doc = _spec(spec, ("policy",))
+        links.control = control_of(doc.get("control", []))
+        inst = links.install_priority(policy_of(doc["policy"]))
         out["filters"] = [{"flowid": f["flowid"], "match": {str(k): v for k, v in f["match"].items()}}
                           for f in inst.filters]
     elif action == "counters":

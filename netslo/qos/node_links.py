@@ -9,7 +9,9 @@ use only it and never ask which provider they run on:
                                       when the CNI tunnels (VXLAN UDP port ``tunnel_port``) and the
                                       outer header carries no mark (netslo.qos.limits)
     priority(policy)                  with-block: htb classes keyed on DSCP on the uplink egress
-                                      (``netslo.qos.priority``); yields the read-back ``Installed``
+                                      (``netslo.qos.priority``), the cluster's control traffic
+                                      (``control``: its TCP ports) beside them; yields the
+                                      read-back ``Installed``
     class_counters()                  {flowid: bytes} of the htb classes on the uplink
     bottleneck(rate_bits, queue_s)    with-block: a root tbf on the uplink; yields ``Bottleneck``
     random_drop(p, src, dst, dport)   with-block: drop TCP segments src -> dst:dport with probability
@@ -64,6 +66,7 @@ class NodeLinks(abc.ABC):
     uplink: str
     layer: str = "ip"
     tunnel_port: int = priority.VXLAN_PORT
+    control: tuple = ()     # the cluster's control traffic through the uplink: priority.install's ``control``
 
     # ---- primitives: each implementation does these where the node is ---------------------------
     @abc.abstractmethod
@@ -149,12 +152,14 @@ class LocalNodeLinks(NodeLinks):
 
     def __init__(self, node: str, netns: str, uplink: str = "eth0", layer: str = "ip",
                  tunnel_port: int = priority.VXLAN_PORT, host_interface=None, pod_netns=None,
-                 tunnel_rules: bool = False):
+                 tunnel_rules: bool = False, control: tuple = ()):
         self.node, self.netns, self.uplink, self.layer, self.tunnel_port = node, netns, uplink, layer, tunnel_port
+        self.control = control
         self._host_if, self._pod_netns, self._tunnel_rules = host_interface, pod_netns, tunnel_rules
 
     def install_priority(self, policy):
-        return priority.install(self.netns, self.uplink, policy, self.layer, port=self.tunnel_port)
+        return priority.install(self.netns, self.uplink, policy, self.layer, port=self.tunnel_port,
+                                control=self.control)
 
     def clear(self, kind: str) -> None:
         shaping.clear_root(self.netns, self.uplink, kind)

@@ -14,6 +14,15 @@ order given, each with a bfifo of ``queue`` x ceil bytes (at least 3 x 64 KiB: a
 is up to 64 KiB on veth); one u32 filter per DSCP value (protocol IP).
 ``flat(policy)`` is the control: the same link and queue in one class, nothing prioritized.
 
+``control``: TCP ports of the cluster's own control traffic leaving the node (("sport", 10250): the
+kubelet's API, which carries the exec streams that start netslo's probes and bring their samples back;
+("dport", 6443): the kubelet's requests to the API server). Such segments go to class 1:2, a sibling of
+the link class 1:1 at 1 Gbit/s, so they neither queue behind the bulk flow the study runs nor take the
+link's bandwidth: the pod traffic under test is what the bottleneck holds, and a probe's samples are
+not held minutes after its schedule (on kind: 2.4-4.7 s per measurement of the control run, where the
+bulk flow filled the 75-100 ms queue its samples had to pass). Matched as IPv4 without options,
+protocol TCP, the port at byte 20 (source) or 22 (destination); filters before the DSCP filters.
+
 Where the mark is matched (``layer``):
   ip            the IPv4 TOS byte (byte 1 of the packet): DSCP bits = mask 0xfc
   vxlan-inner   the inner IPv4 TOS of VXLAN (UDP dport ``port``: 4789 by default, Cilium's 8472; outer
@@ -41,6 +50,10 @@ from ..impair import teardown
 from .shaping import clear_root
 
 ROOT, PARENT = 0x10000, 0x10001
+CONTROL = 0x10002           # class 1:2, the cluster's control traffic (see ``control``), beside 1:1
+CONTROL_BITS = 1e9          # its rate = ceil: htb needs numbers; far above what the control traffic sends
+                            # (quantum 200000 B: htb's largest without a "quantum is big" warning)
+CONTROL_DIRECTIONS = {"sport": 20, "dport": 22}     # byte offset of the TCP port (IPv4 without options)
 FIRST_LEAF = 0x10
 ETH_P_IP = 0x0800
 VXLAN_PORT = 4789
@@ -174,6 +187,17 @@ def match_bytes(dscp: int, layer: str, port: int = VXLAN_PORT) -> dict:
     raise SpecError("layer", layer, f"one of {', '.join(LAYERS)}")
 
 
+def control_match(direction: str, port: int) -> dict:
+    """{byte offset: (value, mask)} of an IPv4 TCP segment (no IP options) with source ("sport") or
+    destination ("dport") port ``port``."""
+    if direction not in CONTROL_DIRECTIONS:
+        raise SpecError("control direction", direction, f"one of {', '.join(CONTROL_DIRECTIONS)}")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise SpecError(f"control {direction}", port, "a TCP port 1..65535")
+    off = CONTROL_DIRECTIONS[direction]
+    return {0: (0x45, 0xFF), 9: (6, 0xFF), off: (port >> 8, 0xFF), off + 1: (port & 0xFF, 0xFF)}
+
+
 def u32_keys(match: dict) -> list[str]:
     """pyroute2 key strings 'val/mask+off' (32-bit words at 4-byte aligned offsets)."""
     words: dict[int, list] = {}
@@ -235,17 +259,21 @@ class Installed:
     layer: str
     filters: list = field(default_factory=list)
     port: int = VXLAN_PORT
+    control: tuple = ()         # (("sport"|"dport", port), ...) in class 1:2
 
     def flowid(self, cls: QosClass) -> str:
         return f"1:{FIRST_LEAF + self.policy.classes.index(cls):x}"
 
 
 def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=u32_keys,
-            port: int = VXLAN_PORT) -> Installed:
-    """Replace the root qdisc of ``ifname`` with the policy's htb tree; verify the filters read back."""
+            port: int = VXLAN_PORT, control=()) -> Installed:
+    """Replace the root qdisc of ``ifname`` with the policy's htb tree (and class 1:2 for the
+    ``control`` ports); verify the filters read back."""
     if layer not in LAYERS:
         raise SpecError("layer", layer, f"one of {', '.join(LAYERS)}")
-    inst = Installed(netns, ifname, policy, layer, port=port)
+    control = tuple((d, p) for d, p in control)
+    matches = [control_match(d, p) for d, p in control]   # bad input refused before anything is installed
+    inst = Installed(netns, ifname, policy, layer, port=port, control=control)
     try:
         with netns_access.rtnl(netns) as ipr:
             found = ipr.link_lookup(ifname=ifname)
@@ -263,6 +291,13 @@ def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=
                        ceil=int(c.ceil_bits // 8), prio=c.prio, burst=b, cburst=b)
                 ipr.tc("add", "bfifo", dev, (0x100 + i) << 16, parent=_classid(i), limit=policy.queue_bytes(c))
             pref = 1
+            if control:
+                ipr.tc("add-class", "htb", dev, CONTROL, parent=ROOT, rate=int(CONTROL_BITS // 8),
+                       ceil=int(CONTROL_BITS // 8), prio=0, burst=b, cburst=b, quantum=200_000)
+            for match in matches:
+                ipr.tc("add-filter", "u32", dev, parent=ROOT, prio=pref, protocol=ETH_P_IP, target=CONTROL,
+                       keys=keys(match))
+                pref += 1
             for i, c in enumerate(policy.classes):
                 for d in c.dscp:
                     ipr.tc("add-filter", "u32", dev, parent=ROOT, prio=pref, protocol=ETH_P_IP,
@@ -281,8 +316,9 @@ def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=
 
 
 def _verify(inst: Installed) -> None:
-    want = sorted((inst.flowid(c), tuple(sorted(match_bytes(d, inst.layer, inst.port).items())))
-                  for c in inst.policy.classes for d in c.dscp)
+    want = sorted([(inst.flowid(c), tuple(sorted(match_bytes(d, inst.layer, inst.port).items())))
+                   for c in inst.policy.classes for d in c.dscp]
+                  + [("1:2", tuple(sorted(control_match(d, p).items()))) for d, p in inst.control])
     got = sorted((f["flowid"], tuple(sorted(f["match"].items()))) for f in inst.filters)
     if want != got:
         def show(items):
@@ -293,9 +329,9 @@ def _verify(inst: Installed) -> None:
 
 
 @contextlib.contextmanager
-def installed(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip"):
+def installed(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", control=()):
     """The policy on ``ifname`` for the ``with`` block, removed afterwards (also on failure)."""
-    inst = install(netns, ifname, policy, layer)
+    inst = install(netns, ifname, policy, layer, control=control)
     try:
         yield inst
     finally:

@@ -23,6 +23,7 @@ from netslo.impair import capability
 from netslo.impair.spec import parse
 from netslo.providers import kube_manifests as km
 from netslo.providers.kube_impair import KubeImpairer
+from netslo.qos import priority
 
 from . import kube_target
 from .test_kube_existing import cluster, leftovers, provider  # noqa: F401  (cluster: module-scoped, leftovers checked)
@@ -201,3 +202,15 @@ def test_node_links_through_the_agent(cluster, impairer, pods):
     with links.bottleneck(10e6, 0.02) as b:
         assert b.rate_bits == 10e6 and links.root_qdisc(links.uplink) == "tbf"
     assert links.root_qdisc(links.uplink) != "tbf"
+    # the cluster's control traffic (the kubelet's API, the API server's port: kind's 10250 and 6443)
+    # leaves beside an htb policy: class 1:2, which counts the agent's own exec streams
+    assert links.control == (("sport", 10250), ("dport", 6443)), links.control
+    policy = priority.flat(priority.parse_policy({"link": "20mbit", "classes": [
+        {"name": "be", "default": True, "rate": "20mbit"}]}))
+    api_ips = {a["ip"] for s in cluster.api.get("endpoints", "kubernetes", "default")["subsets"] for a in s["addresses"]}
+    with links.priority(policy) as inst:
+        assert [f["flowid"] for f in inst.filters] == ["1:2", "1:2"]
+        first = links.class_counters()["1:2"]
+        if cluster.node_ip(a.node) not in api_ips:     # else the kubelet's streams never leave the node
+            assert links.class_counters()["1:2"] > first   # the exec stream that brought the first answer
+    assert links.root_qdisc(links.uplink) != "htb"

@@ -65,6 +65,13 @@ def test_priority_and_bottleneck_are_installed_and_cleared(vx):
     want = priority.match_bytes(46, "vxlan-inner")
     assert [(f["flowid"], {int(k): tuple(v) for k, v in f["match"].items()}) for f in got["filters"]] == [("1:10", want)]
     assert set(out(vx, "node1", "counters")["class_bytes"]) >= {"1:10", "1:11"}
+    control = [["sport", 10250], ["dport", 6443]]
+    got = out(vx, "node1", "priority", "--spec", json.dumps({"policy": node_cli.policy_doc(POLICY), "control": control}))
+    assert [(f["flowid"], {int(k): tuple(v) for k, v in f["match"].items()}) for f in got["filters"]] == [
+        ("1:2", {0: (0x45, 0xFF), 9: (6, 0xFF), 20: (0x28, 0xFF), 21: (0x0A, 0xFF)}),     # 10250 = 0x280a
+        ("1:2", {0: (0x45, 0xFF), 9: (6, 0xFF), 22: (0x19, 0xFF), 23: (0x2B, 0xFF)}),     # 6443 = 0x192b
+        ("1:10", want)]
+    assert set(out(vx, "node1", "counters")["class_bytes"]) >= {"1:2", "1:10", "1:11"}
     out(vx, "node1", "clear", "--spec", '{"kind": "htb"}')
     assert "htb" not in tc(vx, "node1", "qdisc", "show", "dev", "eth0")
     b = out(vx, "node1", "bottleneck", "--spec", json.dumps({"rate_bits": 10e6, "queue_s": 0.02}))
@@ -109,6 +116,7 @@ def test_local_links_of_the_embedded_node_append_to_forward(vx):
     (["pod"], "--pod-ip"),
     (["clear", "--spec", '{"kind": "fq"}'], "--spec kind"),
     (["shape"], "action"),
+    (["priority", "--spec", '{"policy": {}, "control": [10250]}'], "--spec control"),
 ])
 def test_bad_input_is_one_line_naming_the_field(vx, args, field):
     run = agent(vx, "node1", *args, check=False)

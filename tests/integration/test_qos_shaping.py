@@ -1,13 +1,15 @@
 """QoS qdiscs on real namespaces: the bandwidth plugin's tbf/ifb, htb policies read back, cleanup."""
 
 import subprocess
+import time
 
+import numpy as np
 import pytest
 
 from netslo.errors import InfrastructureError, SpecError
 from netslo.probes import ProbeSpec
 from netslo.providers.netns import NetnsCluster
-from netslo.qos import bandwidth, priority, shaping
+from netslo.qos import background, bandwidth, priority, shaping
 
 POLICY = priority.parse_policy({"link": "20mbit", "classes": [
     {"name": "ef", "dscp": ["EF"], "rate": "4mbit", "prio": 0},
@@ -107,6 +109,51 @@ def test_ef_packets_land_in_the_ef_class(cl):
         after = priority.class_counters(ns, "eth0")
     assert mid["1:10"] - before["1:10"] >= 50 * 1000 and mid["1:11"] - before["1:11"] < 5000
     assert after["1:11"] - mid["1:11"] >= 50 * 1000 and after["1:10"] - mid["1:10"] < 5000
+
+
+def _rtt_p50_ms(samples) -> float:
+    rows = samples.rows[samples.rows["recv_ns"] >= 0]
+    return float(np.median(rows["recv_ns"] - rows["send_ns"])) / 1e6
+
+
+def test_control_ports_bypass_the_congested_link_and_only_they_do(cl):
+    """The control class 1:2: TCP segments to a ``control`` port leave beside the bottleneck. A bulk
+    TCP flow (iperf3, another port) fills a 10 Mbit/s link with a 100 ms queue; a tcp-rr probe to the
+    control port keeps its unqueued RTT (P50 0.13 ms here) and is counted by 1:2, while the same probe
+    without ``control`` waits behind the bulk flow's queue (P50 31 ms): the filter, not a quiet link,
+    keeps it out."""
+    server = cl.add_pod("ctl-srv", "node0")
+    ports = cl.start_responders(server, ("tcp",))
+    lat, bulk = cl.add_pod("ctl-lat", "node1"), cl.add_pod("ctl-bulk", "node1")
+    ns = cl.node_netns("node1")
+    flat = priority.flat(priority.parse_policy({"link": "10mbit", "queue": "100ms", "classes": [
+        {"name": "be", "default": True, "rate": "10mbit"}]}))
+    spec = ProbeSpec("tcp-rr", server.ip, ports["tcp"], count=200, interval=0.005)
+    p50 = {}
+    with background.Background(cl, server, ["iperf3", "-s", "-p", "5299"], limit_s=60) as srv:
+        time.sleep(0.5)
+        with background.Background(cl, bulk, ["iperf3", "-c", server.ip, "-p", "5299", "-t", "20"], limit_s=40):
+            for control in ((("dport", ports["tcp"]),), ()):
+                with priority.installed(ns, "eth0", flat, control=control) as inst:
+                    assert [f["flowid"] for f in inst.filters] == ["1:2"] * len(control)
+                    time.sleep(1.5)     # the bulk flow fills the queue
+                    before = priority.class_counters(ns, "eth0")
+                    p50[control != ()] = _rtt_p50_ms(cl.probe(lat, spec))
+                    after = priority.class_counters(ns, "eth0")
+                    if control:
+                        assert after["1:2"] - before["1:2"] >= 200 * spec.req_bytes, (before, after)
+                        assert "class htb 1:2 root" in tc(ns, "class", "show", "dev", "eth0")
+        srv.stop()
+    assert p50[True] < 2.0 and p50[False] > 5.0, p50   # here: 0.13 ms and 31 ms
+
+
+def test_bad_control_port_is_refused_before_anything_is_installed(cl):
+    ns = cl.node_netns("node1")
+    with pytest.raises(SpecError, match=r"^control sport: value 70000 ") as e:
+        priority.install(ns, "eth0", POLICY, control=(("sport", 70000),))
+    assert "\n" not in str(e.value) and "htb" not in tc(ns, "qdisc", "show", "dev", "eth0")
+    with pytest.raises(SpecError, match=r"^control direction: value 'port' "):
+        priority.install(ns, "eth0", POLICY, control=(("port", 10250),))
 
 
 def test_bottleneck_and_rules_are_removed_on_failure(cl):
