@@ -163,7 +163,8 @@ def test_priority_control_without_classes_breaks_slo(netslo_qos_pods, netslo_qos
 def _bandwidth_pod_specs(c, sec) -> list[dict]:
     """``add_pods`` entries of the bandwidth tests' pods (``bandwidth_plan``); the gate made them with
     its other pods, so ``QosPods.prepare`` makes only those it could not."""
-    return [{"name": name, "node": c.nodes[i], **({"annotations": a} if a else {})} for name, i, a in bandwidth_plan(sec)]
+    return [{"name": name, "node": c.nodes[i], "responders": r, **({"annotations": a} if a else {})}
+            for name, i, a, r in bandwidth_plan(sec)]
 
 
 def _bandwidth_pods(pods, direction: str, placement: str, limit_text: str):

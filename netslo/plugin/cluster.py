@@ -77,11 +77,14 @@ def netslo_gate_pods(request, netslo_cluster):
     awaited with one watch): the responder ``server`` and ``client-same`` on the first node,
     ``client-cross`` on the second (when there is one), and the planned pods of the selected tests
     (``plan_pods``; those on a node the cluster does not have are left to their fixture's skip).
+    Clients are made without responders (nothing is sent to them; on Kubernetes a pod without
+    responders idles, and has no interpreter and startup probe to start).
     On Kubernetes the node agent DaemonSet starts with them when a selected test needs it."""
     nodes = netslo_cluster.nodes
     if request.config.stash.get(NODE_AGENTS, False) and hasattr(netslo_cluster, "node_agent"):
         netslo_cluster.node_agent.create()   # its pods start beside the ones below; awaited on first use
-    wanted = [("server", 0), ("client-same", 0), ("client-cross", 1)] + request.config.stash.get(PLANNED, [])
+    wanted = [("server", 0), ("client-same", 0, None, ()), ("client-cross", 1, None, ())] + \
+        request.config.stash.get(PLANNED, [])
     specs = {}
     for name, i, *more in wanted:
         if i < len(nodes) and name not in specs:

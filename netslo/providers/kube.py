@@ -175,12 +175,12 @@ class KubeCluster(Cluster):
     def control_ports(self, node: str) -> tuple:
         """TCP ports of the cluster's control traffic leaving ``node`` (``netslo.qos.priority``'s
         ``control``): the kubelet's API as the source port (the node's daemonEndpoints, 10250 when it
-        says none) and the API server's as the destination (the ``kubernetes`` Service's endpoints,
-        6443 when none are listed)."""
+        says none) and the API server's as the destination (the ``kubernetes`` Service's
+        EndpointSlices, 6443 when they list none)."""
         status = self._node_objs.get(node, {}).get("status", {})
         kubelet = (status.get("daemonEndpoints", {}).get("kubeletEndpoint", {}) or {}).get("Port") or 10250
-        api = self.api.get("endpoints", "kubernetes", "default", missing_ok=True) or {}
-        ports = [p.get("port") for s in api.get("subsets") or [] for p in s.get("ports") or []]
+        slices = self.api.get("endpointslice", namespace="default", selector="kubernetes.io/service-name=kubernetes")
+        ports = [p.get("port") for s in slices for p in s.get("ports") or []]
         return (("sport", int(kubelet)), ("dport", int(next((p for p in ports if p), 6443))))
 
     @property

@@ -207,7 +207,8 @@ def test_node_links_through_the_agent(cluster, impairer, pods):
     assert links.control == (("sport", 10250), ("dport", 6443)), links.control
     policy = priority.flat(priority.parse_policy({"link": "20mbit", "classes": [
         {"name": "be", "default": True, "rate": "20mbit"}]}))
-    api_ips = {a["ip"] for s in cluster.api.get("endpoints", "kubernetes", "default")["subsets"] for a in s["addresses"]}
+    api_ips = {ip for s in cluster.api.get("endpointslice", namespace="default", selector="kubernetes.io/service-name=kubernetes")
+               for ep in s.get("endpoints") or [] for ip in ep.get("addresses") or []}
     with links.priority(policy) as inst:
         assert [f["flowid"] for f in inst.filters] == ["1:2", "1:2"]
         first = links.class_counters()["1:2"]

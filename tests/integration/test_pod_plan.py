@@ -68,6 +68,24 @@ def test_a_fixture_no_selected_test_uses_plans_nothing(tmp_path):
 
 
 
+def test_clients_and_senders_are_asked_for_without_responders(tmp_path):
+    """Nothing is ever sent to the gate's clients, the QoS latency and bulk clients and the bandwidth
+    tests' senders: they are asked for with no responders (on Kubernetes: an idle container, no
+    interpreter, no startup probe); the server and the pods that receive keep theirs."""
+    run = _run(tmp_path, "test_resp.py", (
+        "import pytest\npytestmark = pytest.mark.cni\nASKED = []\n"
+        "@pytest.fixture(scope='session')\ndef netslo_cluster(netslo_cluster):\n"
+        "    real = netslo_cluster.add_pods\n"
+        "    netslo_cluster.add_pods = lambda reqs: (ASKED.extend(reqs), real(reqs))[1]\n"
+        "    return netslo_cluster\n"
+        "def test_asked(netslo_gate_pods, netslo_bandwidth_pods):\n"
+        "    got = {r['name']: r.get('responders') for r in ASKED}\n"
+        "    assert got == {'server': None, 'client-same': (), 'client-cross': (), 'qos-lat': (), 'qos-bulk': (),\n"
+        "                   'qos-bw-eg-same': (), 'qos-bw-eg-cros': (), 'qos-bw-in-same': ('tcp',),\n"
+        "                   'qos-bw-in-cros': ('tcp',), 'qos-bw-src-same': (), 'qos-bw-wrong': ()}, got\n"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
 def test_the_node_agents_start_with_the_pods_only_when_a_selected_test_needs_them(tmp_path):
     (tmp_path / "test_needs.py").write_text(
         "import pytest\nfrom netslo.plugin.cluster import NODE_AGENTS\npytestmark = pytest.mark.cni\n"
