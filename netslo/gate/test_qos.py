@@ -148,7 +148,8 @@ def test_priority_control_without_classes_breaks_slo(netslo_qos_pods, netslo_qos
         skip("limitation", "this datapath is listed as prioritizing DSCP by default: no degradation to show")
     sec = netslo_qos_spec["priority"]
     run = experiments.priority_outcome(netslo_qos_pods, priority.flat(netslo_qos_spec.policy), "udp",
-                                       netslo_qos_spec.for_prefix("priority"), sec, "control without classes")
+                                       netslo_qos_spec.for_prefix("priority"), sec, "control without classes",
+                                       expect_breach=True)
     m = run.outcome.analysis.metrics
     netslo_qos_report[request.node.name] = {"ef_p50_ms": m["rtt.p50"].value * 1e3, "ef_p99_ms": m["rtt.p99"].value * 1e3,
                                      "ef_p99_ci_ms": [m["rtt.p99"].lo * 1e3, m["rtt.p99"].hi * 1e3],

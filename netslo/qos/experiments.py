@@ -104,8 +104,10 @@ class PriorityRun:
     bulk: dict
 
 
-def priority_outcome(pods, policy: priority.QosPolicy, protocol: str, slo, sec: dict, label: str) -> PriorityRun:
-    """EF flow judged by ``slo`` while a best-effort bulk flow saturates the htb-shaped uplink."""
+def priority_outcome(pods, policy: priority.QosPolicy, protocol: str, slo, sec: dict, label: str,
+                     expect_breach: bool = False) -> PriorityRun:
+    """EF flow judged by ``slo`` while a best-effort bulk flow saturates the htb-shaped uplink
+    (``expect_breach``: the control, see ``runner.settle_stalls``)."""
     c, links = pods.cluster, pods.uplink
     tos = 0xB8
     with links.priority(policy):
@@ -116,7 +118,7 @@ def priority_outcome(pods, policy: priority.QosPolicy, protocol: str, slo, sec: 
                 bulk.stop()
                 raise InfrastructureError(f"bulk flow ended before the measurement: {bulk.json()}")
             scenario = Scenario("cross-node", protocol, "1k", tos=tos)
-            outcome = runner.run(c, pods.lat, pods.server, pods.ports, scenario, slo)
+            outcome = runner.run(c, pods.lat, pods.server, pods.ports, scenario, slo, expect_breach)
             counters = links.class_counters()
             bulk.stop()
         flow = tcpflow.summary(bulk.json())

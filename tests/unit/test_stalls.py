@@ -160,6 +160,24 @@ def test_a_path_that_breaks_the_threshold_beside_the_stalls_still_fails():
     assert c.probes == 4 and out.verdict == "fail" and len(out.notes) == 3
 
 
+def test_a_control_that_must_fail_keeps_a_breach_the_path_made_beside_the_stalls():
+    """``expect_breach``: the same slow path beside stalls is kept at its first run (the test above
+    takes four), its failure being the path's on the requests the stalls did not touch."""
+    c = Replay(_starved(path_extra=15 * MS))
+    out = runner.run(c, None, SERVER, {"udp": 1}, SC, SPEC, expect_breach=True)
+    assert c.probes == 1 and c.check_runs == 0 and out.verdict == "fail" and out.notes == []
+
+
+def test_a_control_whose_breach_only_the_clients_stalls_made_is_measured_again():
+    """``expect_breach`` does not let a stall stand in for the breach a control must show: measured
+    again once the client keeps time, and the clean run passes (the control's test then fails)."""
+    c = Replay(_starved(), _run(lambda t: t + MS // 2, n=2000))
+    out = runner.run(c, None, SERVER, {"udp": 1}, SC, SPEC, expect_breach=True)
+    assert c.probes == 2 and c.check_runs == 3 and out.verdict == "pass"
+    assert out.notes[0].startswith("re-measured: the previous run failed while the measuring client itself was "
+                                   "descheduled"), out.notes
+
+
 def test_a_clean_second_run_is_judged():
     c = Replay(_starved(), _run(lambda t: t + MS // 2, n=2000))
     out = runner.run(c, None, SERVER, {"udp": 1}, SC, SPEC)
