@@ -10,11 +10,12 @@ needs this host to see the node.
 on each node, ``qos send`` from the client pod).
 
 ``Spawned(cluster, pod, argv, limit_s)`` is a helper process (a bulk flow, an iperf3 server) running in
-a pod's network namespace on its node while the caller does something else: the node agent's
-``netem exec`` in a thread, its PID written to the agent's /tmp (removed when it ends);
-``signal("TERM")`` sends SIGTERM to that PID (``timeout`` passes it on: the helper reports and exits),
-``limit_s`` bounds it (``timeout -s KILL``). ``poll``, ``communicate`` and ``signal`` are what
-``netslo.qos.background.Background`` uses (as of its local ``subprocess.Popen``).
+a pod's network namespace on its node while the caller does something else: started detached by the
+node agent's ``netem exec`` (from its warm session), its PID, output and exit code in files of the
+agent's /tmp (removed once collected); ``signal("TERM")`` sends SIGTERM to that PID (``timeout``
+passes it on: the helper reports and exits), ``limit_s`` bounds it (``timeout -s KILL``). ``poll``,
+``communicate`` and ``signal`` are what ``netslo.qos.background.Background`` uses (as of its local
+``subprocess.Popen``).
 """
 
 from __future__ import annotations
@@ -135,33 +136,57 @@ class AgentCall:
                                     ["sh", "-c", script], 30).stdout
 
 
-class Spawned(AgentCall):
-    """A helper in a pod's network namespace, run by the node agent on the pod's node (see module doc)."""
+class Spawned:
+    """A helper in a pod's network namespace, started detached by the node agent on the pod's node
+    (see the module doc). Every step is one short ``netem exec`` through the node agent's warm
+    session (``KubeImpairer.exec_in``), so starting, signalling and collecting cost a fork each, not
+    an exec stream and an interpreter (that took ~1.5 s per helper on kind): the start runs ``sh``,
+    which puts ``timeout -s KILL LIMIT ARGV`` in the background with its stdout/stderr in files of
+    the agent's /tmp and returns once its PID is written; when it ends its exit code is written
+    too. ``poll``, ``communicate`` and ``signal`` read and use those files."""
+
+    POLL_S = 0.1
 
     def __init__(self, cluster, pod, argv: list[str], limit_s: float):
-        self.pid_file = f"{SPAWN_DIR}/netslo-spawn-{secrets.token_hex(6)}.pid"
-        argv = ["python", *argv[1:]] if argv[:1] == [sys.executable] else list(argv)
-        inner = (f'timeout -s KILL {limit_s:.0f} "$@" & echo $! > {self.pid_file}; wait $!; rc=$?; '
-                 f'rm -f {self.pid_file}; exit $rc')
+        self.cluster, self.pod, self.limit_s = cluster, pod, limit_s
+        self.dir = f"{SPAWN_DIR}/netslo-spawn-{secrets.token_hex(6)}"
+        self.argv = ["python", *argv[1:]] if argv[:1] == [sys.executable] else list(argv)
+        self.returncode = None
+        self._out = self._err = None
         env = cluster._pod_env(pod)
-        super().__init__(cluster, pod.node, ["python", "-m", "netslo.agent", "netem", "exec", "--pod-ip", pod.ip, "--",
-                                             *(["env", *env] if env else []), "sh", "-c", inner, "netslo-spawn", *argv],
-                         limit_s + 30)
-        self._wait_started()
+        d = self.dir
+        start = (f'mkdir {d} && (timeout -s KILL {limit_s:.0f} "$@" >{d}/out 2>{d}/err </dev/null & '
+                 f'echo $! >{d}/pid.tmp; mv {d}/pid.tmp {d}/pid; wait $!; echo $? >{d}/rc.tmp; mv {d}/rc.tmp {d}/rc) '
+                 f'</dev/null >/dev/null 2>&1 & until [ -e {d}/pid ]; do sleep 0.01; done')
+        self._sh(start, "netslo-spawn", *(["env", *env] if env else []), *self.argv)
 
-    def _wait_started(self, timeout: float = 30.0) -> None:
-        """Return once the helper runs (its PID file exists) or ended: the exec, the agent's start and
-        the namespace entry take about a second, which a caller's settle time must not include."""
-        deadline = time.monotonic() + timeout
-        while self.poll() is None and time.monotonic() < deadline:
-            if self.shell(f"test -f {self.pid_file} && echo started; true").strip():
-                return
-            time.sleep(0.1)
+    def _sh(self, script: str, *args: str) -> bytes:
+        return self.cluster.node_agent.exec_in(self.pod, ["sh", "-c", script, *args], 30)
+
+    def poll(self):
+        if self.returncode is None:
+            rc = self._sh(f"cat {self.dir}/rc 2>/dev/null; true").strip()
+            if rc:
+                self.returncode = int(rc)
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
+        """Wait until the helper ended (``subprocess.TimeoutExpired`` after ``timeout`` s; without
+        one, its limit bounds the wait); its stdout and stderr, its files then removed."""
+        deadline = time.monotonic() + (timeout if timeout is not None else self.limit_s + 30)
+        while self.poll() is None:
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.argv, timeout)
+            time.sleep(self.POLL_S)
+        if self._out is None:
+            self._out = self._sh(f"cat {self.dir}/out")
+            self._err = self._sh(f"cat {self.dir}/err; rm -rf {self.dir}")
+        return self._out, self._err
 
     def signal(self, name: str) -> None:
-        """Send SIGTERM/SIGKILL (``name``: TERM, KILL) to the helper by the PID it wrote; gone is fine."""
+        """Send SIGTERM/SIGKILL (``name``: TERM, KILL) to the helper (``timeout`` passes it on); gone is fine."""
         if self.poll() is None:
-            self.shell(f'p=$(cat {self.pid_file} 2>/dev/null) && kill -{name} "$p"; true')
+            self._sh(f'kill -{name} "$(cat {self.dir}/pid)" 2>/dev/null; true')
 
 
 # ---- per-hop DSCP capture (netslo.qos.dscp_check) ------------------------------------------------------

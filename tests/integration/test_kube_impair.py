@@ -215,3 +215,26 @@ def test_node_links_through_the_agent(cluster, impairer, pods):
         if cluster.node_ip(a.node) not in api_ips:     # else the kubelet's streams never leave the node
             assert links.class_counters()["1:2"] > first   # the exec stream that brought the first answer
     assert links.root_qdisc(links.uplink) != "htb"
+
+
+def test_a_helper_runs_detached_in_the_pods_namespace_until_stopped_and_reports(cluster, pods):
+    """``spawn_in`` (how a bulk flow runs beside a probe on a real cluster): the helper runs in the
+    pod's network namespace while the caller goes on, SIGTERM reaches it (through ``timeout``), its
+    stdout, stderr and exit code come back and its files are removed; the limit kills one that does
+    not end; one that cannot start says why."""
+    a = pods[0]
+    script = ("trap 'echo term; exit 3' TERM; ip -o -4 addr show eth0 | grep -o 'inet [0-9.]*'; echo err >&2; "
+              "while :; do sleep 0.05; done")
+    p = cluster.spawn_in(a, ["sh", "-c", script], 60)
+    time.sleep(0.5)
+    assert p.poll() is None
+    p.signal("TERM")
+    out, err = p.communicate(10)
+    assert (p.returncode, out.decode(), err.decode()) == (3, f"inet {a.ip}\nterm\n", "err\n")
+    assert cluster.node_agent.exec_in(a, ["sh", "-c", f"test -e {p.dir} && echo left; true"], 30) == b""
+    killed = cluster.spawn_in(a, ["sleep", "30"], 1)
+    killed.communicate(10)
+    assert killed.returncode == 128 + 9
+    missing = cluster.spawn_in(a, ["/nonexistent/helper"], 10)
+    _, err = missing.communicate(10)
+    assert missing.returncode == 127 and b"No such file" in err, err
