@@ -12,10 +12,13 @@ seconds.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import shlex
 import sys
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -293,44 +296,56 @@ class KubeCluster(Cluster):
             ports.update({p: RESPONDER_PORTS[p] for p in served})
         if "proxy" in protocols and not upstream:
             raise SpecError("upstream", upstream, "HOST:PORT of the HTTP responder the proxy forwards to")
-        for p in protocols:
-            if p not in have:
-                ports[p] = self._start_exec_responder(pod, p, extra=["--upstream", upstream] if p == "proxy" else [])
+        starts = [p for p in protocols if p not in have]
+        if starts:   # each is an interpreter starting in the pod: together, not one after another
+            env = self._pod_env(pod)
+            with ThreadPoolExecutor(len(starts), thread_name_prefix="responder-start") as pool:
+                started = {p: pool.submit(self._start_exec_responder, pod, p, env,
+                                          extra=["--upstream", upstream] if p == "proxy" else []) for p in starts}
+            ports.update((p, f.result()) for p, f in started.items())
         return ports
 
-    def _start_exec_responder(self, pod: Pod, kind: str, timeout: float = 30.0, extra=()) -> int:
+    def _start_exec_responder(self, pod: Pod, kind: str, env: list[str], timeout: float = 30.0, extra=()) -> int:
+        """Start responder ``kind`` in ``pod`` with ``env`` (``_pod_env``) and wait for it; its port.
+        Runs on a thread of ``start_responders``, whose caller's time it is (no phase timer of its own)."""
         port = RESPONDER_PORTS[kind]
         ready = ready_file(km.READY_DIR, kind)
         logfile = f"/tmp/netslo-{kind}.log"
-        env = self._pod_env(pod)
         serve = " ".join(shlex.quote(a) for a in ["env", *env, "python", "-m", "netslo.agent", "serve", kind,
                                                    "--port", str(port), "--ready-file", ready, *extra])
         # One exec starts it and waits inside the pod for its ready file (0.1 s steps), or shows its log.
         tenths = max(1, int(timeout * 10))
-        out = self._exec(pod, ["sh", "-c", f"rm -f {ready}; nohup {serve} >{logfile} 2>&1 </dev/null & "
-                                           f"i=0; while [ $i -lt {tenths} ]; do test -e {ready} && echo ready "
-                                           f"&& exit 0; sleep 0.1; i=$((i+1)); done; tail -c 400 {logfile}"],
-                         timeout + 30)
+        out = self._exec_untimed(pod, ["sh", "-c", f"rm -f {ready}; nohup {serve} >{logfile} 2>&1 </dev/null & "
+                                                   f"i=0; while [ $i -lt {tenths} ]; do test -e {ready} && echo ready "
+                                                   f"&& exit 0; sleep 0.1; i=$((i+1)); done; tail -c 400 {logfile}"],
+                                 timeout + 30)
         if out.strip() != b"ready":
             raise InfrastructureError(f"responder {kind} in pod {pod.name}: not ready after {timeout:.0f}s; "
                                       f"log: {out.decode(errors='replace').strip() or '(empty)'}")
         return port
 
     def _pod_env(self, pod: Pod) -> list[str]:
-        """NAME=VALUE settings the agent needs in ``pod`` (the run's TLS directory, copied over)."""
+        """NAME=VALUE settings the agent needs in ``pod`` (the run's TLS directory, copied over once,
+        its files in one tar stream)."""
         host_dir = os.environ.get(TLS_ENV)
         if not host_dir or not Path(host_dir).is_dir():
             return []
         if self._tls_synced.get(pod.name) != host_dir:
-            for f in sorted(Path(host_dir).iterdir()):
-                if f.is_file():
-                    self._exec(pod, ["sh", "-c", f"mkdir -p {POD_TLS_DIR} && cat > {POD_TLS_DIR}/{shlex.quote(f.name)}"],
-                               30, input=f.read_bytes())
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                for f in sorted(Path(host_dir).iterdir()):
+                    if f.is_file():
+                        tar.add(f, arcname=f.name)
+            self._exec(pod, ["sh", "-c", f"mkdir -p {POD_TLS_DIR} && tar -x -f - -C {POD_TLS_DIR}"], 30,
+                       input=buf.getvalue())
             self._tls_synced[pod.name] = host_dir
         return [f"{TLS_ENV}={POD_TLS_DIR}"]
 
     @timed_call("bulk flows and pod commands")
     def _exec(self, pod: Pod, command: list[str], timeout: float, input: bytes | None = None) -> bytes:
+        return self._exec_untimed(pod, command, timeout, input)
+
+    def _exec_untimed(self, pod: Pod, command: list[str], timeout: float, input: bytes | None = None) -> bytes:
         return self.api.exec(self.namespace, self.k8s_pod_name(pod), km.AGENT_CONTAINER, command, timeout=timeout,
                              input=input)
 
