@@ -187,6 +187,7 @@ def _responders(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m netslo.agent responders")
     p.add_argument("protocols", help="comma-separated: " + ",".join(responder_set.PROTOCOLS))
     p.add_argument("--ready-dir", required=True, help="each responder creates PROTOCOL.ready here once it serves")
+    p.add_argument("--ready-port", type=int, help="TCP port accepting once every responder serves (a startup probe's)")
     args = p.parse_args(argv)
     try:
         protocols = responder_set.parse_protocols(args.protocols)
@@ -198,7 +199,7 @@ def _responders(argv: list[str]) -> int:
     def serve(protocol: str, ready: str) -> int:
         return _serve(_parser().parse_args(["serve", protocol, "--port", str(RESPONDER_PORTS[protocol]),
                                             "--ready-file", ready]))
-    return responder_set.run(protocols, args.ready_dir, serve)
+    return responder_set.run(protocols, args.ready_dir, serve, args.ready_port)
 
 
 def _reap(args) -> int:

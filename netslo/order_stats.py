@@ -14,6 +14,8 @@ values and their order only, never on how the series was fed in (chunked, stream
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .compact import offset_type
@@ -22,6 +24,20 @@ BLOCK = 1 << 16
 NS = 1e-9
 COUNT_LIMIT = 1 << 21       # spans up to this are counted value by value (16 MB of counts)
 COUNT_SLICE = 1 << 20       # values counted at a time
+
+
+def point_rank(n: int, q: float) -> int:
+    """1-based nearest rank of percentile q (0..100] among n >= 1 values (the definition every
+    percentile of netslo uses)."""
+    return min(max(1, math.ceil(q / 100.0 * n - 1e-9)), n)
+
+
+def nearest_rank(sorted_x: np.ndarray, q: float) -> float:
+    """Nearest-rank percentile q (0..100] of an ascending array; NaN when it is empty."""
+    n = len(sorted_x)
+    if n == 0:
+        return math.nan
+    return float(sorted_x[point_rank(n, q) - 1])
 
 
 def seconds(ns: np.ndarray) -> np.ndarray:

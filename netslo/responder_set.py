@@ -7,6 +7,11 @@ would, in a process of its own (one protocol's work never waits on another's int
 Kubernetes node that is one container start and one interpreter start per pod instead of one per
 protocol (each costs about a second of a node's CPU while a gate creates its pods).
 
+With ``--ready-port PORT`` one more child waits until every responder's ready file exists, then
+listens on TCP ``PORT`` and accepts (and closes) every connection: a Kubernetes startup probe then is
+a ``tcpSocket`` check the kubelet makes itself, not an exec (a container runtime exec, about 0.3 s of
+a node's CPU, every second per pod while a gate's pods start).
+
 The parent forwards SIGTERM/SIGINT to its children and ends with 0 once they have ended. When a child
 ends on its own, the parent says which (on stderr), stops the others and ends with that child's code
 (1 if it was 0 or a signal), so the container restarts and its status shows the restart: a pod never keeps running
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
+import time
 import traceback
 from typing import Callable
 
@@ -30,6 +37,8 @@ PROTOCOLS = ("udp", "tcp", "http")     # the responders that need no options (th
 RESPONDER_PORTS = {"udp": 7000, "tcp": 7001, "http": 7080,
                    "ws": 7081, "tls": 7443, "mqtt": 1883, "proxy": 8080,  # ws..proxy: issue 7 kinds
                    "dns": 7053}   # the emulated DNS responder (UDP; a cluster's own DNS listens on 53)
+READY_PORT = 7099     # TCP: accepts once every responder of the set serves (``--ready-port``)
+READY_POLL_S = 0.02   # how often the ready child looks for the responders' ready files
 Serve = Callable[[str, str], int]      # (protocol, ready file) -> exit code; serves until SIGTERM
 
 
@@ -46,13 +55,13 @@ def parse_protocols(text: str) -> list[str]:
     return protocols
 
 
-def _child(serve: Serve, protocol: str, ready_dir: str) -> None:
-    """In a forked child: serve ``protocol``; never returns."""
+def _child(fn: Callable[[], int]) -> None:
+    """In a forked child: ``fn()`` (a responder serving, or the ready child); never returns."""
     code = 1
     try:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)
-        code = serve(protocol, ready_file(ready_dir, protocol))
+        code = fn()
     except SystemExit as e:
         code = exit_code(e)
     except BaseException:
@@ -61,8 +70,23 @@ def _child(serve: Serve, protocol: str, ready_dir: str) -> None:
         exit_child(code)
 
 
-def run(protocols: list[str], ready_dir: str, serve: Serve) -> int:
-    """Fork one child per protocol and supervise them (see the module docstring); the exit code."""
+def announce_ready(protocols: list[str], ready_dir: str, port: int) -> int:
+    """The ready child's work: once every protocol's ready file exists, listen on TCP ``port`` (all
+    addresses, both families where the pod has IPv6) and accept and close connections until SIGTERM."""
+    while not all(os.path.exists(ready_file(ready_dir, p)) for p in protocols):
+        time.sleep(READY_POLL_S)
+    try:
+        sock = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=False)
+    except OSError:      # no IPv6 in this pod
+        sock = socket.create_server(("", port))
+    while True:
+        conn, _ = sock.accept()
+        conn.close()
+
+
+def run(protocols: list[str], ready_dir: str, serve: Serve, ready_port: int | None = None) -> int:
+    """Fork one child per protocol (and the ready child with ``ready_port``) and supervise them (see
+    the module docstring); the exit code."""
     children: dict[int, str] = {}
     stopping = []
 
@@ -76,13 +100,16 @@ def run(protocols: list[str], ready_dir: str, serve: Serve) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    for protocol in protocols:
+    work = {p: (lambda p=p: serve(p, ready_file(ready_dir, p))) for p in protocols}
+    if ready_port is not None:
+        work["ready"] = lambda: announce_ready(protocols, ready_dir, ready_port)
+    for name, fn in work.items():
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(serve, protocol, ready_dir)
-        children[pid] = protocol
+            _child(fn)
+        children[pid] = name
     if stopping:        # a signal during the forks: the children forked after it get it too
         stop()
     code = 0

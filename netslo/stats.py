@@ -20,7 +20,7 @@ import numpy as np
 from . import delays
 from .delays import ChunkDelays
 from .dnswire import rcode_name
-from .order_stats import Moments, OrderStatistics, seconds
+from .order_stats import Moments, OrderStatistics, nearest_rank, point_rank, seconds  # noqa: F401 (nearest_rank: stats' API)
 from .phase_times import timed_call
 from .samples import SampleSet
 
@@ -45,19 +45,6 @@ class Estimate:
 def q_name(q: float) -> str:
     """50 -> 'p50', 99.9 -> 'p99.9'."""
     return "p" + (f"{q:g}")
-
-
-def nearest_rank(sorted_x: np.ndarray, q: float) -> float:
-    """Nearest-rank percentile q (0..100] of an ascending array."""
-    n = len(sorted_x)
-    if n == 0:
-        return math.nan
-    return float(sorted_x[point_rank(n, q) - 1])
-
-
-def point_rank(n: int, q: float) -> int:
-    """1-based nearest rank of percentile q (0..100] among n >= 1 values."""
-    return min(max(1, math.ceil(q / 100.0 * n - 1e-9)), n)
 
 
 def percentile_ci_ranks(n: int, q: float, confidence: float = DEFAULT_CONFIDENCE) -> tuple[int, int]:

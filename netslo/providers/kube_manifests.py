@@ -14,7 +14,7 @@ import time
 from .. import __version__
 from ..errors import SpecError
 from ..netns_access import PROC_SYS_DIR
-from ..responder_set import PROTOCOLS, ready_file
+from ..responder_set import PROTOCOLS, READY_PORT
 from .base import RESPONDER_PORTS
 from .service_program import check_type
 
@@ -91,17 +91,18 @@ def check_annotations(annotations: dict) -> dict:
 def _agent_command(responders) -> dict:
     """The agent container's command, ports and startup probe: with ``responders``, the process that
     serves them (``netslo.responder_set``: one container, one interpreter, a forked process per
-    protocol), ready once every responder's file exists; without, an idle process."""
+    protocol), started once its ready port accepts (every responder serves: a TCP check the kubelet
+    makes itself, no exec in the container); without, an idle process."""
     if not responders:
         return {"command": IDLE_COMMAND}
     # A startup probe only (no readiness/liveness probe): it stops once the responders serve, so no
     # periodic probe traffic or exec disturbs a measurement afterwards.
     return {
-        "command": ["python", "-m", "netslo.agent", "responders", ",".join(responders), "--ready-dir", READY_DIR],
+        "command": ["python", "-m", "netslo.agent", "responders", ",".join(responders), "--ready-dir", READY_DIR,
+                    "--ready-port", str(READY_PORT)],
         "ports": [{"name": p, "containerPort": RESPONDER_PORTS[p], "protocol": "UDP" if p == "udp" else "TCP"}
                   for p in responders],
-        "startupProbe": {"exec": {"command": ["cat", *(ready_file(READY_DIR, p) for p in responders)]},
-                         "periodSeconds": 1, "failureThreshold": 600},
+        "startupProbe": {"tcpSocket": {"port": READY_PORT}, "periodSeconds": 1, "failureThreshold": 600},
     }
 
 

@@ -72,17 +72,16 @@ build_base() {  # sets BASE_TAR: path of the cached base layer tar
   nice -n 19 chroot "$root" env -i PATH=/opt/venv/bin:/usr/bin:/bin HOME=/root \
     /opt/venv/bin/pip install -q --no-index --find-links /tmp/wheels --disable-pip-version-check \
     --no-compile -r /tmp/requirements.txt
-  in_root "$root" python3 -c 'import numpy, scipy, pyroute2, aiohttp, scapy, cryptography, paho.mqtt.client' \
+  in_root "$root" python3 -c 'import numpy, pyroute2, aiohttp, scapy, cryptography, paho.mqtt.client' \
     || { log "agent base: the venv cannot import its requirements"; return 1; }
   # Bytecode that stays valid in the image: the layers' mtimes are 0 (reproducible), which makes every
   # timestamp-checked .pyc (Debian's own for the standard library) stale, and the agent runs with
   # PYTHONDONTWRITEBYTECODE: each interpreter in every pod would compile all it imports again (about
   # a second of CPU per process while a gate's pods start). Hash-checked .pyc do not look at mtimes.
   find "$root/opt/venv" "$root/usr/lib/python$PYVER" -name __pycache__ -type d -prune -exec rm -rf {} +
-  # Left out (not imported by the agent's usual commands; 40 MB less to load into every node): scipy
-  # (only a soak's --progress lines), pip/setuptools, test suites.
+  # Left out (never imported by the agent): pip/setuptools, test suites.
   nice -n 19 chroot "$root" env -i PATH=/usr/bin:/bin python3 -m compileall -q -j 0 \
-    --invalidation-mode checked-hash -x '/(scipy|pip|setuptools|pkg_resources|_distutils_hack|tests?)/' \
+    --invalidation-mode checked-hash -x '/(pip|setuptools|pkg_resources|_distutils_hack|tests?)/' \
     "/usr/lib/python$PYVER" "/opt/venv/lib/python$PYVER/site-packages" \
     >/dev/null 2>&1 || true    # (a few test files in the trees do not compile; they are never imported)
   [[ -f $root/opt/venv/lib/python$PYVER/site-packages/numpy/__pycache__/__init__.cpython-${PYVER/./}.pyc ]] \

@@ -4,6 +4,7 @@ name; SIGTERM ends every child; bad input is one line and exit 2."""
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -77,3 +78,39 @@ def test_bad_protocols_are_one_line_and_exit_2(protocols, tmp_path):
     assert run.returncode == 2
     assert run.stderr.splitlines() == [f"netslo.agent: protocols: value {protocols!r} — expected a comma-separated "
                                        "list of distinct udp, tcp, http"], run.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_the_ready_port_accepts_only_once_every_responder_is_ready(tmp_path):
+    """``--ready-port`` (a Kubernetes startup probe's tcpSocket): nothing listens while a ready file
+    is missing, and it accepts connection after connection once all exist."""
+    port = _free_port()
+    (tmp_path / "udp.ready").write_text("1")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from netslo.responder_set import announce_ready; "
+                             "announce_ready(['udp', 'tcp'], sys.argv[1], int(sys.argv[2]))", str(tmp_path), str(port)],
+                            env=child_env(), cwd=CHILD_CWD)
+    try:
+        time.sleep(1.0)
+        assert proc.poll() is None and not _accepts(port)       # tcp.ready missing
+        (tmp_path / "tcp.ready").write_text("2")
+        deadline = time.monotonic() + 10
+        while not _accepts(port):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        assert all(_accepts(port) for _ in range(5))
+    finally:
+        proc.kill()
+        proc.wait()

@@ -46,15 +46,15 @@ def test_agent_pod_is_one_container_that_serves_the_responders_and_is_the_exec_t
     assert list(cs) == ["agent"]
     agent = cs["agent"]
     assert agent["command"] == ["python", "-m", "netslo.agent", "responders", "udp,tcp,http",
-                                "--ready-dir", "/run/netslo"]
+                                "--ready-dir", "/run/netslo", "--ready-port", "7099"]
     assert agent["ports"] == [{"name": "udp", "containerPort": 7000, "protocol": "UDP"},
                               {"name": "tcp", "containerPort": 7001, "protocol": "TCP"},
                               {"name": "http", "containerPort": 7080, "protocol": "TCP"}]
     assert agent["image"] == "img:1" and agent["imagePullPolicy"] == "Never"
     # a startup probe only: nothing probes the responders once they serve (no noise during measurements)
     assert "readinessProbe" not in agent and "livenessProbe" not in agent
-    assert agent["startupProbe"]["exec"]["command"] == ["cat", "/run/netslo/udp.ready", "/run/netslo/tcp.ready",
-                                                        "/run/netslo/http.ready"]
+    # the kubelet's own TCP connect to the set's ready port, not an exec in the container
+    assert agent["startupProbe"] == {"tcpSocket": {"port": 7099}, "periodSeconds": 1, "failureThreshold": 600}
     assert agent["resources"]["requests"] == {"cpu": "10m", "memory": "208Mi"}
     spec = pod["spec"]
     assert spec["automountServiceAccountToken"] is False and spec["terminationGracePeriodSeconds"] == 1
