@@ -76,7 +76,7 @@ def announce_ready(protocols: list[str], ready_dir: str, port: int) -> int:
     while not all(os.path.exists(ready_file(ready_dir, p)) for p in protocols):
         time.sleep(READY_POLL_S)
     try:
-        sock = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=False)
+        sock = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
     except OSError:      # no IPv6 in this pod
         sock = socket.create_server(("", port))
     while True:
