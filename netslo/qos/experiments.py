@@ -284,6 +284,23 @@ def bufferbloat_run(pods, sec: dict, slo) -> BloatRun:
     return BloatRun(base, loaded, bulk, b)
 
 
+def iperf3_difference(r: dict) -> float:
+    """|netslo - iperf3| / iperf3 of one ``iperf3_pair`` result (receiver bit/s each)."""
+    return abs(r["netslo_bps"] - r["iperf3_bps"]) / r["iperf3_bps"]
+
+
+def iperf3_agreement(pods, sec: dict, pair=iperf3_pair) -> dict:
+    """``iperf3_pair``, and once more when the two differ by more than ``sec['tolerance']``: one 3 s
+    flow each is at the mercy of the host (on kind, 2 cores: netslo 38.5 against iperf3 44.1 Mbit/s
+    once in eleven runs, 45.1-46.0 against 45.7-46.0 in the others), while a real disagreement
+    (netslo's flow measuring something other than iperf3 does) shows again. The result judged is the
+    last pair's; ``earlier`` holds the pair measured before it, if any."""
+    r = pair(pods, sec)
+    if iperf3_difference(r) > sec["tolerance"]:
+        r = {**pair(pods, sec), "earlier": r}
+    return r
+
+
 def iperf3_available(cluster, pod) -> bool:
     """Whether ``iperf3`` runs in ``pod``'s namespace as the cluster starts helpers there (this host's
     on the embedded provider, the agent image's on Kubernetes)."""
