@@ -1,7 +1,10 @@
 """How long must a loss-grid flow run? The verdicts of test_tcp_loss_grid_cubic_vs_bbr, recomputed
 from the first T seconds of full-length flows (numbers printed, no pass/fail).
 
-    [NETSLO_STUDY_REPS=3] python -m pytest benchmarks/study_loss_grid_duration.py -s -p no:cacheprovider
+    [NETSLO_STUDY_REPS=3] python -m pytest benchmarks/study_loss_grid_duration.py -s -p no:cacheprovider \
+        --netslo-provider netns
+
+(a ``--netslo-*`` option: without one the netslo plugin stays inert and its fixtures are not set up.)
 
 Not collected by ``pytest benchmarks`` (run it by path). For each loss of the grid (50 ms RTT, 50 Mbit/s
 netem bottleneck, as the gate's test) it runs a Cubic and a BBR flow of ``FULL_S`` seconds, REPS
