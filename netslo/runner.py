@@ -246,7 +246,7 @@ def settle_stalls(out: Outcome, attempt: int, notes: list, confidence: float,
             why += f"; {until_quiet(level)}"
         notes.append(f"re-measured: the previous run failed while {why}")
         return True
-    starved = host_made_breach(out, confidence, level)
+    starved = why if expect_breach else host_made_breach(out, confidence, level)   # (the same question)
     if starved is not None:
         raise InfrastructureError(f"{out.scenario.id}: not an SLO verdict: "
                                   + "; ".join(c.line() for c in out.failed)

@@ -20,6 +20,7 @@ passes it on: the helper reports and exits), ``limit_s`` bounds it (``timeout -s
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import subprocess
@@ -42,7 +43,12 @@ class AgentNodeLinks(node_links.NodeLinks):
         where = self._run("describe")
         self.uplink, self.layer, self.tunnel_port = where["uplink"], where["layer"], where["tunnel_port"]
         self.tunnels = where.get("tunnels", [])
-        self.control = cluster.control_ports(node)
+
+    @functools.cached_property
+    def control(self) -> tuple:
+        """The cluster's control ports (``KubeCluster.control_ports``), asked when first needed: a
+        priority policy's install, not every ``AgentNodeLinks`` (the DSCP capture makes two per test)."""
+        return self.cluster.control_ports(self.node)
 
     def _run(self, action: str, pod=None, **spec) -> dict:
         args = [action, *(["--pod-ip", pod.ip] if pod is not None else []),

@@ -19,8 +19,8 @@ kubelet's API, which carries the exec streams that start netslo's probes and bri
 ("dport", 6443): the kubelet's requests to the API server). Such segments go to class 1:2, a sibling of
 the link class 1:1 at 1 Gbit/s, so they neither queue behind the bulk flow the study runs nor take the
 link's bandwidth: the pod traffic under test is what the bottleneck holds, and a probe's samples are
-not held minutes after its schedule (on kind: 2.4-4.7 s per measurement of the control run, where the
-bulk flow filled the 75-100 ms queue its samples had to pass). Matched as IPv4 without options,
+not held seconds after its schedule (on kind: 2.4-4.7 s per measurement of the control run, where
+the bulk flow filled the 75-100 ms queue its samples had to pass). Matched as IPv4 without options,
 protocol TCP, the port at byte 20 (source) or 22 (destination); filters before the DSCP filters.
 
 Where the mark is matched (``layer``):
@@ -226,6 +226,11 @@ def _classid(i: int) -> int:
     return 0x10000 | (FIRST_LEAF + i)
 
 
+def flowid(classid: int) -> str:
+    """A class handle as ``tc`` prints it (0x10010 -> '1:10')."""
+    return f"{classid >> 16:x}:{classid & 0xFFFF:x}"
+
+
 def _tc_show(netns: str, ifname: str) -> str:
     run = subprocess.run(["nsenter", f"--net={netns_access.path_of(netns)}", "tc", "filter", "show", "dev", ifname],
                          capture_output=True, text=True, timeout=30)
@@ -262,7 +267,7 @@ class Installed:
     control: tuple = ()         # (("sport"|"dport", port), ...) in class 1:2
 
     def flowid(self, cls: QosClass) -> str:
-        return f"1:{FIRST_LEAF + self.policy.classes.index(cls):x}"
+        return flowid(_classid(self.policy.classes.index(cls)))
 
 
 def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=u32_keys,
@@ -318,7 +323,7 @@ def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=
 def _verify(inst: Installed) -> None:
     want = sorted([(inst.flowid(c), tuple(sorted(match_bytes(d, inst.layer, inst.port).items())))
                    for c in inst.policy.classes for d in c.dscp]
-                  + [("1:2", tuple(sorted(control_match(d, p).items()))) for d, p in inst.control])
+                  + [(flowid(CONTROL), tuple(sorted(control_match(d, p).items()))) for d, p in inst.control])
     got = sorted((f["flowid"], tuple(sorted(f["match"].items()))) for f in inst.filters)
     if want != got:
         def show(items):
@@ -348,7 +353,7 @@ def class_counters(netns: str, ifname: str) -> dict:
         for c in ipr.get_classes(index=found[0]):
             h = c["handle"]
             basic = (c.get_attr("TCA_STATS2") or {}).get_attr("TCA_STATS_BASIC") if c.get_attr("TCA_STATS2") else None
-            out[f"{h >> 16:x}:{h & 0xFFFF:x}"] = basic["bytes"] if basic else None
+            out[flowid(h)] = basic["bytes"] if basic else None
     return out
 
 
