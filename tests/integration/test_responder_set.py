@@ -15,6 +15,7 @@ from netslo.probes import ProbeSpec
 from netslo.providers.base import RESPONDER_PORTS
 from netslo.providers.netns import NetnsCluster, pids_in_netns
 from netslo.procs import CHILD_CWD, child_env
+from tests.unit.local_responder import free_port
 
 
 @pytest.fixture(scope="module")
@@ -80,12 +81,6 @@ def test_bad_protocols_are_one_line_and_exit_2(protocols, tmp_path):
                                        "list of distinct udp, tcp, http"], run.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _accepts(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -97,7 +92,7 @@ def _accepts(port: int) -> bool:
 def test_the_ready_port_accepts_only_once_every_responder_is_ready(tmp_path):
     """``--ready-port`` (a Kubernetes startup probe's tcpSocket): nothing listens while a ready file
     is missing, and it accepts connection after connection once all exist."""
-    port = _free_port()
+    port = free_port()
     (tmp_path / "udp.ready").write_text("1")
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from netslo.responder_set import announce_ready; "
                              "announce_ready(['udp', 'tcp'], sys.argv[1], int(sys.argv[2]))", str(tmp_path), str(port)],
