@@ -48,10 +48,11 @@ from .kube_reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
 from .tool import run_tool
 from . import cni as cni_mod
 from . import kube_manifests as km
-from .cni.install import install as install_cni
+from .cni.install import Applied, apply as apply_cni, apply_staged, await_datapath, await_staged
 from . import kind_host
 from .base import PathPoint, Pod
 from .kube import KubeCluster
+from .kubeapi import KubeApi
 from .kubectl import Kubectl
 
 KIND_VERSION = "v0.33.0"  # go install sigs.k8s.io/kind@v0.33.0
@@ -75,6 +76,16 @@ CNI_DAEMONSETS = {"calico-node": "calico", "cilium": "cilium", "antrea-agent": "
 # The kind control plane runs pods too when nodes >= 2 (kubeadm would taint it NoSchedule).
 UNTAINT_PATCH = "kind: InitConfiguration\nnodeRegistration:\n  taints: []\n"
 LOAD_POLL_S = 0.5   # how often bring-up asks whether the nodes' containerd answers (to start the image load)
+API_POLL_S = 0.5    # how often bring-up asks whether the new API server is ready (to apply the CNI)
+EARLY_KUBECONFIG = "kubeconfig-early"   # in the workdir: kind's kubeconfig read while kind create runs
+
+
+def _in_thread(name: str, fn, *args) -> Future:
+    """``fn(*args)`` in a thread of its own; its Future."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix=name)
+    future = pool.submit(fn, *args)
+    pool.shutdown(wait=False)   # (the submitted call still runs to its end)
+    return future
 
 
 def check_archive(path: str, image: str) -> None:
@@ -225,7 +236,7 @@ class KindProvider:
         self.workdir.mkdir(parents=True, exist_ok=True)
         Path(self.config_path).write_text(self.config_yaml())
         steps = self.plan(exists)[1:]  # the list command already ran
-        loading = None
+        loading = applying = None
         try:
             for argv in steps:
                 creating = argv[:3] == [self.kind, "create", "cluster"]
@@ -234,12 +245,12 @@ class KindProvider:
                 self._created_cluster = self._created_cluster or creating
                 if creating:   # a later run reaps it if this process dies without deleting it
                     write_kind_owner(self.cluster_name)
-                    # The agent image goes into the nodes as soon as their containerd answers, while
-                    # kubeadm brings the cluster up (mostly waiting for its components): on a 2-CPU
-                    # host a 392 MB load took 18-22 s beside a create that grew from 25 s to 36-38 s, so
-                    # bring-up paid about half of the load, not all of it (docs/performance.md).
+                    # While kubeadm brings the cluster up (mostly waiting for its components): the agent
+                    # image goes into the nodes as soon as their containerd answers, the CNI into the
+                    # cluster as soon as its API server is ready (docs/performance.md).
                     created = threading.Event()
-                    loading = self._start_load(created)
+                    loading = _in_thread("kind-load", self._load_when_nodes_run, created)
+                    applying = _in_thread("kind-cni", self._apply_cni_when_api_ready, created)
                 if argv == self.load_command() and loading is not None:
                     continue   # started beside kind create above
                 try:
@@ -251,34 +262,73 @@ class KindProvider:
                         created.set()
                 if creating:
                     kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
-                    with progress.phase(f"CNI {self.cni.name} install and readiness"):
-                        self.cni_info = install_cni(kubectl, self.cni, encapsulation=self.encapsulation,
-                                                    pod_subnet=",".join(self.subnets("pod")),
-                                                    timeout=self.timeout, helm=self.helm)
+                    applied = self._applied_early(applying) or self._apply_cni(kubectl, "install")
+                    with progress.phase(f"CNI {self.cni.name} readiness"):
+                        await_datapath(kubectl, applied, self.timeout)
+                        apply_staged(kubectl, applied)
+                    self.cni_info = applied.info
                     loading.result()   # (its error, if any, is the bring-up's)
-                    self._create_complete = True
                 elif argv[:3] == [self.kind, "export", "kubeconfig"]:
                     self.cni_info = self.installed_cni(Kubectl(self.kubectl_binary, self.kubeconfig))
             kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
             cluster = KindCluster(self, kubectl, provider=self.name, image=self.image, pull_policy="Never",
                                   datapath=self.cni.name, run_id=self.run_id, single_kernel=True)
             cluster.families = self.families
+            if applying is not None:   # the CNI's last workloads: awaited once the run's pods are made
+                cluster.defer(f"CNI {self.cni.name}: its remaining workloads",
+                              lambda: self._await_staged(kubectl, applied))
             return cluster.open(self.timeout)
         except BaseException as e:
-            if loading is not None:
-                futures_wait([loading])   # never delete the cluster under a running load
+            futures_wait([f for f in (loading, applying) if f is not None])   # never delete under them
             try:
                 self.teardown()
             except InfrastructureError as te:   # keep the cause; say what is left behind
                 raise InfrastructureError(f"{e}; and deleting the cluster failed: {te}") from e
             raise
 
-    def _start_load(self, created: threading.Event) -> Future:
-        """The agent image load, in a thread of its own: ``_load_when_nodes_run``."""
-        pool = ThreadPoolExecutor(1, thread_name_prefix="kind-load")
-        loading = pool.submit(self._load_when_nodes_run, created)
-        pool.shutdown(wait=False)   # (the submitted load still runs to its end)
-        return loading
+    # ---- the CNI, applied while kind create runs ------------------------------------------------
+    def _apply_cni(self, api, how: str) -> Applied:
+        with progress.phase(f"CNI {self.cni.name} {how}"):
+            return apply_cni(api, self.cni, encapsulation=self.encapsulation,
+                             pod_subnet=",".join(self.subnets("pod")), timeout=self.timeout, helm=self.helm)
+
+    def _apply_cni_when_api_ready(self, created: threading.Event) -> Applied | None:
+        """Apply the CNI once the control plane's API server is ready, while kind still joins the
+        workers (the CNI's DaemonSet follows each node as it registers; on kind v1.34 the API was
+        ready 14 s into a 24 s create). The kubeconfig is kind's own (``kind get kubeconfig``: read
+        from the control-plane node once kubeadm wrote it). None when kind create ended first."""
+        api = None
+        while not created.is_set():
+            api = api or self._early_api()
+            if api is not None and api.ready() and api.get("namespace", "kube-system", missing_ok=True):
+                return self._apply_cni(api, "install (beside kind create)")
+            created.wait(API_POLL_S)
+        return None
+
+    def _early_api(self):
+        """A KubeApi on the new cluster's kubeconfig, once kind can read it from the control plane."""
+        proc = run_tool([self.kind, "get", "kubeconfig", "--name", self.cluster_name], 30,
+                        install=f"install kind {KIND_VERSION}", check=False)
+        if proc.returncode or not proc.stdout.strip():
+            return None
+        path = self.workdir / EARLY_KUBECONFIG
+        path.write_bytes(proc.stdout)
+        return KubeApi(str(path))
+
+    def _applied_early(self, applying: Future) -> Applied | None:
+        """The CNI applied beside kind create; None if it was not (kind create was done first) or its
+        apply failed (said, and applied again now that the cluster is complete)."""
+        try:
+            return applying.result()
+        except InfrastructureError as e:
+            progress.note(f"CNI {self.cni.name}: the install beside kind create failed ({e}); installing again")
+            return None
+        finally:
+            (self.workdir / EARLY_KUBECONFIG).unlink(missing_ok=True)
+
+    def _await_staged(self, api, applied: Applied) -> None:
+        await_staged(api, applied, self.timeout)
+        self._create_complete = True
 
     def _load_when_nodes_run(self, created: threading.Event) -> None:
         """Load the agent image once every node's containerd answers (asked every ``LOAD_POLL_S``),
@@ -434,6 +484,11 @@ class KindCluster(KubeCluster):
         return env
 
     def close(self) -> None:
+        try:
+            if self._kind.keep_cluster and self._kind.deletes_cluster:
+                self.settle()   # a cluster kept for the next run is complete: its CNI all ready
+        except InfrastructureError as e:
+            progress.note(f"kind cluster {self._kind.cluster_name}: not kept, its bring-up did not finish ({e})")
         try:
             if self._kind.deletes_cluster:   # the namespace goes with the cluster: no delete, no wait
                 self._closed = True

@@ -94,6 +94,7 @@ class KubeCluster(Cluster):
         self._tls_synced: dict[str, str] = {}   # pod name -> host TLS dir copied into it
         self._node_agent = None                 # KubeImpairer, made on first use (node_agent)
         self._sessions = AgentSessions(api, self.namespace, km.AGENT_CONTAINER)   # warm agents, one stream each
+        self._deferred: list[tuple[str, object]] = []   # bring-up still to await (``defer``)
         self.reaped: list[str] = []             # what open() removed of dead runs (one line each)
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -111,6 +112,18 @@ class KubeCluster(Cluster):
                     namespace=self.namespace, name="default")
         log.info("kube: namespace %s on nodes %s", self.namespace, ", ".join(self.nodes))
         return self
+
+    def defer(self, what: str, wait) -> None:
+        """A wait of the provider's bring-up (``wait()``, raising InfrastructureError) that nothing
+        before the run's first pods needs: ``settle`` calls it once those pods are made."""
+        self._deferred.append((what, wait))
+
+    def settle(self) -> None:
+        """The deferred bring-up waits, each once, in order; the first error ends it."""
+        while self._deferred:
+            what, wait = self._deferred.pop(0)
+            with progress.phase(what):
+                wait()
 
     def reap_dead_runs(self) -> list[str]:
         """Delete namespaces of netslo runs on this cluster whose owner is gone (``kube_reap``); one
@@ -241,10 +254,13 @@ class KubeCluster(Cluster):
                 host_network=bool(r.get("host_network")), annotations=r.get("annotations"),
                 responders=responders)))
         names = [m["metadata"]["name"] for _, _, m in manifests]
-        with progress.phase(f"pod{'s' if len(names) > 1 else ''} {', '.join(r['name'] for r in requests)}"):
+        with progress.phase(f"pod{'s' if len(names) > 1 else ''} {', '.join(r['name'] for r in requests)}"), \
+                ThreadPoolExecutor(4, thread_name_prefix="session-open") as opening:
             for _, _, manifest in manifests:
                 self.api.create(manifest, what=f"create pod {self.namespace}/{manifest['metadata']['name']}")
-            objs = wait_pods(self.api, self.namespace, names, f"{km.RUN_LABEL}={self.run_id}", self.pod_timeout)
+            # A pod's warm session opens once its container runs, while the others still start.
+            objs = wait_pods(self.api, self.namespace, names, f"{km.RUN_LABEL}={self.run_id}", self.pod_timeout,
+                             on_running=lambda name: opening.submit(self._sessions.warm, name))
         pods = []
         for (r, responders, manifest), obj in zip(manifests, objs):
             st = obj.get("status", {})
@@ -257,6 +273,7 @@ class KubeCluster(Cluster):
             self._pods[pod.name] = pod
             self._responders[pod.name] = responders
             pods.append(pod)
+        self.settle()
         label = f"agent session{'s' if len(names) > 1 else ''} in {', '.join(r['name'] for r in requests)}"
         with progress.phase(label):
             # Every pod's session answers before the first measurement: a first probe beside 14 pods'

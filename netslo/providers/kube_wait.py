@@ -236,17 +236,24 @@ def wait_pod(api, namespace: str, name: str, timeout: float) -> dict:
 
 
 def wait_pods(api, namespace: str, names: list[str], selector: str, timeout: float,
-              clock=time.monotonic) -> list[dict]:
+              clock=time.monotonic, on_running: Callable[[str], None] | None = None) -> list[dict]:
     """Watch the pods of ``selector`` in ``namespace`` until every one of ``names`` is Ready (one
     watch for all); their objects in that order. An image that can never start fails at once; the
-    error names the pods not ready with their status and the last events of the first of them."""
-    if len(names) == 1:
+    error names the pods not ready with their status and the last events of the first of them.
+    ``on_running(name)`` is called once per pod as soon as all its containers run (before it is Ready)."""
+    if len(names) == 1 and on_running is None:
         return [wait_pod(api, namespace, names[0], timeout)]
     waiting: list[str] = []
     seen: dict[str, dict] = {}
+    running: set[str] = set()
 
     def check(objects):
         seen.update(objects)
+        if on_running is not None:
+            for n in names:
+                if n not in running and n in objects and containers_running(objects[n]):
+                    running.add(n)
+                    on_running(n)
         waiting[:] = [n for n in names if n not in objects or not pod_ready(objects[n])[0]]
         return not waiting, "; ".join(f"pod {n}: {pod_ready(objects[n])[1] if n in objects else 'not created'}"
                                       for n in waiting) or f"{len(names)} pods Ready"
@@ -254,6 +261,12 @@ def wait_pods(api, namespace: str, names: list[str], selector: str, timeout: flo
                 namespace=namespace, selector=selector, clock=clock,
                 explain=lambda _: _events(api, namespace, waiting[0]) if waiting else [])
     return [seen[n] for n in names]
+
+
+def containers_running(pod: dict) -> bool:
+    """Whether every container of ``pod`` has a running process (an exec into it can start)."""
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    return bool(statuses) and all("running" in (cs.get("state") or {}) for cs in statuses)
 
 
 def wait_nodes_ready(api, component: str, timeout: float) -> list[dict]:

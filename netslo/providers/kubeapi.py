@@ -354,6 +354,19 @@ class KubeApi:
         """The apiserver's gitVersion, e.g. 'v1.34.4'."""
         return self._call("get /version", self._group("VersionApi").get_code).get("gitVersion", "?")
 
+    def ready(self) -> bool:
+        """Whether the API server answers and says it is ready (``GET /readyz`` is 200: its
+        post-start hooks, CRDs and RBAC among them, are done)."""
+        conf = self.client.configuration
+        headers = {a["key"]: a["value"] for a in conf.auth_settings().values()
+                   if a.get("in") == "header" and a.get("value")}
+        try:   # the REST client's request: the same call in the kubernetes client's 36 and 37
+            resp = self.client.rest_client.request("GET", f"{conf.host}/readyz", headers=headers,
+                                                   _request_timeout=5)
+        except (client.ApiException, urllib3.exceptions.HTTPError, OSError):
+            return False
+        return resp.status == 200
+
     @property
     def host(self) -> str:
         return self.client.configuration.host

@@ -312,11 +312,18 @@ def test_calico_node_gets_a_startup_probe_running_its_readiness_check_every_seco
         calico_overlay(list(yaml.safe_load_all(no_probe)), "vxlan", "192.168.0.0/16")
 
 
-class StagingApi:
-    """Records applies and list calls; a workload is listed ready once it has been applied."""
+def _pod(name, phase="Pending", sandbox="False", host_network=False, owned=True):
+    return {"metadata": {"name": name, "ownerReferences": [{"kind": "ReplicaSet", "controller": True}] if owned else []},
+            "spec": {"nodeName": "n1", **({"hostNetwork": True} if host_network else {})},
+            "status": {"phase": phase, "conditions": [{"type": "PodReadyToStartContainers", "status": sandbox}]}}
 
-    def __init__(self):
-        self.calls, self.applied = [], set()
+
+class StagingApi:
+    """Records applies, list calls and deletions; a workload is listed ready once it has been applied,
+    nodes are Ready, kube-system holds ``pods``."""
+
+    def __init__(self, pods=()):
+        self.calls, self.applied, self.pods = [], set(), list(pods)
 
     def apply(self, docs, what=None, server_side=True):
         self.calls.append(("apply", [d["metadata"]["name"] for d in docs]))
@@ -324,24 +331,55 @@ class StagingApi:
 
     def list(self, kind, namespace=None, *, name=None, selector=None):
         self.calls.append(("list", kind, name))
+        if kind == "node":
+            return [{"metadata": {"name": "n1", "resourceVersion": "1"},
+                     "status": {"conditions": [{"type": "Ready", "status": "True"}]}}], "1"
         if (kind, name) not in self.applied:
             return [], "1"
         st = {"desiredNumberScheduled": 2, "numberReady": 2, "updatedNumberScheduled": 2,
               "availableReplicas": 1, "updatedReplicas": 1}
         return [{"metadata": {"name": name, "resourceVersion": "1"}, "spec": {"replicas": 1}, "status": st}], "1"
 
+    def get(self, kind, name=None, namespace=None, selector=None, missing_ok=False):
+        assert (kind, namespace) == ("pods", "kube-system")
+        return self.pods
 
-def test_a_staged_workload_is_applied_only_once_the_ones_before_it_are_ready():
-    from netslo.providers.cni.install import apply_staged
+    def delete(self, kind, name, namespace=None):
+        self.calls.append(("delete", kind, name, namespace))
+
+
+def test_a_staged_workload_is_applied_only_once_the_ones_before_it_are_ready(monkeypatch):
+    from netslo.providers.cni import install as inst
     spec = cni.load("calico")
     assert [(w.name, w.staged) for w in spec.ready] == [("calico-node", False), ("calico-kube-controllers", True)]
     docs = [{"kind": "ConfigMap", "metadata": {"name": "calico-config", "namespace": "kube-system"}},
             {"kind": "Deployment", "metadata": {"name": "calico-kube-controllers", "namespace": "kube-system"}},
             {"kind": "DaemonSet", "metadata": {"name": "calico-node", "namespace": "kube-system"}}]
+    monkeypatch.setattr(inst, "fetch", lambda spec, allow_unrecorded=None: (b"", "ab" * 32))
+    monkeypatch.setattr(inst, "render", lambda spec, data, enc, subnet: docs)
     api = StagingApi()
-    apply_staged(api, spec, docs, timeout=5)
-    assert api.calls == [("apply", ["calico-config", "calico-node"]), ("list", "daemonset", "calico-node"),
-                         ("apply", ["calico-kube-controllers"])]
+    applied = inst.apply(api, spec)
+    assert api.calls == [("apply", ["calico-config", "calico-node"])]
+    assert [d["metadata"]["name"] for d in applied.staged] == ["calico-kube-controllers"]
+    inst.await_datapath(api, applied, timeout=5)
+    assert ("apply", ["calico-kube-controllers"]) not in api.calls and ("list", "daemonset", "calico-node") in api.calls
+    api.calls.clear()
+    inst.apply_staged(api, applied)
+    assert api.calls == [("apply", ["calico-kube-controllers"])]
+    inst.await_staged(api, applied, timeout=5)
+    assert api.calls[1:] == [("list", "deployment", "calico-kube-controllers")]
+
+
+def test_pods_scheduled_before_the_pod_network_ran_are_made_again_once_it_does():
+    """CoreDNS's pods, scheduled once the CNI's config file made the nodes Ready and failed by the
+    kubelet before the CNI's agent ran, are deleted (their ReplicaSet makes them anew at once);
+    nothing else is touched."""
+    from netslo.providers.cni import install as inst
+    pods = [_pod("coredns-a"), _pod("coredns-b"), _pod("running", phase="Running", sandbox="True"),
+            _pod("starting", sandbox="True"), _pod("hostnet", host_network=True), _pod("bare", owned=False)]
+    api = StagingApi(pods)
+    assert inst.restart_unplaced(api, cni.load("calico")) == ["coredns-a", "coredns-b"]
+    assert api.calls == [("delete", "pod", "coredns-a", "kube-system"), ("delete", "pod", "coredns-b", "kube-system")]
 
 
 def test_staged_is_a_boolean_on_a_manifest_workload_after_the_first(tmp_path):

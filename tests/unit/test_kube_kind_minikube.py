@@ -169,14 +169,36 @@ def test_kind_agent_archive_that_is_not_the_image_is_one_line(tmp_path, what):
     assert what != "other tag" or "reg/other:2" in str(e.value)
 
 
-def _fake_kind(tmp_path, create_rc=0, create_sleep=0):
-    """A kind stand-in that logs its argv; "get clusters" lists nothing, "create" may fail or hang."""
+def _calls(log) -> list[list[str]]:
+    """The fake kind's commands (first two words), without bring-up's polls for the kubeconfig."""
+    calls = [line.split()[:2] for line in log.read_text().splitlines()]
+    return [c for c in calls if c != ["get", "kubeconfig"]]
+
+
+def _fake_cni(monkeypatch, on_apply=None):
+    """The CNI's apply and waits stood in for: ``on_apply(api)`` is called by the apply."""
+    from netslo.providers.cni.install import Applied
+
+    def apply(api, spec, **kw):
+        if on_apply:
+            on_apply(api)
+        return Applied(spec, {"cni": "calico", "cni_version": "v3.31.3"}, [])
+    monkeypatch.setattr(kind_mod, "apply_cni", apply)
+    for name in ("await_datapath", "await_staged"):
+        monkeypatch.setattr(kind_mod, name, lambda *a, **kw: None)
+    monkeypatch.setattr(kind_mod, "apply_staged", lambda *a, **kw: None)
+
+
+def _fake_kind(tmp_path, create_rc=0, create_sleep=0, kubeconfig=""):
+    """A kind stand-in that logs its argv; "get clusters" lists nothing, "create" may fail or hang,
+    "get kubeconfig" prints ``kubeconfig``."""
     log = tmp_path / "kind.log"
     script = tmp_path / "kind"
     script.write_text(f"""#!/bin/sh
 echo "$*" >> {log}
 case "$1 $2" in
   "get clusters") exit 0 ;;
+  "get kubeconfig") printf '%s' "{kubeconfig}"; exit 0 ;;
   "create cluster") sleep {create_sleep}; [ {create_rc} = 0 ] && echo "create done" >> {log}; exit {create_rc} ;;
   *) exit 0 ;;
 esac
@@ -191,8 +213,7 @@ def test_kind_create_that_fails_or_times_out_deletes_the_half_made_cluster(tmp_p
     p = KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w"), timeout=timeout)
     with pytest.raises(InfrastructureError, match="kind create cluster"):
         p.up()
-    calls = [line.split()[:2] for line in log.read_text().splitlines()]
-    assert calls == [["get", "clusters"], ["create", "cluster"], ["delete", "cluster"]]
+    assert _calls(log) == [["get", "clusters"], ["create", "cluster"], ["delete", "cluster"]]
     assert not (tmp_path / "w").exists()    # its kind config and kubeconfig went with the cluster
 
 
@@ -200,15 +221,14 @@ def test_kind_up_returns_its_cluster_once_kind_and_the_cni_succeed(tmp_path, mon
     """The step after a successful create + CNI install: the cluster object (a real run failed here with
     "KindCluster.__init__() got multiple values for argument 'provider'")."""
     kind, log = _fake_kind(tmp_path)
-    monkeypatch.setattr(kind_mod, "install_cni", lambda *a, **kw: {"cni": "calico", "cni_version": "v3.31.3"})
+    _fake_cni(monkeypatch)
     monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: object())
     monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
     p = KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w"), run_id="r1")
     c = p.up()
     assert isinstance(c, kind_mod.KindCluster) and c._kind is p
     assert (c.provider, c.pull_policy, c.run_id) == ("kind", "Never", "r1")
-    assert [line.split()[:2] for line in log.read_text().splitlines()] == [
-        ["get", "clusters"], ["create", "cluster"], ["create", "done"], ["load", "docker-image"]]
+    assert _calls(log) == [["get", "clusters"], ["create", "cluster"], ["create", "done"], ["load", "docker-image"]]
 
 
 @pytest.mark.parametrize("runtimes", [True, False], ids=["nodes' containerd answers", "never answers"])
@@ -217,11 +237,11 @@ def test_kind_loads_the_agent_image_while_create_still_runs_once_the_nodes_runti
     kind, log = _fake_kind(tmp_path, create_sleep=2)
     asked = []
     monkeypatch.setattr(kind_mod.kind_host, "runtimes_up", lambda name, nodes: asked.append((name, nodes)) or runtimes)
-    monkeypatch.setattr(kind_mod, "install_cni", lambda *a, **kw: {"cni": "calico"})
+    _fake_cni(monkeypatch)
     monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: object())
     monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
     KindProvider(cni="calico", nodes=2, kind=kind, workdir=str(tmp_path / "w")).up()
-    calls = [line.split()[:2] for line in log.read_text().splitlines()]
+    calls = _calls(log)
     assert asked and asked[0] == ("netslo", 2)
     # the fake writes "create done" when its 2 s create ends (the load may even log before the create)
     assert sorted(calls) == sorted([["get", "clusters"], ["create", "cluster"], ["create", "done"],
@@ -230,13 +250,63 @@ def test_kind_loads_the_agent_image_while_create_still_runs_once_the_nodes_runti
     assert runtimes or len(asked) >= 2     # asked again and again while create ran
 
 
+class _EarlyApi:
+    """The new cluster's API as bring-up sees it while kind create runs."""
+    ready_now = True
+
+    def __init__(self, kubeconfig):
+        self.kubeconfig = kubeconfig
+
+    def ready(self):
+        return self.ready_now
+
+    def get(self, kind, name=None, namespace=None, missing_ok=False):
+        return {"metadata": {"name": name}}
+
+
+@pytest.mark.parametrize("api_ready,apply_fails", [(True, False), (False, False), (True, True)],
+                         ids=["API ready during create", "API never ready before create ends", "early apply fails"])
+def test_kind_applies_the_cni_while_create_still_runs_once_the_api_server_is_ready(
+        tmp_path, monkeypatch, api_ready, apply_fails):
+    """The CNI goes in beside kind create, on kind's own kubeconfig read from the control plane, as
+    soon as the API server is ready; otherwise (or when that apply fails: said) after the create."""
+    kind, log = _fake_kind(tmp_path, create_sleep=2, kubeconfig="apiVersion: v1")
+    monkeypatch.setattr(kind_mod.kind_host, "runtimes_up", lambda name, nodes: True)
+    monkeypatch.setattr(_EarlyApi, "ready_now", api_ready)
+    monkeypatch.setattr(kind_mod, "KubeApi", _EarlyApi)
+    applies = []
+
+    def on_apply(api):
+        applies.append(api)
+        with open(log, "a") as f:
+            f.write("cni applied\n")
+        if apply_fails and len(applies) == 1:
+            raise InfrastructureError("apply CRD: 503 the server is currently unable to handle the request")
+    _fake_cni(monkeypatch, on_apply)
+    monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: "final api")
+    monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
+    notes = []
+    monkeypatch.setattr(kind_mod.progress, "note", notes.append)
+    p = KindProvider(cni="calico", nodes=2, kind=kind, workdir=str(tmp_path / "w"))
+    p.up()
+    calls = _calls(log)
+    early = api_ready and not apply_fails
+    assert calls.count(["cni", "applied"]) == (2 if apply_fails else 1)
+    assert (calls.index(["cni", "applied"]) < calls.index(["create", "done"])) == api_ready
+    assert ["get", "kubeconfig"] in [line.split()[:2] for line in log.read_text().splitlines()]
+    assert isinstance(applies[0], _EarlyApi) == api_ready and (applies[-1] == "final api") == (not early)
+    if api_ready:
+        assert applies[0].kubeconfig == str(tmp_path / "w" / kind_mod.EARLY_KUBECONFIG)
+    assert not (tmp_path / "w" / kind_mod.EARLY_KUBECONFIG).exists()
+    assert any("install beside kind create failed" in n and "503" in n for n in notes) == apply_fails
+
+
 def test_kind_create_that_fails_before_the_nodes_answer_never_loads_the_image(tmp_path, monkeypatch):
     kind, log = _fake_kind(tmp_path, create_rc=1)
     monkeypatch.setattr(kind_mod.kind_host, "runtimes_up", lambda name, nodes: False)
     with pytest.raises(InfrastructureError, match="kind create cluster"):
         KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w")).up()
-    assert [line.split()[:2] for line in log.read_text().splitlines()] == [
-        ["get", "clusters"], ["create", "cluster"], ["delete", "cluster"]]
+    assert _calls(log) == [["get", "clusters"], ["create", "cluster"], ["delete", "cluster"]]
 
 
 def test_minikube_up_returns_its_cluster(tmp_path, monkeypatch):
@@ -374,10 +444,7 @@ def test_kind_cluster_carries_an_owner_record_while_it_lives(tmp_path, monkeypat
     kind, log = _fake_kind(tmp_path)
     seen = {}
 
-    def cni(*a, **kw):
-        seen["record"] = json.loads((owners / "netslo.json").read_text())
-        return {"cni": "calico", "cni_version": "v3.31.3"}
-    monkeypatch.setattr(kind_mod, "install_cni", cni)
+    _fake_cni(monkeypatch, on_apply=lambda api: seen.setdefault("record", json.loads((owners / "netslo.json").read_text())))
     monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: object())
     monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
     p = KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w"), run_id="r1")
@@ -410,3 +477,22 @@ esac
         p.up()                                   # its own create fails; the reap came first
     calls = [line.split()[:4] for line in log.read_text().splitlines()]
     assert ["delete", "cluster", "--name", "old"] in calls and not (owners / "old.json").exists()
+
+
+def test_deferred_bring_up_waits_run_once_in_order_and_the_first_error_ends_settle():
+    """What bring-up leaves for later (kind: the CNI's staged workloads) is awaited by ``settle``
+    (``add_pods`` calls it once the run's pods are made); an error is the caller's, the rest stays."""
+    c = kind_mod.KubeCluster(object(), run_id="r1")
+    seen = []
+
+    def broken():
+        raise InfrastructureError("CNI calico: Deployment kube-system/calico-kube-controllers: not ready after 5s")
+    c.defer("a", lambda: seen.append("a"))
+    c.defer("b", broken)
+    c.defer("c", lambda: seen.append("c"))
+    with pytest.raises(InfrastructureError, match="calico-kube-controllers"):
+        c.settle()
+    assert seen == ["a"]
+    c.settle()
+    c.settle()
+    assert seen == ["a", "c"]

@@ -17,9 +17,11 @@ Timeouts are seconds; a component that never becomes ready raises Infrastructure
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -27,6 +29,9 @@ import yaml
 from ...errors import InfrastructureError
 from ..kube_wait import wait_nodes_ready, wait_workload
 from . import CniSpec, digest_status, encapsulation as check_encapsulation, fetch, source as cni_source
+
+log = logging.getLogger("netslo.cni")
+
 
 def _set_env(container: dict, name: str, value: str) -> None:
     env = container.setdefault("env", [])
@@ -213,14 +218,30 @@ def render(spec: CniSpec, data: bytes, encapsulation: str, pod_subnet: str) -> l
     return docs
 
 
-def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_subnet: str | None = None,
-            timeout: float = 300.0, helm: str = "helm", allow_unrecorded: bool | None = None) -> dict:
-    """Install ``spec`` and wait for its components and the nodes; returns what to report."""
+@dataclass
+class Applied:
+    """A CNI whose documents are in the cluster, but for the staged ones (``Workload.staged``):
+    ``info`` is what to report, ``staged`` the documents ``apply_staged`` applies."""
+
+    spec: CniSpec
+    info: dict
+    staged: list = field(default_factory=list)
+
+
+def apply(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_subnet: str | None = None,
+          timeout: float = 300.0, helm: str = "helm", allow_unrecorded: bool | None = None) -> Applied:
+    """Fetch ``spec``'s pinned file, render our overlay and apply it (a Helm chart: ``helm upgrade
+    --install``), all but the staged workloads' documents. Needs only an API server that answers:
+    nodes may still be joining (a DaemonSet's pods follow each node as it registers)."""
     enc = check_encapsulation(spec, encapsulation)
     subnet = pod_subnet or spec.pod_subnet
     data, digest = fetch(spec, allow_unrecorded=allow_unrecorded)
+    staged: list = []
     if spec.kind == "manifest":
-        apply_staged(kubectl, spec, render(spec, data, enc, subnet), timeout)
+        docs = render(spec, data, enc, subnet)
+        staged = [d for d in docs if _staged(spec, d)]
+        kubectl.apply([d for d in docs if not _staged(spec, d)], what=f"install CNI {spec.name} {spec.version}",
+                      server_side=True)
     else:
         with tempfile.TemporaryDirectory() as tmp:
             chart = Path(tmp) / f"{spec.name}-{spec.version}.tgz"
@@ -234,25 +255,79 @@ def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_sub
             if proc.returncode:
                 raise InfrastructureError(f"CNI {spec.name}: helm exit {proc.returncode}: "
                                           f"{proc.stderr.decode(errors='replace').strip()[-400:]}")
-    wait_ready(kubectl, spec, timeout)
-    return {"cni": spec.name, "cni_version": spec.version, "encapsulation": enc, "cni_sha256": digest,
+    info = {"cni": spec.name, "cni_version": spec.version, "encapsulation": enc, "cni_sha256": digest,
             "cni_sha256_recorded": digest_status(spec), "cni_source": cni_source(spec),
             "bandwidth": spec.bandwidth}
+    return Applied(spec, info, staged)
 
 
-def apply_staged(kubectl, spec: CniSpec, docs: list[dict], timeout: float) -> None:
-    """Apply ``docs``; those of a staged workload (``Workload.staged``) only once the workloads listed
-    before it in ``spec.ready`` are ready."""
-    later = [d for d in docs if _staged(spec, d)]
-    kubectl.apply([d for d in docs if not _staged(spec, d)], what=f"install CNI {spec.name} {spec.version}",
-                  server_side=True)
-    if not later:
-        return
+def await_datapath(kubectl, applied: Applied, timeout: float) -> None:
+    """Once every node has registered: the workloads listed before the first staged one ready (the
+    pod network works on every node), then every node Ready; then ``restart_unplaced`` pods."""
+    spec = applied.spec
     for w in spec.ready:
         if w.staged:
             break
         wait_workload(kubectl, w.kind, w.namespace, w.name, f"CNI {spec.name}", timeout)
-    kubectl.apply(later, what=f"install CNI {spec.name} {spec.version} (staged)", server_side=True)
+    wait_nodes_ready(kubectl, f"CNI {spec.name}: nodes", timeout)
+    restart_unplaced(kubectl, spec)
+
+
+def apply_staged(kubectl, applied: Applied) -> None:
+    """After ``await_datapath``: the staged documents applied (pods on the pod network)."""
+    if applied.staged:
+        spec = applied.spec
+        kubectl.apply(applied.staged, what=f"install CNI {spec.name} {spec.version} (staged)", server_side=True)
+
+
+def await_staged(kubectl, applied: Applied, timeout: float) -> None:
+    """After ``apply_staged``: every workload from the first staged one on ready. Nothing a
+    measurement needs before its own pods do (Calico's kube-controllers), so a provider may ask this
+    only once the run's pods are made."""
+    later = False
+    for w in applied.spec.ready:
+        later = later or w.staged
+        if later:
+            wait_workload(kubectl, w.kind, w.namespace, w.name, f"CNI {applied.spec.name}", timeout)
+
+
+def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_subnet: str | None = None,
+            timeout: float = 300.0, helm: str = "helm", allow_unrecorded: bool | None = None) -> dict:
+    """Install ``spec`` and wait for its components and the nodes (``apply``, ``await_datapath``,
+    ``apply_staged``, ``await_staged``); returns what to report."""
+    applied = apply(kubectl, spec, encapsulation=encapsulation, pod_subnet=pod_subnet, timeout=timeout,
+                    helm=helm, allow_unrecorded=allow_unrecorded)
+    await_datapath(kubectl, applied, timeout)
+    apply_staged(kubectl, applied)
+    await_staged(kubectl, applied, timeout)
+    return applied.info
+
+
+def unplaced(pod: dict) -> bool:
+    """Whether ``pod`` is on the pod network, made by a controller, and still has no sandbox: the
+    kubelet tried to set it up before the CNI's node agent ran there, failed, and retries only 10-15 s
+    later (its pod workers' back-off; on kind v1.34 with Calico CoreDNS was Ready 22 s after the
+    network was)."""
+    spec, st = pod.get("spec", {}), pod.get("status", {})
+    owned = any(o.get("controller") for o in pod.get("metadata", {}).get("ownerReferences") or [])
+    conds = {c.get("type"): c.get("status") for c in st.get("conditions") or []}
+    return (owned and not spec.get("hostNetwork") and bool(spec.get("nodeName"))
+            and st.get("phase") == "Pending" and conds.get("PodReadyToStartContainers") == "False")
+
+
+def restart_unplaced(kubectl, spec: CniSpec) -> list[str]:
+    """Delete the kube-system pods ``unplaced`` finds, so their controllers make them again at once
+    (CoreDNS's, scheduled as soon as the CNI's configuration file made the nodes Ready and before its
+    agent ran); the names deleted."""
+    gone = []
+    for pod in kubectl.get("pods", namespace="kube-system"):
+        if unplaced(pod):
+            name = pod["metadata"]["name"]
+            kubectl.delete("pod", name, "kube-system")
+            gone.append(name)
+    if gone:
+        log.info("CNI %s: made again once the pod network ran: %s", spec.name, ", ".join(gone))
+    return gone
 
 
 def _staged(spec: CniSpec, doc: dict) -> bool:
@@ -260,11 +335,3 @@ def _staged(spec: CniSpec, doc: dict) -> bool:
     meta = doc.get("metadata") or {}
     return any(w.staged and doc.get("kind") == w.kind and meta.get("name") == w.name
                and meta.get("namespace", "kube-system") == w.namespace for w in spec.ready)
-
-
-def wait_ready(api, spec: CniSpec, timeout: float) -> None:
-    """Every workload of the CNI ready, then every node Ready (a CNI makes nodes Ready); both
-    through API watches (``kube_wait``), no polling."""
-    for w in spec.ready:
-        wait_workload(api, w.kind, w.namespace, w.name, f"CNI {spec.name}", timeout)
-    wait_nodes_ready(api, f"CNI {spec.name}: nodes", timeout)
