@@ -360,10 +360,10 @@ class KubeApi:
         conf = self.client.configuration
         headers = {a["key"]: a["value"] for a in conf.auth_settings().values()
                    if a.get("in") == "header" and a.get("value")}
-        try:   # the REST client's request: the same call in the kubernetes client's 36 and 37
-            resp = self.client.rest_client.request("GET", f"{conf.host}/readyz", headers=headers,
-                                                   _request_timeout=5)
-        except (client.ApiException, urllib3.exceptions.HTTPError, OSError):
+        try:   # one try, no retries: a caller asking while the server starts asks again itself
+            resp = self.client.rest_client.pool_manager.request("GET", f"{conf.host}/readyz", headers=headers,
+                                                                timeout=5, retries=False)
+        except (urllib3.exceptions.HTTPError, OSError):
             return False
         return resp.status == 200
 
