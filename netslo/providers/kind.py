@@ -48,7 +48,7 @@ from .kube_reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
 from .tool import run_tool
 from . import cni as cni_mod
 from . import kube_manifests as km
-from .cni.install import Applied, apply as apply_cni, apply_staged, await_datapath, await_staged
+from .cni.install import Installing, apply_staged, apply_workloads, await_datapath, await_staged, prepare
 from . import kind_host
 from .base import PathPoint, Pod
 from .kube import KubeCluster
@@ -77,7 +77,8 @@ CNI_DAEMONSETS = {"calico-node": "calico", "cilium": "cilium", "antrea-agent": "
 UNTAINT_PATCH = "kind: InitConfiguration\nnodeRegistration:\n  taints: []\n"
 LOAD_POLL_S = 0.5   # how often bring-up asks whether the nodes' containerd answers (to start the image load)
 API_POLL_S = 0.5    # how often bring-up asks whether the new API server is ready (to apply the CNI)
-EARLY_KUBECONFIG = "kubeconfig-early"   # in the workdir: kind's kubeconfig read while kind create runs
+EARLY_KUBECONFIG = "kubeconfig-early"
+ARCHIVE_IN_NODE = "/opt/netslo-agent/agent.tar"   # $NETSLO_AGENT_ARCHIVE as a node sees it (bind mount)   # in the workdir: kind's kubeconfig read while kind create runs
 
 
 def _in_thread(name: str, fn, *args) -> Future:
@@ -161,11 +162,18 @@ class KindProvider:
                 "kubeProxyMode": "iptables",
             },
             "nodes": [{"role": r, "image": self.node_image,
-                       "labels": {CNI_LABEL: self.cni.name}} for r in roles],
+                       "labels": {CNI_LABEL: self.cni.name}, **self._archive_mount()} for r in roles],
         }
         if self.nodes >= 2:
             cfg["kubeadmConfigPatches"] = [UNTAINT_PATCH]
         return cfg
+
+    def _archive_mount(self) -> dict:
+        """A node's ``extraMounts`` showing it the agent image's archive (read-only), if there is one."""
+        if not self.archive:
+            return {}
+        return {"extraMounts": [{"hostPath": os.path.abspath(self.archive), "containerPath": ARCHIVE_IN_NODE,
+                                 "readOnly": True}]}
 
     def subnets(self, kind: str) -> list[str]:
         """The cluster's ``pod`` or ``service`` CIDRs, IPv4 first (kind's order for dual-stack)."""
@@ -187,12 +195,23 @@ class KindProvider:
     def kubeconfig_command(self) -> list[str]:
         return [self.kind, "export", "kubeconfig", "--name", self.cluster_name, "--kubeconfig", self.kubeconfig]
 
-    def load_command(self) -> list[str]:
-        """Into a new cluster: the agent image's archive when there is one (no ``docker save``, whose
-        re-tarring of every layer costs CPU while the cluster comes up), else the engine's image."""
-        if self.archive:
-            return [self.kind, "load", "image-archive", self.archive, "--name", self.cluster_name]
-        return self.reload_command()
+    def node_names(self) -> list[str]:
+        """kind's names of the node containers (and nodes): <name>-control-plane, <name>-worker,
+        <name>-worker2, ..."""
+        return [f"{self.cluster_name}-control-plane"] + [
+            f"{self.cluster_name}-worker{i if i > 1 else ''}" for i in range(1, self.nodes)]
+
+    def load_command(self) -> list[str] | None:
+        """Into a new cluster: the engine's image; None with an archive (``import_command``)."""
+        return None if self.archive else self.reload_command()
+
+    def import_command(self, node: str, snapshotter: str) -> list[str]:
+        """Into a new cluster with an archive: node ``node``'s containerd imports it from the bind mount
+        that shows it there (``ARCHIVE_IN_NODE``), with the flags of ``kind load image-archive``,
+        which instead streams the archive through the engine into every node (on this project's 2-CPU
+        host 21 CPU-seconds for 276 MB into 2 nodes, 15 even when the nodes had it already)."""
+        return [kind_host.DOCKER_CLI, "exec", node, "ctr", "--namespace=k8s.io", "images", "import",
+                "--all-platforms", "--digests", f"--snapshotter={snapshotter}", ARCHIVE_IN_NODE]
 
     def reload_command(self) -> list[str]:
         """Into a reused cluster: the engine's image (kind skips the nodes that have it already)."""
@@ -202,13 +221,14 @@ class KindProvider:
         return [self.kind, "delete", "cluster", "--name", self.cluster_name, "--kubeconfig", self.kubeconfig]
 
     def plan(self, exists: bool) -> list[list[str]]:
-        """The kind commands ``up()`` runs, in order (CNI install and waits go through kubectl/helm)."""
+        """The kind commands ``up()`` runs, in order (CNI install and waits go through the API and
+        helm; an archive's import into a new cluster's nodes is ``import_command``)."""
         if exists and self.keep_cluster:
             return [self.list_command(), self.kubeconfig_command(), self.reload_command()]
         if exists:
             raise InfrastructureError(f"kind cluster {self.cluster_name!r} exists and keep_cluster is off; "
                                       f"delete it (kind delete cluster --name {self.cluster_name}) or reuse it")
-        return [self.list_command(), self.create_command(), self.load_command()]
+        return [self.list_command(), self.create_command()] + ([self.load_command()] if not self.archive else [])
 
     # ---- doing it ---------------------------------------------------------------------------
     def _run(self, argv: list[str], timeout: float) -> str:
@@ -250,8 +270,8 @@ class KindProvider:
                     # cluster as soon as its API server is ready (docs/performance.md).
                     created = threading.Event()
                     loading = _in_thread("kind-load", self._load_when_nodes_run, created)
-                    applying = _in_thread("kind-cni", self._apply_cni_when_api_ready, created)
-                if argv == self.load_command() and loading is not None:
+                    applying = _in_thread("kind-cni", self._prepare_cni_when_api_ready, created)
+                if argv == self.reload_command() and loading is not None:
                     continue   # started beside kind create above
                 try:
                     with progress.phase(" ".join(argv[1:4]) + f" {self.cluster_name}"):
@@ -262,11 +282,12 @@ class KindProvider:
                         created.set()
                 if creating:
                     kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
-                    applied = self._applied_early(applying) or self._apply_cni(kubectl, "install")
-                    with progress.phase(f"CNI {self.cni.name} readiness"):
-                        await_datapath(kubectl, applied, self.timeout)
-                        apply_staged(kubectl, applied)
-                    self.cni_info = applied.info
+                    installing = self._prepared_early(applying) or self._prepare_cni(kubectl, "configuration")
+                    with progress.phase(f"CNI {self.cni.name} install and readiness"):
+                        apply_workloads(kubectl, installing, self.timeout, self.helm)
+                        await_datapath(kubectl, installing, self.timeout)
+                        apply_staged(kubectl, installing)
+                    self.cni_info = installing.info
                     loading.result()   # (its error, if any, is the bring-up's)
                 elif argv[:3] == [self.kind, "export", "kubeconfig"]:
                     self.cni_info = self.installed_cni(Kubectl(self.kubectl_binary, self.kubeconfig))
@@ -276,7 +297,7 @@ class KindProvider:
             cluster.families = self.families
             if applying is not None:   # the CNI's last workloads: awaited once the run's pods are made
                 cluster.defer(f"CNI {self.cni.name}: its remaining workloads",
-                              lambda: self._await_staged(kubectl, applied))
+                              lambda: self._await_staged(kubectl, installing))
             return cluster.open(self.timeout)
         except BaseException as e:
             futures_wait([f for f in (loading, applying) if f is not None])   # never delete under them
@@ -286,22 +307,22 @@ class KindProvider:
                 raise InfrastructureError(f"{e}; and deleting the cluster failed: {te}") from e
             raise
 
-    # ---- the CNI, applied while kind create runs ------------------------------------------------
-    def _apply_cni(self, api, how: str) -> Applied:
+    # ---- the CNI, prepared while kind create runs ---------------------------------------------
+    def _prepare_cni(self, api, how: str) -> Installing:
         with progress.phase(f"CNI {self.cni.name} {how}"):
-            return apply_cni(api, self.cni, encapsulation=self.encapsulation,
-                             pod_subnet=",".join(self.subnets("pod")), timeout=self.timeout, helm=self.helm)
+            return prepare(api, self.cni, encapsulation=self.encapsulation, pod_subnet=",".join(self.subnets("pod")))
 
-    def _apply_cni_when_api_ready(self, created: threading.Event) -> Applied | None:
-        """Apply the CNI once the control plane's API server is ready, while kind still joins the
-        workers (the CNI's DaemonSet follows each node as it registers; on kind v1.34 the API was
-        ready 14 s into a 24 s create). The kubeconfig is kind's own (``kind get kubeconfig``: read
-        from the control-plane node once kubeadm wrote it). None when kind create ended first."""
+    def _prepare_cni_when_api_ready(self, created: threading.Event) -> Installing | None:
+        """The CNI's configuration (``cni.install.prepare``: CRDs, RBAC, ConfigMaps) applied once the
+        control plane's API server is ready, while kind still joins the workers (on kind v1.34 ready
+        14 s into a 24 s create; the configuration took 2-4 s to apply). The kubeconfig is kind's own
+        (``kind get kubeconfig``: read from the control-plane node once kubeadm wrote it). None when
+        kind create ended first. The CNI's agents start only after the create (``apply_workloads``)."""
         api = None
         while not created.is_set():
             api = api or self._early_api()
             if api is not None and api.ready() and api.get("namespace", "kube-system", missing_ok=True):
-                return self._apply_cni(api, "install (beside kind create)")
+                return self._prepare_cni(api, "configuration (beside kind create)")
             created.wait(API_POLL_S)
         return None
 
@@ -315,19 +336,19 @@ class KindProvider:
         path.write_bytes(proc.stdout)
         return KubeApi(str(path))
 
-    def _applied_early(self, applying: Future) -> Applied | None:
-        """The CNI applied beside kind create; None if it was not (kind create was done first) or its
-        apply failed (said, and applied again now that the cluster is complete)."""
+    def _prepared_early(self, applying: Future) -> Installing | None:
+        """The CNI prepared beside kind create; None if it was not (kind create was done first) or it
+        failed (said, and prepared again now that the cluster is complete)."""
         try:
             return applying.result()
         except InfrastructureError as e:
-            progress.note(f"CNI {self.cni.name}: the install beside kind create failed ({e}); installing again")
+            progress.note(f"CNI {self.cni.name}: its configuration beside kind create failed ({e}); applying it again")
             return None
         finally:
             (self.workdir / EARLY_KUBECONFIG).unlink(missing_ok=True)
 
-    def _await_staged(self, api, applied: Applied) -> None:
-        await_staged(api, applied, self.timeout)
+    def _await_staged(self, api, installing: Installing) -> None:
+        await_staged(api, installing, self.timeout)
         self._create_complete = True
 
     def _load_when_nodes_run(self, created: threading.Event) -> None:
@@ -340,9 +361,20 @@ class KindProvider:
         self._load()
 
     def _load(self) -> None:
-        argv = self.load_command()
-        with progress.phase(" ".join(argv[1:4]) + f" {self.cluster_name}"):
-            self._run(argv, self.timeout)
+        if not self.archive:
+            argv = self.reload_command()
+            with progress.phase(" ".join(argv[1:4]) + f" {self.cluster_name}"):
+                self._run(argv, self.timeout)
+            return
+        nodes = self.node_names()
+        with progress.phase(f"agent image import in {', '.join(nodes)}"), \
+                ThreadPoolExecutor(len(nodes), thread_name_prefix="kind-import") as pool:
+            for f in [pool.submit(self._import, n) for n in nodes]:
+                f.result()
+
+    def _import(self, node: str) -> None:
+        argv = self.import_command(node, kind_host.cri_snapshotter(node))
+        run_tool(argv, self.timeout, install=kind_host.DOCKER)
 
     def installed_cni(self, kubectl) -> dict:
         """What a reused cluster runs: the CNI of its nodes' netslo label, else of its DaemonSets.

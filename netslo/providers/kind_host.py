@@ -18,6 +18,7 @@ process is preferred) for the pod's.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 from ..errors import InfrastructureError, Unsupported
@@ -28,6 +29,12 @@ PROC = Path("/proc")
 TUNNEL_KINDS = ("vxlan", "geneve")
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"   # kind's label on the node containers of a cluster
 DOCKER = "the docker CLI of the engine kind uses"   # what to install when docker is missing
+DOCKER_CLI = "docker"
+# Where a node's containerd configuration names the snapshotter its CRI plugin unpacks images with,
+# per configuration version (2: containerd 1.3-1.7, still read by 2.x; 3 and 4: containerd 2.0, 2.1).
+SNAPSHOTTER_PATH = {2: ("plugins", "io.containerd.grpc.v1.cri", "containerd", "snapshotter"),
+                    3: ("plugins", "io.containerd.cri.v1.images", "snapshotter"),
+                    4: ("plugins", "io.containerd.cri.v1.images", "snapshotter")}
 
 
 def runtimes_up(cluster: str, nodes: int, docker: str = "docker") -> bool:
@@ -42,6 +49,29 @@ def runtimes_up(cluster: str, nodes: int, docker: str = "docker") -> bool:
     return len(names) >= nodes and all(
         run_tool([docker, "exec", n, "ctr", "--namespace", "k8s.io", "version"], 30, install=DOCKER,
                  check=False).returncode == 0 for n in names)
+
+
+def snapshotter_of(config: str) -> str:
+    """The CRI plugin's snapshotter in a containerd configuration (TOML, ``containerd config
+    dump``); InfrastructureError when the configuration says none."""
+    try:
+        conf = tomllib.loads(config)
+    except tomllib.TOMLDecodeError as e:
+        raise InfrastructureError(f"containerd config: not TOML ({e})") from None
+    path = SNAPSHOTTER_PATH.get(conf.get("version"))
+    value = conf
+    for key in path or ():
+        value = value.get(key, {}) if isinstance(value, dict) else {}
+    if not path or not isinstance(value, str) or not value:
+        raise InfrastructureError(f"containerd config (version {conf.get('version')}): no CRI snapshotter "
+                                  f"at {'.'.join(path) if path else 'a known place'}")
+    return value
+
+
+def cri_snapshotter(node: str, docker: str = DOCKER_CLI) -> str:
+    """The snapshotter kind node ``node``'s CRI plugin uses (what ``kind load`` imports with)."""
+    out = run_tool([docker, "exec", node, "containerd", "config", "dump"], 30, install=DOCKER).stdout.decode()
+    return snapshotter_of(out)
 
 
 def node_netns(node: str, docker: str = "docker") -> str:

@@ -322,8 +322,10 @@ class StagingApi:
     """Records applies, list calls and deletions; a workload is listed ready once it has been applied,
     nodes are Ready, kube-system holds ``pods``."""
 
-    def __init__(self, pods=()):
+    def __init__(self, pods=(), proxy=True):
         self.calls, self.applied, self.pods = [], set(), list(pods)
+        if proxy:   # kubeadm's kube-proxy DaemonSet, running on every node
+            self.applied.add(("daemonset", "kube-proxy"))
 
     def apply(self, docs, what=None, server_side=True):
         self.calls.append(("apply", [d["metadata"]["name"] for d in docs]))
@@ -341,6 +343,9 @@ class StagingApi:
         return [{"metadata": {"name": name, "resourceVersion": "1"}, "spec": {"replicas": 1}, "status": st}], "1"
 
     def get(self, kind, name=None, namespace=None, selector=None, missing_ok=False):
+        if kind == "daemonset":
+            self.calls.append(("get", kind, name))
+            return {"metadata": {"name": name}} if (kind, name) in self.applied else None
         assert (kind, namespace) == ("pods", "kube-system")
         return self.pods
 
@@ -348,26 +353,39 @@ class StagingApi:
         self.calls.append(("delete", kind, name, namespace))
 
 
-def test_a_staged_workload_is_applied_only_once_the_ones_before_it_are_ready(monkeypatch):
+def test_the_cni_configuration_goes_first_its_workloads_once_kube_proxy_runs_the_staged_ones_last(monkeypatch):
     from netslo.providers.cni import install as inst
     spec = cni.load("calico")
     assert [(w.name, w.staged) for w in spec.ready] == [("calico-node", False), ("calico-kube-controllers", True)]
     docs = [{"kind": "ConfigMap", "metadata": {"name": "calico-config", "namespace": "kube-system"}},
             {"kind": "Deployment", "metadata": {"name": "calico-kube-controllers", "namespace": "kube-system"}},
-            {"kind": "DaemonSet", "metadata": {"name": "calico-node", "namespace": "kube-system"}}]
+            {"kind": "DaemonSet", "metadata": {"name": "calico-node", "namespace": "kube-system"}},
+            {"kind": "CustomResourceDefinition", "metadata": {"name": "ippools.crd.projectcalico.org"}}]
     monkeypatch.setattr(inst, "fetch", lambda spec, allow_unrecorded=None: (b"", "ab" * 32))
     monkeypatch.setattr(inst, "render", lambda spec, data, enc, subnet: docs)
     api = StagingApi()
-    applied = inst.apply(api, spec)
-    assert api.calls == [("apply", ["calico-config", "calico-node"])]
-    assert [d["metadata"]["name"] for d in applied.staged] == ["calico-kube-controllers"]
-    inst.await_datapath(api, applied, timeout=5)
-    assert ("apply", ["calico-kube-controllers"]) not in api.calls and ("list", "daemonset", "calico-node") in api.calls
+    installing = inst.prepare(api, spec)
+    assert api.calls == [("apply", ["calico-config", "ippools.crd.projectcalico.org"])]
     api.calls.clear()
-    inst.apply_staged(api, applied)
+    inst.apply_workloads(api, installing, timeout=5)
+    assert api.calls == [("get", "daemonset", "kube-proxy"), ("list", "daemonset", "kube-proxy"),
+                         ("apply", ["calico-node"])]
+    api.calls.clear()
+    inst.await_datapath(api, installing, timeout=5)
+    assert ("list", "daemonset", "calico-node") in api.calls and not any(c[0] == "apply" for c in api.calls)
+    api.calls.clear()
+    inst.apply_staged(api, installing)
     assert api.calls == [("apply", ["calico-kube-controllers"])]
-    inst.await_staged(api, applied, timeout=5)
+    inst.await_staged(api, installing, timeout=5)
     assert api.calls[1:] == [("list", "deployment", "calico-kube-controllers")]
+
+
+def test_a_cluster_without_kube_proxy_gets_the_cni_workloads_at_once(monkeypatch):
+    from netslo.providers.cni import install as inst
+    api = StagingApi(proxy=False)
+    inst.apply_workloads(api, inst.Installing(cni.load("calico"), {}, workloads=[
+        {"kind": "DaemonSet", "metadata": {"name": "calico-node"}}]), timeout=5)
+    assert api.calls == [("get", "daemonset", "kube-proxy"), ("apply", ["calico-node"])]
 
 
 def test_pods_scheduled_before_the_pod_network_ran_are_made_again_once_it_does():

@@ -150,12 +150,37 @@ def _archive(tmp_path, tags):
 
 
 def test_kind_loads_a_new_cluster_from_the_agent_archive_and_a_kept_one_from_the_engine(tmp_path, monkeypatch):
+    """A new cluster's nodes see the archive through a read-only bind mount and their containerd
+    imports it from there (with the snapshotter their CRI plugin uses); a kept cluster gets the
+    engine's image."""
     archive = _archive(tmp_path, ["reg/agent:1"])
     monkeypatch.setenv("NETSLO_AGENT_ARCHIVE", archive)
-    p = KindProvider(cni="calico", image="reg/agent:1", workdir=str(tmp_path / "w"))
-    assert p.plan(exists=False)[-1] == [p.kind, "load", "image-archive", archive, "--name", "netslo"]
+    p = KindProvider(cni="calico", nodes=3, image="reg/agent:1", workdir=str(tmp_path / "w"))
+    assert [a[1] for a in p.plan(exists=False)] == ["get", "create"]          # no kind load
+    assert p.node_names() == ["netslo-control-plane", "netslo-worker", "netslo-worker2"]
+    mount = {"hostPath": archive, "containerPath": kind_mod.ARCHIVE_IN_NODE, "readOnly": True}
+    assert [n["extraMounts"] for n in p.config()["nodes"]] == [[mount]] * 3
+    assert p.import_command("netslo-worker", "overlayfs") == [
+        "docker", "exec", "netslo-worker", "ctr", "--namespace=k8s.io", "images", "import", "--all-platforms",
+        "--digests", "--snapshotter=overlayfs", kind_mod.ARCHIVE_IN_NODE]
     kept = KindProvider(cni="calico", image="reg/agent:1", keep_cluster=True, workdir=str(tmp_path / "k"))
     assert kept.plan(exists=True)[-1] == [kept.kind, "load", "docker-image", "reg/agent:1", "--name", "netslo"]
+    monkeypatch.delenv("NETSLO_AGENT_ARCHIVE")
+    assert "extraMounts" not in KindProvider(cni="calico", workdir=str(tmp_path / "n")).config()["nodes"][0]
+
+
+@pytest.mark.parametrize("config,want", [
+    ('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\nsnapshotter = "overlayfs"\n', "overlayfs"),
+    ('version = 3\n[plugins."io.containerd.cri.v1.images"]\nsnapshotter = "native"\n', "native"),
+    ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nsandbox_image = "pause"\n', None),
+    ('version = 9\n', None), ("not = toml = at all", None)])
+def test_kind_node_snapshotter_is_read_from_its_containerd_config(config, want):
+    from netslo.providers.kind_host import snapshotter_of
+    if want:
+        assert snapshotter_of(config) == want
+    else:
+        with pytest.raises(InfrastructureError, match="containerd config"):
+            snapshotter_of(config)
 
 
 @pytest.mark.parametrize("what", ["missing", "other tag", "not a tar"])
@@ -176,17 +201,16 @@ def _calls(log) -> list[list[str]]:
 
 
 def _fake_cni(monkeypatch, on_apply=None):
-    """The CNI's apply and waits stood in for: ``on_apply(api)`` is called by the apply."""
-    from netslo.providers.cni.install import Applied
+    """The CNI's install steps stood in for: ``on_apply(api)`` is called by its ``prepare``."""
+    from netslo.providers.cni.install import Installing
 
-    def apply(api, spec, **kw):
+    def prepare(api, spec, **kw):
         if on_apply:
             on_apply(api)
-        return Applied(spec, {"cni": "calico", "cni_version": "v3.31.3"}, [])
-    monkeypatch.setattr(kind_mod, "apply_cni", apply)
-    for name in ("await_datapath", "await_staged"):
+        return Installing(spec, {"cni": "calico", "cni_version": "v3.31.3"})
+    monkeypatch.setattr(kind_mod, "prepare", prepare)
+    for name in ("apply_workloads", "await_datapath", "apply_staged", "await_staged"):
         monkeypatch.setattr(kind_mod, name, lambda *a, **kw: None)
-    monkeypatch.setattr(kind_mod, "apply_staged", lambda *a, **kw: None)
 
 
 def _fake_kind(tmp_path, create_rc=0, create_sleep=0, kubeconfig=""):
@@ -266,10 +290,11 @@ class _EarlyApi:
 
 @pytest.mark.parametrize("api_ready,apply_fails", [(True, False), (False, False), (True, True)],
                          ids=["API ready during create", "API never ready before create ends", "early apply fails"])
-def test_kind_applies_the_cni_while_create_still_runs_once_the_api_server_is_ready(
+def test_kind_applies_the_cni_configuration_while_create_still_runs_once_the_api_server_is_ready(
         tmp_path, monkeypatch, api_ready, apply_fails):
-    """The CNI goes in beside kind create, on kind's own kubeconfig read from the control plane, as
-    soon as the API server is ready; otherwise (or when that apply fails: said) after the create."""
+    """The CNI's configuration goes in beside kind create, on kind's own kubeconfig read from the
+    control plane, as soon as the API server is ready; otherwise (or when that fails: said) after
+    the create."""
     kind, log = _fake_kind(tmp_path, create_sleep=2, kubeconfig="apiVersion: v1")
     monkeypatch.setattr(kind_mod.kind_host, "runtimes_up", lambda name, nodes: True)
     monkeypatch.setattr(_EarlyApi, "ready_now", api_ready)
@@ -298,7 +323,7 @@ def test_kind_applies_the_cni_while_create_still_runs_once_the_api_server_is_rea
     if api_ready:
         assert applies[0].kubeconfig == str(tmp_path / "w" / kind_mod.EARLY_KUBECONFIG)
     assert not (tmp_path / "w" / kind_mod.EARLY_KUBECONFIG).exists()
-    assert any("install beside kind create failed" in n and "503" in n for n in notes) == apply_fails
+    assert any("configuration beside kind create failed" in n and "503" in n for n in notes) == apply_fails
 
 
 def test_kind_create_that_fails_before_the_nodes_answer_never_loads_the_image(tmp_path, monkeypatch):
@@ -423,7 +448,8 @@ def test_minikube_bad_driver(tmp_path):
 
 
 @pytest.mark.parametrize("cni", ["calico", "cilium", "antrea"])
-def test_committed_kind_configs_match_what_the_provider_writes(cni):
+def test_committed_kind_configs_match_what_the_provider_writes(cni, monkeypatch):
+    monkeypatch.delenv("NETSLO_AGENT_ARCHIVE", raising=False)   # (its bind mount is the run's, not committed)
     from pathlib import Path
     committed = (Path(__file__).resolve().parents[2] / "netslo" / "manifests" / "kind" / f"kind-{cni}.yaml").read_text()
     written = KindProvider(cni=cni, nodes=2, workdir="/nonexistent").config_yaml()

@@ -28,7 +28,7 @@ import yaml
 
 from ...errors import InfrastructureError
 from ..kube_wait import wait_nodes_ready, wait_workload
-from . import CniSpec, digest_status, encapsulation as check_encapsulation, fetch, source as cni_source
+from . import WORKLOAD_KINDS, CniSpec, digest_status, encapsulation as check_encapsulation, fetch, source as cni_source
 
 log = logging.getLogger("netslo.cni")
 
@@ -219,52 +219,78 @@ def render(spec: CniSpec, data: bytes, encapsulation: str, pod_subnet: str) -> l
 
 
 @dataclass
-class Applied:
-    """A CNI whose documents are in the cluster, but for the staged ones (``Workload.staged``):
-    ``info`` is what to report, ``staged`` the documents ``apply_staged`` applies."""
+class Installing:
+    """A CNI on its way into a cluster (``prepare``): ``info`` is what to report; ``workloads`` the
+    documents ``apply_workloads`` applies (a Helm chart: ``chart``, installed there instead),
+    ``staged`` those ``apply_staged`` applies."""
 
     spec: CniSpec
     info: dict
+    workloads: list = field(default_factory=list)
     staged: list = field(default_factory=list)
+    chart: bytes | None = None
+    values: dict = field(default_factory=dict)
 
 
-def apply(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_subnet: str | None = None,
-          timeout: float = 300.0, helm: str = "helm", allow_unrecorded: bool | None = None) -> Applied:
-    """Fetch ``spec``'s pinned file, render our overlay and apply it (a Helm chart: ``helm upgrade
-    --install``), all but the staged workloads' documents. Needs only an API server that answers:
-    nodes may still be joining (a DaemonSet's pods follow each node as it registers)."""
+def prepare(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_subnet: str | None = None,
+            allow_unrecorded: bool | None = None) -> Installing:
+    """Fetch ``spec``'s pinned file and render our overlay; of a manifest, apply what configures the
+    CNI but runs nothing (CRDs, RBAC, ConfigMaps, ServiceAccounts): an API server that answers is
+    all it needs, nodes may still be joining."""
     enc = check_encapsulation(spec, encapsulation)
     subnet = pod_subnet or spec.pod_subnet
     data, digest = fetch(spec, allow_unrecorded=allow_unrecorded)
-    staged: list = []
-    if spec.kind == "manifest":
-        docs = render(spec, data, enc, subnet)
-        staged = [d for d in docs if _staged(spec, d)]
-        kubectl.apply([d for d in docs if not _staged(spec, d)], what=f"install CNI {spec.name} {spec.version}",
-                      server_side=True)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            chart = Path(tmp) / f"{spec.name}-{spec.version}.tgz"
-            chart.write_bytes(data)
-            argv = helm_command(spec, str(chart), cilium_values(spec, enc, subnet),
-                                kubectl.kubeconfig, kubectl.context, helm)
-            try:
-                proc = subprocess.run(argv, capture_output=True, timeout=timeout)
-            except FileNotFoundError:
-                raise InfrastructureError(f"CNI {spec.name}: helm not found ({helm})") from None
-            if proc.returncode:
-                raise InfrastructureError(f"CNI {spec.name}: helm exit {proc.returncode}: "
-                                          f"{proc.stderr.decode(errors='replace').strip()[-400:]}")
     info = {"cni": spec.name, "cni_version": spec.version, "encapsulation": enc, "cni_sha256": digest,
             "cni_sha256_recorded": digest_status(spec), "cni_source": cni_source(spec),
             "bandwidth": spec.bandwidth}
-    return Applied(spec, info, staged)
+    if spec.kind != "manifest":
+        return Installing(spec, info, chart=data, values=cilium_values(spec, enc, subnet))
+    docs = render(spec, data, enc, subnet)
+    runs = [d for d in docs if d.get("kind") in WORKLOAD_KINDS]
+    kubectl.apply([d for d in docs if d not in runs], what=f"install CNI {spec.name} {spec.version} (configuration)",
+                  server_side=True)
+    return Installing(spec, info, workloads=[d for d in runs if not _staged(spec, d)],
+                      staged=[d for d in runs if _staged(spec, d)])
 
 
-def await_datapath(kubectl, applied: Applied, timeout: float) -> None:
-    """Once every node has registered: the workloads listed before the first staged one ready (the
-    pod network works on every node), then every node Ready; then ``restart_unplaced`` pods."""
-    spec = applied.spec
+def apply_workloads(kubectl, installing: Installing, timeout: float, helm: str = "helm") -> None:
+    """Once every node has registered and runs its Service proxy (``await_service_proxy``): the
+    CNI's node agents and controllers but the staged ones (a Helm chart: ``helm upgrade --install``)."""
+    spec = installing.spec
+    await_service_proxy(kubectl, f"CNI {spec.name}", timeout)
+    if installing.chart is None:
+        kubectl.apply(installing.workloads, what=f"install CNI {spec.name} {spec.version}", server_side=True)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / f"{spec.name}-{spec.version}.tgz"
+        chart.write_bytes(installing.chart)
+        argv = helm_command(spec, str(chart), installing.values, kubectl.kubeconfig, kubectl.context, helm)
+        try:
+            proc = subprocess.run(argv, capture_output=True, timeout=timeout)
+        except FileNotFoundError:
+            raise InfrastructureError(f"CNI {spec.name}: helm not found ({helm})") from None
+        if proc.returncode:
+            raise InfrastructureError(f"CNI {spec.name}: helm exit {proc.returncode}: "
+                                      f"{proc.stderr.decode(errors='replace').strip()[-400:]}")
+
+
+PROXY = ("kube-system", "kube-proxy")   # kubeadm's Service proxy DaemonSet
+
+
+def await_service_proxy(kubectl, component: str, timeout: float) -> None:
+    """Until kube-proxy runs on every node, where the cluster has it. A CNI's agents reach the API
+    server through the ``kubernetes`` Service, which kube-proxy programs on each node: on kind v1.34
+    Calico's install-cni, started 1 s before its node's kube-proxy, waited 31 s for a connect that
+    could not answer."""
+    ns, name = PROXY
+    if kubectl.get("daemonset", name, ns, missing_ok=True) is not None:
+        wait_workload(kubectl, "DaemonSet", ns, name, f"{component}: Service proxy", timeout)
+
+
+def await_datapath(kubectl, installing: Installing, timeout: float) -> None:
+    """After ``apply_workloads``: the workloads listed before the first staged one ready (the pod
+    network works on every node), then every node Ready; then ``restart_unplaced`` pods."""
+    spec = installing.spec
     for w in spec.ready:
         if w.staged:
             break
@@ -273,34 +299,35 @@ def await_datapath(kubectl, applied: Applied, timeout: float) -> None:
     restart_unplaced(kubectl, spec)
 
 
-def apply_staged(kubectl, applied: Applied) -> None:
+def apply_staged(kubectl, installing: Installing) -> None:
     """After ``await_datapath``: the staged documents applied (pods on the pod network)."""
-    if applied.staged:
-        spec = applied.spec
-        kubectl.apply(applied.staged, what=f"install CNI {spec.name} {spec.version} (staged)", server_side=True)
+    if installing.staged:
+        spec = installing.spec
+        kubectl.apply(installing.staged, what=f"install CNI {spec.name} {spec.version} (staged)", server_side=True)
 
 
-def await_staged(kubectl, applied: Applied, timeout: float) -> None:
+def await_staged(kubectl, installing: Installing, timeout: float) -> None:
     """After ``apply_staged``: every workload from the first staged one on ready. Nothing a
     measurement needs before its own pods do (Calico's kube-controllers), so a provider may ask this
     only once the run's pods are made."""
     later = False
-    for w in applied.spec.ready:
+    for w in installing.spec.ready:
         later = later or w.staged
         if later:
-            wait_workload(kubectl, w.kind, w.namespace, w.name, f"CNI {applied.spec.name}", timeout)
+            wait_workload(kubectl, w.kind, w.namespace, w.name, f"CNI {installing.spec.name}", timeout)
 
 
 def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_subnet: str | None = None,
             timeout: float = 300.0, helm: str = "helm", allow_unrecorded: bool | None = None) -> dict:
-    """Install ``spec`` and wait for its components and the nodes (``apply``, ``await_datapath``,
-    ``apply_staged``, ``await_staged``); returns what to report."""
-    applied = apply(kubectl, spec, encapsulation=encapsulation, pod_subnet=pod_subnet, timeout=timeout,
-                    helm=helm, allow_unrecorded=allow_unrecorded)
-    await_datapath(kubectl, applied, timeout)
-    apply_staged(kubectl, applied)
-    await_staged(kubectl, applied, timeout)
-    return applied.info
+    """Install ``spec`` and wait for its components and the nodes (``prepare``, ``apply_workloads``,
+    ``await_datapath``, ``apply_staged``, ``await_staged``); returns what to report."""
+    installing = prepare(kubectl, spec, encapsulation=encapsulation, pod_subnet=pod_subnet,
+                         allow_unrecorded=allow_unrecorded)
+    apply_workloads(kubectl, installing, timeout, helm)
+    await_datapath(kubectl, installing, timeout)
+    apply_staged(kubectl, installing)
+    await_staged(kubectl, installing, timeout)
+    return installing.info
 
 
 def unplaced(pod: dict) -> bool:
