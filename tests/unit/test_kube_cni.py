@@ -168,6 +168,16 @@ spec:
         - {name: CALICO_IPV4POOL_VXLAN, value: Never}
         livenessProbe: {exec: {command: [/bin/calico-node, -felix-live, -bird-live]}}
         readinessProbe: {exec: {command: [/bin/calico-node, -felix-ready, -bird-ready]}}
+---
+kind: Deployment
+apiVersion: apps/v1
+metadata: {name: calico-kube-controllers, namespace: kube-system}
+spec:
+  template:
+    spec:
+      containers:
+      - name: calico-kube-controllers
+        readinessProbe: {exec: {command: [/usr/bin/check-status, -r]}, periodSeconds: 10}
 """
 
 
@@ -299,7 +309,7 @@ def test_render_passes_manifests_through_the_right_overlay():
     assert "trafficEncapMode: noEncap" in docs[0]["data"]["antrea-agent.conf"]
 
 
-def test_calico_node_gets_a_startup_probe_running_its_readiness_check_every_second():
+def test_calico_node_and_kube_controllers_get_a_startup_probe_running_their_readiness_check_every_second():
     for enc, cmd in (("vxlan", ["/bin/calico-node", "-felix-ready"]),
                      ("ipip", ["/bin/calico-node", "-felix-ready", "-bird-ready"])):
         node = calico_overlay(list(yaml.safe_load_all(CALICO_LIKE)), enc, "192.168.0.0/16")[1][
@@ -308,8 +318,12 @@ def test_calico_node_gets_a_startup_probe_running_its_readiness_check_every_seco
         assert node["startupProbe"]["periodSeconds"] == 1 and node["startupProbe"]["failureThreshold"] >= 300
         assert "periodSeconds" not in node["readinessProbe"]      # upstream's own probes as they were
     no_probe = CALICO_LIKE.replace("        readinessProbe: {exec: {command: [/bin/calico-node, -felix-ready, -bird-ready]}}\n", "")
-    with pytest.raises(InfrastructureError, match="no exec readinessProbe"):
+    with pytest.raises(InfrastructureError, match="calico-node has no exec readinessProbe"):
         calico_overlay(list(yaml.safe_load_all(no_probe)), "vxlan", "192.168.0.0/16")
+    kc = calico_overlay(list(yaml.safe_load_all(CALICO_LIKE)), "vxlan", "192.168.0.0/16")[2][
+        "spec"]["template"]["spec"]["containers"][0]
+    assert kc["startupProbe"]["exec"]["command"] == ["/usr/bin/check-status", "-r"]
+    assert kc["startupProbe"]["periodSeconds"] == 1 and kc["readinessProbe"]["periodSeconds"] == 10
 
 
 def _pod(name, phase="Pending", sandbox="False", host_network=False, owned=True):

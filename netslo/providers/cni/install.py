@@ -2,8 +2,9 @@
 
 Overlays (our own, applied to the fetched upstream documents in memory):
 - calico: CALICO_IPV4POOL_CIDR = the cluster's pod subnet; IPIP/VXLAN per ``encapsulation`` (VXLAN-only:
-  backend "vxlan" and calico-node's BIRD health flags dropped); a startup probe on calico-node (its
-  readiness check every second until it first passes, see ``_add_startup_probe``). No bandwidth CNI
+  backend "vxlan" and calico-node's BIRD health flags dropped); a startup probe on calico-node and
+  calico-kube-controllers (each one's readiness check every second until it first passes, see
+  ``_add_startup_probe``). No bandwidth CNI
   plugin is chained: since v3.30 felix itself shapes pods with kubernetes.io/*-bandwidth annotations
   (its "QoS controls", tbf on the host veth and on an ifb "bwcali..."), and a chained plugin races
   felix for the same ingress qdisc (a second annotated pod on a node then fails "create ingress
@@ -85,8 +86,12 @@ def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> lis
                             cmd = c.get(probe, {}).get("exec", {}).get("command")
                             if cmd:
                                 c[probe]["exec"]["command"] = [a for a in cmd if a not in ("-bird-live", "-bird-ready")]
-                    _add_startup_probe(c)
+                    _add_startup_probe(c, "calico-node")
                     seen_node = True
+        if d.get("kind") == "Deployment" and d["metadata"]["name"] == "calico-kube-controllers":
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                if c["name"] == "calico-kube-controllers":
+                    _add_startup_probe(c, "calico-kube-controllers")
         if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == "calico-config":
             if encapsulation == "vxlan":
                 d["data"]["calico_backend"] = "vxlan"   # no BIRD/BGP needed for VXLAN-only pools
@@ -105,20 +110,21 @@ def calico_overlay(docs: list[dict], encapsulation: str, pod_subnet: str) -> lis
     return docs
 
 
-# calico-node's readiness probe runs every 10 s: felix is ready a few seconds after it starts, and the
-# pod was marked Ready up to 10 s later (2026-11-28, kind v1.34: started 46 s, probe failed 49 s,
-# Ready 59 s into bring-up). A startup probe with the same check every second finds it ready sooner,
-# and the kubelet runs the readiness probe as soon as a container has started; after that only the
-# upstream 10 s readiness and liveness probes run (nothing extra while the gate measures).
+# calico-node's and calico-kube-controllers' readiness probes run every 10 s: felix is ready a few
+# seconds after it starts, and the pod was marked Ready up to 10 s later (2026-11-28, kind v1.34:
+# started 46 s, probe failed 49 s, Ready 59 s into bring-up; kube-controllers, started beside the gate's
+# pods, Ready 6 s after them on 2026-11-29). A startup probe with the same check every second finds
+# it ready sooner, and the kubelet runs the readiness probe as soon as a container has started; after
+# that only the upstream 10 s readiness and liveness probes run (nothing extra while the gate measures).
 STARTUP_PERIOD_S = 1
 STARTUP_FAILURES = 600      # 10 min at 1 s: longer than any install timeout
 
 
-def _add_startup_probe(container: dict) -> None:
+def _add_startup_probe(container: dict, name: str) -> None:
     """A startupProbe running ``container``'s readiness check every STARTUP_PERIOD_S."""
     ready = container.get("readinessProbe", {}).get("exec")
     if ready is None:
-        raise InfrastructureError("CNI calico: calico-node has no exec readinessProbe to start from; "
+        raise InfrastructureError(f"CNI calico: {name} has no exec readinessProbe to start from; "
                                   "the overlay does not fit this version")
     container["startupProbe"] = {"exec": {"command": list(ready["command"])},
                                  "periodSeconds": STARTUP_PERIOD_S, "failureThreshold": STARTUP_FAILURES,
