@@ -13,10 +13,11 @@ installed CNI must be the one asked for) and nothing but the run namespace is de
 cluster this provider started to create is deleted on any failure, also a ``kind create`` that timed
 out half-way. Every command line is built by a method (``*_command``) so tests can check what would
 run; timeouts are seconds. ``$NETSLO_KIND`` / ``$NETSLO_KIND_NODE_IMAGE`` name another kind binary and
-node image, ``$NETSLO_AGENT_ARCHIVE`` a docker-archive tarball of the agent image to load into a new
-cluster instead of the engine's copy (``scripts/kind-offline.sh env`` prints all three for the
-self-built, registry-free toolchain). The image goes into the nodes while ``kind create`` still runs,
-as soon as their containerd answers.
+node image, ``$NETSLO_AGENT_ARCHIVE`` a docker-archive tarball of the agent image for a new cluster's
+nodes to import from a bind mount instead of the engine's copy (``scripts/kind-offline.sh env`` prints
+all three for the self-built, registry-free toolchain). While ``kind create`` still runs the image goes
+into the nodes as soon as their containerd answers, and the CNI's configuration into the cluster as
+soon as its API server is ready; the CNI's agents follow the create (``cni.install``).
 
 The nodes are containers of this host, so ``KindCluster`` also sees the datapath from here
 (``kind_host``): ``node_netns``, ``netns_of`` and ``host_interface`` for the per-hop DSCP capture
