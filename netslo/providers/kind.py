@@ -78,8 +78,8 @@ CNI_DAEMONSETS = {"calico-node": "calico", "cilium": "cilium", "antrea-agent": "
 UNTAINT_PATCH = "kind: InitConfiguration\nnodeRegistration:\n  taints: []\n"
 LOAD_POLL_S = 0.5   # how often bring-up asks whether the nodes' containerd answers (to start the image load)
 API_POLL_S = 0.5    # how often bring-up asks whether the new API server is ready (to apply the CNI)
-EARLY_KUBECONFIG = "kubeconfig-early"
-ARCHIVE_IN_NODE = "/opt/netslo-agent/agent.tar"   # $NETSLO_AGENT_ARCHIVE as a node sees it (bind mount)   # in the workdir: kind's kubeconfig read while kind create runs
+EARLY_KUBECONFIG = "kubeconfig-early"   # in the workdir: kind's kubeconfig read while kind create runs
+ARCHIVE_IN_NODE = "/opt/netslo-agent/agent.tar"   # $NETSLO_AGENT_ARCHIVE as a node sees it (bind mount)
 
 
 def _in_thread(name: str, fn, *args) -> Future:
@@ -202,10 +202,6 @@ class KindProvider:
         return [f"{self.cluster_name}-control-plane"] + [
             f"{self.cluster_name}-worker{i if i > 1 else ''}" for i in range(1, self.nodes)]
 
-    def load_command(self) -> list[str] | None:
-        """Into a new cluster: the engine's image; None with an archive (``import_command``)."""
-        return None if self.archive else self.reload_command()
-
     def import_command(self, node: str, snapshotter: str) -> list[str]:
         """Into a new cluster with an archive: node ``node``'s containerd imports it from the bind mount
         that shows it there (``ARCHIVE_IN_NODE``), with the flags of ``kind load image-archive``,
@@ -215,7 +211,8 @@ class KindProvider:
                 "--all-platforms", "--digests", f"--snapshotter={snapshotter}", ARCHIVE_IN_NODE]
 
     def reload_command(self) -> list[str]:
-        """Into a reused cluster: the engine's image (kind skips the nodes that have it already)."""
+        """The engine's image, into a reused cluster or a new one without an archive (kind skips the
+        nodes that have it already)."""
         return [self.kind, "load", "docker-image", self.image, "--name", self.cluster_name]
 
     def delete_command(self) -> list[str]:
@@ -229,7 +226,7 @@ class KindProvider:
         if exists:
             raise InfrastructureError(f"kind cluster {self.cluster_name!r} exists and keep_cluster is off; "
                                       f"delete it (kind delete cluster --name {self.cluster_name}) or reuse it")
-        return [self.list_command(), self.create_command()] + ([self.load_command()] if not self.archive else [])
+        return [self.list_command(), self.create_command()] + ([] if self.archive else [self.reload_command()])
 
     # ---- doing it ---------------------------------------------------------------------------
     def _run(self, argv: list[str], timeout: float) -> str:

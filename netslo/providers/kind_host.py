@@ -29,7 +29,7 @@ PROC = Path("/proc")
 TUNNEL_KINDS = ("vxlan", "geneve")
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"   # kind's label on the node containers of a cluster
 DOCKER = "the docker CLI of the engine kind uses"   # what to install when docker is missing
-DOCKER_CLI = "docker"
+DOCKER_CLI = "docker"   # the engine's client, from PATH (scripts/kind-offline.sh env puts its own first)
 # Where a node's containerd configuration names the snapshotter its CRI plugin unpacks images with,
 # per configuration version (2: containerd 1.3-1.7, still read by 2.x; 3 and 4: containerd 2.0, 2.1).
 SNAPSHOTTER_PATH = {2: ("plugins", "io.containerd.grpc.v1.cri", "containerd", "snapshotter"),
@@ -37,7 +37,7 @@ SNAPSHOTTER_PATH = {2: ("plugins", "io.containerd.grpc.v1.cri", "containerd", "s
                     4: ("plugins", "io.containerd.cri.v1.images", "snapshotter")}
 
 
-def runtimes_up(cluster: str, nodes: int, docker: str = "docker") -> bool:
+def runtimes_up(cluster: str, nodes: int, docker: str = DOCKER_CLI) -> bool:
     """Whether kind cluster ``cluster`` has its ``nodes`` node containers running and each one's
     containerd answers (what ``kind load`` needs; true long before the cluster itself is up). False
     also when the docker CLI cannot tell (not on PATH, engine busy)."""
@@ -74,7 +74,7 @@ def cri_snapshotter(node: str, docker: str = DOCKER_CLI) -> str:
     return snapshotter_of(out)
 
 
-def node_netns(node: str, docker: str = "docker") -> str:
+def node_netns(node: str, docker: str = DOCKER_CLI) -> str:
     """The network namespace path of kind node container ``node`` (its name is the node's name)."""
     out = run_tool([docker, "inspect", "-f", "{{.State.Pid}}", node], 30,
                    install=DOCKER).stdout.decode().strip()

@@ -216,6 +216,23 @@ def test_pods_created_together_are_awaited_with_one_watch():
     assert [c[0] for c in api.calls] == ["list", "watch"]
 
 
+def test_each_pod_is_told_once_as_soon_as_its_containers_run():
+    """``on_running`` (the kube provider opens a pod's warm session there) hears of a pod once, when
+    its container runs and before it is Ready; a pod still creating is not told."""
+    from netslo.providers.kube_wait import wait_pods
+
+    def pod(name, rv, state, ready=False):
+        p = _ready_pod(name, rv, ready)
+        p["status"]["containerStatuses"] = [{"name": "agent", "state": {state: {}}}]
+        return p
+    api = FakeApi([pod("a", "1", "waiting"), pod("b", "1", "running")], "1",
+                  [[("MODIFIED", pod("a", "2", "running")), ("MODIFIED", pod("b", "3", "running", ready=True)),
+                    ("MODIFIED", pod("a", "4", "running", ready=True))]])
+    told = []
+    wait_pods(api, "ns", ["a", "b"], "run=r", 60, on_running=told.append)
+    assert told == ["b", "a"]
+
+
 def test_pods_not_ready_in_time_are_named_with_their_status():
     from netslo.providers.kube_wait import wait_pods
     clock = FakeClock()
