@@ -414,7 +414,7 @@ class KindProvider:
         if self.deletes_cluster:
             self._run(self.delete_command(), 300)   # raises: the owner record stays for a later reap
             self._created_cluster = False
-            for f in (self.kubeconfig, self.config_path):   # what up() wrote for the cluster now gone
+            for f in (self.kubeconfig, self.config_path, self.workdir / EARLY_KUBECONFIG):   # what up() wrote
                 Path(f).unlink(missing_ok=True)
             try:
                 self.workdir.rmdir()    # when nothing else is in it

@@ -232,8 +232,12 @@ esac
 
 
 @pytest.mark.parametrize("rc,sleep,timeout", [(1, 0, 30), (0, 5, 0.5)], ids=["create fails", "create times out"])
-def test_kind_create_that_fails_or_times_out_deletes_the_half_made_cluster(tmp_path, rc, sleep, timeout):
-    kind, log = _fake_kind(tmp_path, create_rc=rc, create_sleep=sleep)
+def test_kind_create_that_fails_or_times_out_deletes_the_half_made_cluster(tmp_path, monkeypatch, rc, sleep, timeout):
+    """Also the kubeconfig bring-up read while the create ran goes (a Ctrl-C during the create left it
+    behind, and with it the work directory)."""
+    kind, log = _fake_kind(tmp_path, create_rc=rc, create_sleep=sleep, kubeconfig="apiVersion: v1")
+    monkeypatch.setattr(_EarlyApi, "ready_now", False)
+    monkeypatch.setattr(kind_mod, "KubeApi", _EarlyApi)
     p = KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w"), timeout=timeout)
     with pytest.raises(InfrastructureError, match="kind create cluster"):
         p.up()
