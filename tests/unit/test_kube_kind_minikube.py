@@ -482,7 +482,7 @@ def test_kind_cluster_carries_an_owner_record_while_it_lives(tmp_path, monkeypat
     assert seen["record"]["cluster"] == "netslo" and seen["record"]["pid"] == str(os.getpid())
     p.teardown()
     assert not (owners / "netslo.json").exists()
-    assert [line.split()[:2] for line in log.read_text().splitlines()][-1] == ["delete", "cluster"]
+    assert _calls(log)[-1] == ["delete", "cluster"]
 
 
 def test_kind_up_deletes_the_cluster_a_killed_run_left(tmp_path, monkeypatch):

@@ -297,9 +297,7 @@ def await_datapath(kubectl, installing: Installing, timeout: float) -> None:
     """After ``apply_workloads``: the workloads listed before the first staged one ready (the pod
     network works on every node), then every node Ready; then ``restart_unplaced`` pods."""
     spec = installing.spec
-    for w in spec.ready:
-        if w.staged:
-            break
+    for w in _ready_split(spec)[0]:
         wait_workload(kubectl, w.kind, w.namespace, w.name, f"CNI {spec.name}", timeout)
     wait_nodes_ready(kubectl, f"CNI {spec.name}: nodes", timeout)
     restart_unplaced(kubectl, spec)
@@ -316,11 +314,15 @@ def await_staged(kubectl, installing: Installing, timeout: float) -> None:
     """After ``apply_staged``: every workload from the first staged one on ready. Nothing a
     measurement needs before its own pods do (Calico's kube-controllers), so a provider may ask this
     only once the run's pods are made."""
-    later = False
-    for w in installing.spec.ready:
-        later = later or w.staged
-        if later:
-            wait_workload(kubectl, w.kind, w.namespace, w.name, f"CNI {installing.spec.name}", timeout)
+    for w in _ready_split(installing.spec)[1]:
+        wait_workload(kubectl, w.kind, w.namespace, w.name, f"CNI {installing.spec.name}", timeout)
+
+
+def _ready_split(spec: CniSpec) -> tuple[tuple, tuple]:
+    """``spec.ready`` cut before its first staged workload: (the pod network's workloads, those
+    awaited after them)."""
+    first = next((i for i, w in enumerate(spec.ready) if w.staged), len(spec.ready))
+    return spec.ready[:first], spec.ready[first:]
 
 
 def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_subnet: str | None = None,
