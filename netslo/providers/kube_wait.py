@@ -219,30 +219,12 @@ def _events(api, namespace: str, name: str) -> list[str]:
     return [f"events of {name}: " + " | ".join(ev)] if ev else []
 
 
-def wait_pod(api, namespace: str, name: str, timeout: float) -> dict:
-    """Watch pod ``namespace/name`` until Ready; the pod. An image that can never start fails at
-    once; the error carries the pod's status and its last events."""
-    seen: dict[str, dict] = {}
-
-    def check(objects):
-        pod = objects.get(name)
-        if pod is None:
-            return False, "not created"
-        seen["pod"] = pod
-        return pod_ready(pod)
-    watch_until(api, "pod", f"pod {namespace}/{name}", timeout, check, namespace=namespace, name=name,
-                explain=lambda _: _events(api, namespace, name))
-    return seen["pod"]
-
-
 def wait_pods(api, namespace: str, names: list[str], selector: str, timeout: float,
               clock=time.monotonic, on_running: Callable[[str], None] | None = None) -> list[dict]:
     """Watch the pods of ``selector`` in ``namespace`` until every one of ``names`` is Ready (one
     watch for all); their objects in that order. An image that can never start fails at once; the
     error names the pods not ready with their status and the last events of the first of them.
     ``on_running(name)`` is called once per pod as soon as all its containers run (before it is Ready)."""
-    if len(names) == 1 and on_running is None:
-        return [wait_pod(api, namespace, names[0], timeout)]
     waiting: list[str] = []
     seen: dict[str, dict] = {}
     running: set[str] = set()
@@ -257,7 +239,8 @@ def wait_pods(api, namespace: str, names: list[str], selector: str, timeout: flo
         waiting[:] = [n for n in names if n not in objects or not pod_ready(objects[n])[0]]
         return not waiting, "; ".join(f"pod {n}: {pod_ready(objects[n])[1] if n in objects else 'not created'}"
                                       for n in waiting) or f"{len(names)} pods Ready"
-    watch_until(api, "pod", f"pods {', '.join(names)} in {namespace}", timeout, check,
+    component = f"pod {namespace}/{names[0]}" if len(names) == 1 else f"pods {', '.join(names)} in {namespace}"
+    watch_until(api, "pod", component, timeout, check,
                 namespace=namespace, selector=selector, clock=clock,
                 explain=lambda _: _events(api, namespace, waiting[0]) if waiting else [])
     return [seen[n] for n in names]

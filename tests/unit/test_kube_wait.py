@@ -177,13 +177,13 @@ def test_watch_until_deadline_names_component_status_and_explanation():
 
 
 def test_watch_until_hopeless_state_ends_at_once_with_events():
-    from netslo.providers.kube_wait import wait_pod
+    from netslo.providers.kube_wait import wait_pods
     never = {"metadata": {"name": "p", "resourceVersion": "3"}, "status": {"phase": "Pending", "containerStatuses": [
         {"name": "agent", "state": {"waiting": {"reason": "ErrImageNeverPull", "message": "not present"}}}]}}
     api = FakeApi([_obj("p", "2", phase="Pending")], "2", [[("MODIFIED", never)]])
     with pytest.raises(InfrastructureError, match=r"^pod ns/p: cannot become ready: phase=Pending; agent: waiting "
                                                   r"ErrImageNeverPull \(not present\); events of p: FailedScheduling"):
-        wait_pod(api, "ns", "p", 100)
+        wait_pods(api, "ns", ["p"], "run=r", 100)
 
 
 def test_nodes_wait_reports_each_node_not_ready():
