@@ -7,7 +7,10 @@
 
 PACK=(python3 "$KO_HERE/image_pack.py")
 NODE_RECIPE=1   # bump when the node image recipe below changes (the cache keys hold inputs, not this code)
-NODE_LAYER_RECIPE=2   # the same for the node layer alone (node_image): no base rebuild
+NODE_LAYER_RECIPE=3   # the same for the node layer alone (node_image): no base rebuild
+# the nodes' unpacked image layers on a tmpfs while the machine has this much memory available (MB;
+# 0 = always, off = never): scripts/kind-offline/snapshots-tmpfs
+NODE_TMPFS_MIN_MB=${NETSLO_NODE_TMPFS_MIN_MB:-6144}
 
 # ---- Go binaries ----------------------------------------------------------------------------------
 # <step>_cached: true when the step has nothing to do, so it need not wait for the heavy lock.
@@ -181,7 +184,8 @@ node_key() {
   { echo "$NODE_RECIPE $NODE_LAYER_RECIPE $KIND_VERSION $KVER $SUITE $CNI_PLUGINS_VERSION"
     cat "$KO_IMAGES"/*.tar.id 2>/dev/null
     sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} "$KO_CRICTL" \
-      "$KO_HERE/runc-wrapper" | cut -c1-64; } | sha256sum | cut -c1-16
+      "$KO_HERE/runc-wrapper" "$KO_HERE/snapshots-tmpfs" | cut -c1-64; echo "tmpfs $NODE_TMPFS_MIN_MB"; } \
+    | sha256sum | cut -c1-16
 }
 
 node_base() {  # -> docker image netslo-kind-base:<key> (only the base recipe in the key)
@@ -256,6 +260,8 @@ node_image_cached() {
 }
 node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when an input changes)
   local key cid pause f
+  [[ $NODE_TMPFS_MIN_MB =~ ^([0-9]+|off)$ ]] \
+    || ko_die "NETSLO_NODE_TMPFS_MIN_MB: '$NODE_TMPFS_MIN_MB' is not a number of MB or 'off'"
   key=$(node_key)
   node_image_cached && return
   node_base
@@ -279,6 +285,12 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
       > /usr/local/sbin/netslo-runc && chmod 0755 /usr/local/sbin/netslo-runc && \
     sed -i "s#^\(\s*\)SystemdCgroup = true#&\n\1BinaryName = \"/usr/local/sbin/netslo-runc\"#" /etc/containerd/config.toml && \
     [ $(grep -c "BinaryName = \"/usr/local/sbin/netslo-runc\"" /etc/containerd/config.toml) = 2 ]'
+  docker exec -i "$cid" sh -c 'cat > /usr/local/lib/netslo/snapshots-tmpfs && chmod 0755 /usr/local/lib/netslo/snapshots-tmpfs' \
+    < "$KO_HERE/snapshots-tmpfs"
+  docker exec "$cid" sh -c "echo NETSLO_NODE_TMPFS_MIN_MB=$NODE_TMPFS_MIN_MB > /etc/default/netslo-snapshots && \
+    mkdir -p /etc/systemd/system/containerd.service.d && \
+    printf '[Service]\nExecStartPre=/usr/local/lib/netslo/snapshots-tmpfs\n' \
+      > /etc/systemd/system/containerd.service.d/netslo-snapshots-tmpfs.conf"
   docker exec "$cid" sh -c "echo $KVER > /kind/version && \
     sed -i 's#^\(\s*sandbox_image\s*=\s*\).*#\1\"$pause\"#' /etc/containerd/config.toml && \
     grep -q 'sandbox_image = \"$pause\"' /etc/containerd/config.toml"
