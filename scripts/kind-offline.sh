@@ -67,8 +67,8 @@ cmd_build() {
   ko_step cilium-build cilium_build || ko_log "cilium: not built (see above); the cluster can run without it, Cilium cannot"
   local started=0
   engine_alive || { ko_timed engine-start engine_start; started=1; }
+  ko_step agent-image agent_image   # first: the node image holds the agent's base layer
   ko_step node-image node_image
-  ko_step agent-image agent_image
   ln -sf "$K8S_DIR/bin/kubectl" "$KO_BIN/kubectl"
   if ((started)) && [[ ${1:-} == stop ]]; then engine_stop_all; fi
 }
@@ -77,6 +77,19 @@ cmd_up() {
   cmd_build
   engine_alive || ko_timed engine-start engine_start
   ko_log "up: engine on $KO_SOCK; node image $KO_NODE_IMAGE; eval \"\$($0 env)\" to use it"
+}
+
+agent_archive() {  # the agent image archive a new cluster's nodes import (NETSLO_AGENT_ARCHIVE)
+  # Without the base layer when the node image's containerd holds it (its label names the key),
+  # else the whole image (a node image built before, or no engine running to ask).
+  local key
+  key=$(cat "$KO_AGENT_CACHE/agent-base.image.tar.key" 2>/dev/null)
+  if [[ -n $key && -f $KO_AGENT_CACHE/agent-thin.tar \
+        && $(docker image inspect -f '{{index .Config.Labels "io.netslo.agent-base"}}' "$KO_NODE_IMAGE" 2>/dev/null) == "$key" ]]; then
+    echo "$KO_AGENT_CACHE/agent-thin.tar"
+  else
+    echo "$KO_AGENT_CACHE/agent.tar"
+  fi
 }
 
 cmd_env() {
@@ -88,7 +101,7 @@ export NETSLO_KIND=$KO_BIN/kind
 export NETSLO_KIND_NODE_IMAGE=$KO_NODE_IMAGE
 export NETSLO_KUBECTL=$K8S_DIR/bin/kubectl
 export NETSLO_AGENT_IMAGE=$KO_AGENT_IMAGE
-export NETSLO_AGENT_ARCHIVE=${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}/agent.tar
+export NETSLO_AGENT_ARCHIVE=$(agent_archive)
 EOF
   [[ -n $src ]] && echo "export NETSLO_CNI_MIRROR=$src"
   # kind and the provider run "docker" (the engine's own client) and the CNI installer "helm" from PATH

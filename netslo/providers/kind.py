@@ -13,9 +13,10 @@ installed CNI must be the one asked for) and nothing but the run namespace is de
 cluster this provider started to create is deleted on any failure, also a ``kind create`` that timed
 out half-way. Every command line is built by a method (``*_command``) so tests can check what would
 run; timeouts are seconds. ``$NETSLO_KIND`` / ``$NETSLO_KIND_NODE_IMAGE`` name another kind binary and
-node image, ``$NETSLO_AGENT_ARCHIVE`` a docker-archive tarball of the agent image for a new cluster's
-nodes to import from a bind mount instead of the engine's copy (``scripts/kind-offline.sh env`` prints
-all three for the self-built, registry-free toolchain). While ``kind create`` still runs the image goes
+node image, ``$NETSLO_AGENT_ARCHIVE`` a tarball of the agent image (docker-archive, or an OCI layout
+that may leave out layers the node image's containerd already holds) for a new cluster's nodes to
+import from a bind mount instead of the engine's copy (``scripts/kind-offline.sh env`` prints all
+three for the self-built, registry-free toolchain). While ``kind create`` still runs the image goes
 into the nodes as soon as their containerd answers, and the CNI's configuration into the cluster as
 soon as its API server is ready; the CNI's agents follow the create (``cni.install``).
 
@@ -69,7 +70,7 @@ MAX_NODES = 8
 POD_SUBNET6 = "fd00:10:244::/56"
 SERVICE_SUBNET6 = "fd00:10:96::/112"
 KIND_ENV = "NETSLO_KIND"
-ARCHIVE_ENV = "NETSLO_AGENT_ARCHIVE"   # a docker-archive tarball of the agent image (scripts/kind-offline.sh env)
+ARCHIVE_ENV = "NETSLO_AGENT_ARCHIVE"   # a tarball of the agent image (scripts/kind-offline.sh env)
 NODE_IMAGE_ENV = "NETSLO_KIND_NODE_IMAGE"
 CNI_LABEL = "netslo.io/cni"
 # DaemonSets that identify an installed CNI (kube-system), for a reused cluster made without our label.
@@ -80,6 +81,7 @@ LOAD_POLL_S = 0.5   # how often bring-up asks whether the nodes' containerd answ
 API_POLL_S = 0.5    # how often bring-up asks whether the new API server is ready (to apply the CNI)
 EARLY_KUBECONFIG = "kubeconfig-early"   # in the workdir: kind's kubeconfig read while kind create runs
 ARCHIVE_IN_NODE = "/opt/netslo-agent/agent.tar"   # $NETSLO_AGENT_ARCHIVE as a node sees it (bind mount)
+OCI_NAME = "io.containerd.image.name"   # an OCI layout's image name annotation, as ctr import reads it
 
 
 def _in_thread(name: str, fn, *args) -> Future:
@@ -90,15 +92,27 @@ def _in_thread(name: str, fn, *args) -> Future:
     return future
 
 
+def archive_tags(tar: tarfile.TarFile) -> list[str]:
+    """The image names an image archive holds: a docker-archive's ``manifest.json`` RepoTags, or an
+    OCI layout's ``index.json`` manifests named by containerd's ``io.containerd.image.name``
+    annotation (what ``ctr images import`` names the image by). KeyError when it has neither file."""
+    names = tar.getnames()
+    if "manifest.json" in names:
+        return [t for m in json.load(tar.extractfile("manifest.json")) for t in m.get("RepoTags") or []]
+    index = json.load(tar.extractfile("index.json"))
+    return [m["annotations"][OCI_NAME] for m in index.get("manifests") or []
+            if OCI_NAME in (m.get("annotations") or {})]
+
+
 def check_archive(path: str, image: str) -> None:
-    """SpecError unless ``path`` is a docker-archive tarball (``manifest.json``) holding ``image``."""
+    """SpecError unless ``path`` is an image archive (docker-archive or OCI layout) holding ``image``."""
     try:
         with tarfile.open(path, "r:") as tar:   # uncompressed, as docker save and kind-offline write it
-            member = tar.getmember("manifest.json")
-            tags = [t for m in json.load(tar.extractfile(member)) for t in m.get("RepoTags") or []]
+            tags = archive_tags(tar)
     except (OSError, KeyError, tarfile.TarError, ValueError) as e:
         why = (str(e).splitlines() or [type(e).__name__])[0]
-        raise SpecError(f"${ARCHIVE_ENV}", path, f"a docker-archive tarball of the agent image ({why})") from None
+        raise SpecError(f"${ARCHIVE_ENV}", path, "a docker-archive or OCI-layout tarball of the agent image "
+                                                 f"({why})") from None
     if image not in tags:
         raise SpecError(f"${ARCHIVE_ENV}", path, f"an archive of {image} (it holds {', '.join(tags) or 'no tag'})")
 

@@ -182,7 +182,7 @@ kube_proxy_image() {  # REF OUT: Debian minbase + iptables/conntrack + kube-prox
 # "can't get final child's PID from pipe: EOF" and kubeadm would time out at wait-control-plane.
 node_key() {
   { echo "$NODE_RECIPE $NODE_LAYER_RECIPE $KIND_VERSION $KVER $SUITE $CNI_PLUGINS_VERSION"
-    cat "$KO_IMAGES"/*.tar.id 2>/dev/null
+    cat "$KO_IMAGES"/*.tar.id "$KO_AGENT_CACHE/agent-base.image.tar.key" 2>/dev/null
     sha256sum "$K8S_DIR"/bin/{kubeadm,kubelet,kubectl} "$KO_CRICTL" \
       "$KO_HERE/runc-wrapper" "$KO_HERE/snapshots-tmpfs" | cut -c1-64; echo "tmpfs $NODE_TMPFS_MIN_MB"; } \
     | sha256sum | cut -c1-16
@@ -297,8 +297,8 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
   docker exec "$cid" bash -c 'nohup containerd > /tmp/containerd.log 2>&1 & echo $! > /tmp/containerd.pid
     for i in $(seq 50); do [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1 && exit 0; sleep 0.2; done
     cat /tmp/containerd.log; exit 1'
-  for f in "$KO_IMAGES"/*.tar; do
-    [[ -f $f.id ]] || continue   # image archives only (not the cached base layers)
+  for f in "$KO_IMAGES"/*.tar "$KO_AGENT_CACHE/agent-base.image.tar"; do
+    [[ -f $f.id || -f $f.key ]] || continue   # image archives only (not the cached base layers)
     docker exec -i "$cid" ctr --namespace=k8s.io images import --all-platforms --no-unpack --digests - < "$f" >/dev/null
   done
   docker exec "$cid" ctr --namespace=k8s.io images ls -q | sed 's/^/  imported: /' >&2
@@ -308,8 +308,9 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
   docker commit "$cid" "$KO_NODE_IMAGE-stage" >/dev/null
   local ctx
   ctx=$(mktemp -d)
-  printf 'FROM %s\nENV container=docker\nSTOPSIGNAL SIGRTMIN+3\nENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]\nCMD []\nLABEL io.netslo.key=%s io.netslo.kubernetes=%s io.netslo.kind=%s\n' \
-    "$KO_NODE_IMAGE-stage" "$key" "$KVER" "$KIND_VERSION" > "$ctx/Dockerfile"
+  printf 'FROM %s\nENV container=docker\nSTOPSIGNAL SIGRTMIN+3\nENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]\nCMD []\nLABEL io.netslo.key=%s io.netslo.kubernetes=%s io.netslo.kind=%s io.netslo.agent-base=%s\n' \
+    "$KO_NODE_IMAGE-stage" "$key" "$KVER" "$KIND_VERSION" "$(cat "$KO_AGENT_CACHE/agent-base.image.tar.key" 2>/dev/null)" \
+    > "$ctx/Dockerfile"
   DOCKER_BUILDKIT=0 docker build -q -t "$KO_NODE_IMAGE" "$ctx" >/dev/null
   rm -rf "$ctx"; docker rmi "$KO_NODE_IMAGE-stage" >/dev/null
   ko_log "node image: $KO_NODE_IMAGE ready"
@@ -317,10 +318,10 @@ node_image() {  # -> $KO_NODE_IMAGE (labelled with its input key; rebuilt when a
 
 # ---- netslo agent image ----------------------------------------------------------------------------
 agent_image_light() {  # the venv/rootfs base layer is cached: only the small netslo layer is packed
-  compgen -G "/var/cache/netslo/images/agent-base-*.tar" >/dev/null
+  compgen -G "$KO_AGENT_CACHE/agent-base-*.tar" >/dev/null
 }
 agent_image() {  # the debootstrap-built agent image (scripts/kind-offline/agent-image.sh), docker-loaded
-  local tar=/var/cache/netslo/images/agent.tar id
+  local tar=$KO_AGENT_CACHE/agent.tar id
   bash "$KO_HERE/agent-image.sh" build
   id=$(cat "$tar.id")
   if [[ $(docker image inspect -f '{{.Id}}' "$KO_AGENT_IMAGE" 2>/dev/null) != *"${id#sha256:}"* ]]; then

@@ -19,6 +19,7 @@ KO_CACHE=${NETSLO_KIND_CACHE:-/var/cache/netslo/kind-offline}
 KO_ENGINE=$KO_CACHE/engine             # unpacked .debs (root/) and the runc wrapper (bin/)
 KO_BIN=$KO_CACHE/bin                   # kind, kubectl (symlink to the k8s build)
 KO_IMAGES=$KO_CACHE/images             # docker-archive tarballs of the component images
+KO_AGENT_CACHE=${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}   # the agent image's (agent-image.sh)
 KO_DATA=$KO_CACHE/docker               # the engine's data-root: loaded images survive down/up
 KO_STATE=${NETSLO_KIND_STATE:-/run/netslo-kind}   # exec-root, socket, pid, logs: removed by down
 KO_SOCK=$KO_STATE/docker.sock

@@ -4,10 +4,15 @@
     image_pack.py layer  ROOTFS_DIR OUT.tar            one uncompressed layer from a directory
     image_pack.py layer  --file SRC:DEST[:MODE] ... OUT.tar   a layer from single files
     image_pack.py image  --tag REF --layer L.tar ... [--env K=V] [--workdir D] [--entrypoint JSON]
-                         [--cmd JSON] [--user UID[:GID]] OUT.tar
+                         [--cmd JSON] [--user UID[:GID]] [--oci OCI.tar [--oci-omit L.tar ...]] OUT.tar
 
 The result imports with `ctr -n k8s.io images import OUT.tar` (and `docker load`). Layers are
 reproducible: entries sorted, owner root, mtime 0, so an unchanged tree gives the same digest.
+``--oci`` also writes the same image (same config, same layer digests) as an OCI image layout
+tarball, named for ctr by the ``io.containerd.image.name`` annotation; ``--oci-omit`` leaves a layer's
+blob out of it (the manifest still lists it): for a containerd that already holds that blob, the
+import then reads and hashes only the rest. Layers are uncompressed, so a layer's blob digest is its
+diff ID, in both formats.
 """
 
 from __future__ import annotations
@@ -103,8 +108,9 @@ def _hash_file(path: str) -> str:
 
 
 def image(tag: str, layers: list[str], env: list[str], workdir: str, entrypoint, cmd, out: str,
-          user: str | None = None) -> str:
-    """Write a docker-archive; returns the image config digest (sha256:...)."""
+          user: str | None = None, oci: str | None = None, oci_omit: tuple[str, ...] = ()) -> str:
+    """Write a docker-archive (and with ``oci`` an OCI layout tarball without the blobs of the layers
+    in ``oci_omit``); returns the image config digest (sha256:...)."""
     diff_ids = [_sha256(p) for p in layers]
     config = {
         "architecture": "amd64",
@@ -125,12 +131,14 @@ def image(tag: str, layers: list[str], env: list[str], workdir: str, entrypoint,
     cfg_digest = hashlib.sha256(raw).hexdigest()
     manifest = [{"Config": f"{cfg_digest}.json", "RepoTags": [tag],
                  "Layers": [f"{d}/layer.tar" for d in diff_ids]}]
+    if oci:
+        unknown = set(oci_omit) - set(layers)
+        if unknown:
+            sys.exit(f"--oci-omit: {sorted(unknown)[0]!r} is not one of the --layer files")
+        _oci_layout(tag, raw, [(p, d) for p, d in zip(layers, diff_ids)], set(oci_omit), oci)
     tmp = out + ".tmp"
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-        def add_bytes(name: str, data: bytes) -> None:
-            ti = _normalize(tarfile.TarInfo(name))
-            ti.size = len(data)
-            tar.addfile(ti, io.BytesIO(data))
+        add_bytes = _adder(tar)
         add_bytes(f"{cfg_digest}.json", raw)
         for path, d in zip(layers, diff_ids):
             tar.add(path, arcname=f"{d}/layer.tar", filter=_normalize)
@@ -139,6 +147,42 @@ def image(tag: str, layers: list[str], env: list[str], workdir: str, entrypoint,
             {tag.rsplit(":", 1)[0]: {tag.rsplit(":", 1)[1]: diff_ids[-1]}}).encode())
     os.replace(tmp, out)
     return f"sha256:{cfg_digest}"
+
+
+def _adder(tar: tarfile.TarFile):
+    """A function adding a member NAME with bytes DATA to ``tar`` (root-owned, mtime 0)."""
+    def add_bytes(name: str, data: bytes) -> None:
+        ti = _normalize(tarfile.TarInfo(name))
+        ti.size = len(data)
+        tar.addfile(ti, io.BytesIO(data))
+    return add_bytes
+
+
+def _oci_layout(tag: str, config: bytes, layers: list[tuple[str, str]], omit: set[str], out: str) -> None:
+    """An OCI image layout tarball (image-spec "Image Layout") of one image: the config, the manifest
+    listing every layer (uncompressed: digest = diff ID), the blobs of the layers not in ``omit``."""
+    def descriptor(media_type: str, data: bytes) -> dict:
+        return {"mediaType": media_type, "digest": f"sha256:{hashlib.sha256(data).hexdigest()}", "size": len(data)}
+    cfg = descriptor("application/vnd.oci.image.config.v1+json", config)
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "config": cfg,
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": f"sha256:{d}",
+                    "size": os.path.getsize(p)} for p, d in layers]}, sort_keys=True).encode()
+    man = descriptor("application/vnd.oci.image.manifest.v1+json", manifest)
+    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+             "manifests": [{**man, "annotations": {"io.containerd.image.name": tag,
+                                                   "org.opencontainers.image.ref.name": tag.rsplit(":", 1)[1]}}]}
+    tmp = out + ".tmp"
+    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+        add_bytes = _adder(tar)
+        add_bytes("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+        add_bytes(f"blobs/sha256/{cfg['digest'][7:]}", config)
+        add_bytes(f"blobs/sha256/{man['digest'][7:]}", manifest)
+        for path, d in layers:
+            if path not in omit:
+                tar.add(path, arcname=f"blobs/sha256/{d}", filter=_normalize)
+        add_bytes("index.json", json.dumps(index, sort_keys=True).encode())
+    os.replace(tmp, out)
 
 
 def main(argv=None) -> int:
@@ -155,6 +199,8 @@ def main(argv=None) -> int:
     i.add_argument("--entrypoint", type=json.loads)
     i.add_argument("--cmd", type=json.loads)
     i.add_argument("--user", help="numeric UID[:GID] (runAsNonRoot checks a numeric user)")
+    i.add_argument("--oci", help="also write the image as an OCI layout tarball here")
+    i.add_argument("--oci-omit", action="append", default=[], help="a --layer whose blob the OCI tarball leaves out")
     i.add_argument("out")
     a = p.parse_args(argv)
     if a.cmd == "layer":
@@ -167,7 +213,9 @@ def main(argv=None) -> int:
                 sys.exit("layer: expected ROOTFS_DIR OUT.tar")
             layer_from_dir(a.args[0], a.args[1])
         return 0
-    print(image(a.tag, a.layer, a.env, a.workdir, a.entrypoint, a.cmd, a.out, a.user))
+    if a.oci_omit and not a.oci:
+        sys.exit("--oci-omit: only with --oci")
+    print(image(a.tag, a.layer, a.env, a.workdir, a.entrypoint, a.cmd, a.out, a.user, a.oci, tuple(a.oci_omit)))
     return 0
 
 
