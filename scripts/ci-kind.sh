@@ -68,6 +68,9 @@ for cni in "${CNIS[@]}"; do
   say "kubectl -n kube-system get ds; the pod route to the other node"
   "$NETSLO_KUBECTL" --kubeconfig "$KUBECONFIG_KIND" -n kube-system get ds || rc=1
   docker exec netslo-worker ip route | grep -E 'vxlan|cilium' || true
+  say "where the worker's containerd unpacks images (kind-offline's snapshots-tmpfs)"
+  docker exec netslo-worker sh -c 'journalctl -u containerd --no-pager -o cat | grep "^netslo:" | tail -1;
+    findmnt -n -o FSTYPE,SIZE,USED /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs' || true
   if ((first)); then
     say "Kubernetes provider tests on the same cluster"
     NETSLO_KUBECONFIG=$KUBECONFIG_KIND "$PY" -m pytest -q -p no:cacheprovider -rs --junitxml "$results/kube-tests.xml" \

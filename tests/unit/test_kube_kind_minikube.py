@@ -183,6 +183,30 @@ def test_kind_node_snapshotter_is_read_from_its_containerd_config(config, want):
             snapshotter_of(config)
 
 
+def _oci_archive(tmp_path, name):
+    path = tmp_path / "agent-oci.tar"
+    with tarfile.open(path, "w") as tar:
+        for member, doc in (("oci-layout", {"imageLayoutVersion": "1.0.0"}),
+                            ("index.json", {"schemaVersion": 2, "manifests": [
+                                {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + "0" * 64,
+                                 "size": 1, "annotations": {"io.containerd.image.name": name}}]})):
+            data = json.dumps(doc).encode()
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def test_kind_agent_archive_may_be_an_oci_layout_named_for_containerd(tmp_path):
+    """kind-offline's archive without the base layer is an OCI layout: the image is the one its index
+    names with containerd's annotation (what ``ctr images import`` tags it as)."""
+    KindProvider(cni="calico", image="reg/agent:1", archive=_oci_archive(tmp_path, "reg/agent:1"),
+                 workdir=str(tmp_path / "w"))
+    with pytest.raises(SpecError, match=r"an archive of reg/agent:1 \(it holds reg/agent:0\)"):
+        KindProvider(cni="calico", image="reg/agent:1", archive=_oci_archive(tmp_path, "reg/agent:0"),
+                     workdir=str(tmp_path / "w"))
+
+
 @pytest.mark.parametrize("what", ["missing", "other tag", "not a tar"])
 def test_kind_agent_archive_that_is_not_the_image_is_one_line(tmp_path, what):
     path = {"missing": str(tmp_path / "nope.tar"), "other tag": _archive(tmp_path, ["reg/other:2"]),
