@@ -16,6 +16,8 @@
     python -m netslo.agent sockets --comm NAME   (TCP_NODELAY of NAME's connected sockets here: netslo.tcpinfo)
     python -m netslo.agent netns-id [DEVICE]    (this network namespace's inode and DEVICE's iflink, JSON)
     python -m netslo.agent session       (requests on stdin, replies on stdout: netslo.agent_session)
+    python -m netslo.agent detach --ready-file F --log L [--timeout S] -- serve KIND ...
+                                         (a responder that outlives the command, once ready: netslo.detach)
     python -m netslo.agent netem capability|lookup|apply|read|remove [--pod-ip IP] [--direction egress|ingress]
                           [--spec JSON]       (on the pod's node; see netslo.impair.node_cli)
     python -m netslo.agent qos describe|priority|counters|bottleneck|clear|drop-add|drop-counts|drop-remove|
@@ -226,6 +228,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["session"]:  # a warm agent behind one exec stream (Kubernetes providers)
         from . import agent_session
         return agent_session.main(argv[1:])
+    if argv[:1] == ["detach"]:  # a responder started through a warm session, left running
+        from . import detach
+        return detach.main(argv[1:])
     if argv[:1] == ["responders"]:  # a Kubernetes agent pod's responders, one container
         return _responders(argv[1:])
     if argv[:1] == ["netem"]:  # impairment DaemonSet: netem in a pod's netns, JSON on stdout

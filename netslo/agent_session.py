@@ -42,7 +42,9 @@ PR_SET_PDEATHSIG = 1
 MAX_HEADER = 1 << 20
 # agent command -> modules its runs import; a session imports them once, on the first such command
 COMMAND_MODULES = {"probe": WARM, "bulk": WARM,
-                   "netem": ("netslo.impair.node_cli",), "qos": ("netslo.qos.node_cli",)}
+                   "netem": ("netslo.impair.node_cli",), "qos": ("netslo.qos.node_cli",),
+                   "detach": ("netslo.detach", "netslo.responders.websocket", "netslo.responders.proxy",
+                              "netslo.responders.mqtt")}
 
 
 def _child(argv: list[str], env: dict[str, str], out_w: int, err_w: int) -> None:

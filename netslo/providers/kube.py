@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import shlex
 import sys
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
@@ -293,8 +292,8 @@ class KubeCluster(Cluster):
         """protocol -> port once each responder listens.
 
         udp/tcp/http run in the agent container from the pod's creation (checked here); ws/tls/mqtt are started
-        on demand inside the agent container (an exec, in the background) with the run's TLS
-        directory ($NETSLO_TLS_DIR) copied into the pod first; ``proxy`` needs ``upstream`` (HOST:PORT).
+        on demand inside the agent container (forked by its warm session, left running) with the run's
+        TLS directory ($NETSLO_TLS_DIR) copied into the pod first; ``proxy`` needs ``upstream`` (HOST:PORT).
         """
         have = self._responders.get(pod.name, ())
         unknown = [p for p in protocols if p not in have and p not in EXEC_KINDS]
@@ -314,31 +313,24 @@ class KubeCluster(Cluster):
         if "proxy" in protocols and not upstream:
             raise SpecError("upstream", upstream, "HOST:PORT of the HTTP responder the proxy forwards to")
         starts = [p for p in protocols if p not in have]
-        if starts:   # each is an interpreter starting in the pod: together, not one after another
+        if starts:   # one after another through the pod's warm session (a second session would be an exec)
             env = self._pod_env(pod)
-            with ThreadPoolExecutor(len(starts), thread_name_prefix="responder-start") as pool:
-                started = {p: pool.submit(self._start_exec_responder, pod, p, env,
-                                          extra=["--upstream", upstream] if p == "proxy" else []) for p in starts}
-            ports.update((p, f.result()) for p, f in started.items())
+            for p in starts:
+                ports[p] = self._start_exec_responder(pod, p, env, extra=["--upstream", upstream] if p == "proxy" else [])
         return ports
 
     def _start_exec_responder(self, pod: Pod, kind: str, env: list[str], timeout: float = 30.0, extra=()) -> int:
         """Start responder ``kind`` in ``pod`` with ``env`` (``_pod_env``) and wait for it; its port.
-        Runs on a thread of ``start_responders``, whose caller's time it is (no phase timer of its own)."""
+        The pod's warm agent session forks it (``netslo.detach``: no exec, no interpreter start; the
+        session imports the responders once) and answers once its ready file exists. Runs on a thread
+        of ``start_responders``, whose caller's time it is (no phase timer of its own)."""
         port = RESPONDER_PORTS[kind]
         ready = ready_file(km.READY_DIR, kind)
-        logfile = f"/tmp/netslo-{kind}.log"
-        serve = " ".join(shlex.quote(a) for a in ["env", *env, "python", "-m", "netslo.agent", "serve", kind,
-                                                   "--port", str(port), "--ready-file", ready, *extra])
-        # One exec starts it and waits inside the pod for its ready file (0.1 s steps), or shows its log.
-        tenths = max(1, int(timeout * 10))
-        out = self._exec_untimed(pod, ["sh", "-c", f"rm -f {ready}; nohup {serve} >{logfile} 2>&1 </dev/null & "
-                                                   f"i=0; while [ $i -lt {tenths} ]; do test -e {ready} && echo ready "
-                                                   f"&& exit 0; sleep 0.1; i=$((i+1)); done; tail -c 400 {logfile}"],
-                                 timeout + 30)
-        if out.strip() != b"ready":
-            raise InfrastructureError(f"responder {kind} in pod {pod.name}: not ready after {timeout:.0f}s; "
-                                      f"log: {out.decode(errors='replace').strip() or '(empty)'}")
+        argv = ["detach", "--ready-file", ready, "--log", f"/tmp/netslo-{kind}.log", "--timeout", f"{timeout:g}",
+                "--", "serve", kind, "--port", str(port), "--ready-file", ready, *extra]
+        res = self._sessions.call(self.k8s_pod_name(pod), argv, dict(w.split("=", 1) for w in env), timeout + 30)
+        if res.returncode != 0:
+            raise InfrastructureError(f"responder {kind} in pod {pod.name}: {tail(res.stderr)}")
         return port
 
     def _pod_env(self, pod: Pod) -> list[str]:

@@ -225,3 +225,61 @@ def test_a_session_imports_the_probes_on_its_first_probe_not_before():
         assert "numpy" in _maps(api.opened[0])
     finally:
         sessions.close()
+
+
+def _session_call(p, buf, argv, env=None):
+    p.stdin.write(request_line(argv, env))
+    p.stdin.flush()
+    while (reply := parse_reply(buf)) is None:
+        data = p.stdout.read1(1 << 16)
+        assert data, p.stderr.read().decode()
+        buf.extend(data)
+    return reply
+
+
+def test_a_detached_responder_keeps_serving_after_the_reply_and_holds_none_of_the_session(tmp_path):
+    """``detach`` through a session: the reply comes once the responder is ready (its pid on stdout),
+    the responder answers real requests after it, in a session of its own, and it holds no pipe of
+    the session's (ending the session leaves it running; the session's stdout ends)."""
+    import socket
+    import urllib.request
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ready, log = tmp_path / "ws.ready", tmp_path / "ws.log"
+    ready.write_text("old")          # a stale ready file never counts
+    p = subprocess.Popen([sys.executable, "-m", "netslo.agent", "session"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pid = None
+    try:
+        rc, out, err = _session_call(p, bytearray(), ["detach", "--ready-file", str(ready), "--log", str(log), "--",
+                                                      "serve", "ws", "--port", str(port), "--bind", "127.0.0.1",
+                                                      "--ready-file", str(ready)])
+        assert rc == 0, err.decode()
+        pid = int(out)
+        assert os.getsid(pid) == pid != os.getsid(p.pid)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/rr", data=b"x", headers={"X-Resp-Bytes": "3"})
+        assert urllib.request.urlopen(req, timeout=5).read() == b"\0\0\0"
+        p.stdin.close()
+        assert p.wait(10) == 0 and p.stdout.read() == b""
+        assert os.path.exists(f"/proc/{pid}")        # still serving
+    finally:
+        if pid:
+            os.kill(pid, 9)
+        if p.poll() is None:
+            p.kill()
+
+
+@pytest.mark.parametrize("case", ["exits", "never ready"])
+def test_a_detached_command_that_fails_or_never_gets_ready_is_exit_1_with_its_log(tmp_path, case):
+    from netslo import detach
+    ready, log = str(tmp_path / "r"), str(tmp_path / "l")
+    argv = (["serve", "proxy", "--port", "1"] if case == "exits"          # no --upstream: a spec error
+            else ["serve", "dns", "--port", "0", "--bind", "127.0.0.1"])  # serves, but no ready file
+    t0 = time.monotonic()
+    pid, why = detach.start(argv, ready, log, timeout=1.0)
+    assert pid is None and time.monotonic() - t0 < 20
+    if case == "exits":
+        assert why.startswith("exited (") and "upstream" in why, why
+    else:
+        assert why.startswith("not ready after 1s (killed)"), why
