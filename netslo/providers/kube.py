@@ -42,7 +42,7 @@ CNI_SIGNATURES = (("calico-node", "calico"), ("cilium", "cilium"), ("antrea-agen
 CNI_NODE_LABEL = "netslo.io/cni"  # a node label naming the CNI where its DaemonSet names do not
 TLS_ENV = "NETSLO_TLS_DIR"                      # see netslo.tlsca: the run's CA + server certificate
 POD_TLS_DIR = f"{km.READY_DIR}/tls"             # where a pod gets a copy of that directory
-EXEC_KINDS = ("ws", "tls", "mqtt", "proxy")     # responders started on demand inside the agent container
+ON_DEMAND_KINDS = ("ws", "tls", "mqtt", "proxy")   # responders started on demand inside the agent container
 DNS_SERVICE = ("kube-system", "kube-dns")       # (namespace, name) of the cluster DNS Service
 
 
@@ -296,7 +296,7 @@ class KubeCluster(Cluster):
         TLS directory ($NETSLO_TLS_DIR) copied into the pod first; ``proxy`` needs ``upstream`` (HOST:PORT).
         """
         have = self._responders.get(pod.name, ())
-        unknown = [p for p in protocols if p not in have and p not in EXEC_KINDS]
+        unknown = [p for p in protocols if p not in have and p not in ON_DEMAND_KINDS]
         if unknown:
             raise InfrastructureError(f"pod {pod.name}: created without responders {unknown} "
                                       f"(add_pod(..., responders=...))")
@@ -316,14 +316,14 @@ class KubeCluster(Cluster):
         if starts:   # one after another through the pod's warm session (a second session would be an exec)
             env = self._pod_env(pod)
             for p in starts:
-                ports[p] = self._start_exec_responder(pod, p, env, extra=["--upstream", upstream] if p == "proxy" else [])
+                ports[p] = self._start_on_demand(pod, p, env, extra=["--upstream", upstream] if p == "proxy" else [])
         return ports
 
-    def _start_exec_responder(self, pod: Pod, kind: str, env: list[str], timeout: float = 30.0, extra=()) -> int:
+    def _start_on_demand(self, pod: Pod, kind: str, env: list[str], timeout: float = 30.0, extra=()) -> int:
         """Start responder ``kind`` in ``pod`` with ``env`` (``_pod_env``) and wait for it; its port.
         The pod's warm agent session forks it (``netslo.detach``: no exec, no interpreter start; the
-        session imports the responders once) and answers once its ready file exists. Runs on a thread
-        of ``start_responders``, whose caller's time it is (no phase timer of its own)."""
+        session imports the responders once) and answers once its ready file exists. Called by
+        ``start_responders``, whose time it is (no phase timer of its own)."""
         port = RESPONDER_PORTS[kind]
         ready = ready_file(km.READY_DIR, kind)
         argv = ["detach", "--ready-file", ready, "--log", f"/tmp/netslo-{kind}.log", "--timeout", f"{timeout:g}",

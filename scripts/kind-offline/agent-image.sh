@@ -7,7 +7,6 @@
 #                             localhost/netslo-agent-base:<key> (agent-base.image.tar, kept while the
 #                             key holds; the node image imports it, so a cluster's nodes import only
 #                             agent-thin.tar: 4 MB instead of 276 MB to read and hash per node)
-#   agent-image.sh base-key   the base layer's key (its pins and recipe), e.g. for the node image's label
 #
 # The agent image has the same contents as the Dockerfile (Python 3.11, the packages the agent imports
 # (netslo/manifests/agent/packages.txt) at requirements.txt's versions, mosquitto, ethtool, procps,
@@ -145,6 +144,5 @@ build_base_image() {  # the base layer as an image of its own, for the node imag
 mkdir -p "$IMAGES"
 case ${1:-} in
   build) build_agent ;;
-  base-key) base_key ;;
-  *) echo "usage: agent-image.sh build|base-key" >&2; exit 2 ;;
+  *) echo "usage: agent-image.sh build" >&2; exit 2 ;;
 esac

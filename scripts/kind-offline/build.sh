@@ -176,7 +176,10 @@ kube_proxy_image() {  # REF OUT: Debian minbase + iptables/conntrack + kube-prox
 #     symlink from /var/lib/containerd: kind gives every node an anonymous volume for /var, which docker
 #     fills with a copy of the image's /var when it creates the node (1.9 GB per node per cluster, and
 #     as much deleted with it), while the root file system is an overlay that shares the image's files.
-#     Snapshots (unpacked layers) stay on the volume: overlayfs cannot use an overlay as its upper.
+#     Snapshots (unpacked layers) stay off the image: overlayfs cannot use an overlay as its upper; a
+#     drop-in puts them on a tmpfs when there is memory (snapshots-tmpfs), else on the volume. The
+#     agent image's base layer is imported too, as localhost/netslo-agent-base:<key> (agent-image.sh):
+#     a new cluster's nodes then import only the netslo layer (agent-thin.tar).
 # containerd's config gets restrict_oom_score_adj = true: this machine's bounding set lacks
 # CAP_SYS_RESOURCE, so containerd cannot lower pods' oom_score_adj, every sandbox would fail with
 # "can't get final child's PID from pipe: EOF" and kubeadm would time out at wait-control-plane.
