@@ -193,6 +193,10 @@ class NetnsServices:
             return self.node_ip(client.node if client.node in others else others[0]), NODE_PORT_CLUSTER
         return self.ingress.ip, RESPONDER_PORTS["proxy"]
 
+    def await_reachable(self, client: Pod) -> None:
+        """Every path answers once made (the rules are written before ``__init__`` returns): nothing to
+        wait for. (Kubernetes Services do need it: ``KubeServices.await_reachable``.)"""
+
     def counters(self) -> dict[str, int]:
         """Packets matched so far per rule comment, summed over nodes (NAT rules see each connection once)."""
         total: dict[str, int] = {}

@@ -78,6 +78,7 @@ def exposure_runs(netslo_cluster, netslo_client_for, netslo_services, netslo_slo
     """HTTP keep-alive over every exposure path, interleaved in 5 rotated rounds of 150 requests; and how
     many packets each netslo rule matched during each path's runs."""
     client = netslo_client_for(PLACEMENT)
+    netslo_services.await_reachable(client)
     specs = {e: ProbeSpec("http", *netslo_services.target(e, client), count=150, interval=EXPOSURE_INTERVAL,
                           wait=netslo_slo.sampling.wait) for e in EXPOSURES}
     grew = {e: {} for e in EXPOSURES}

@@ -1,6 +1,7 @@
 """Service exposure paths on a real cluster, with the interface of ``netslo.exposure.NetnsServices``.
 
     svc = KubeServices(cluster, backend_pod, port, ingress_node=None, iptables_save=None)
+    svc.await_reachable(client_pod)                      # kube-proxy has programmed every Service
     host, port = svc.target("clusterip", client_pod)   # pod-ip | clusterip | nodeport-local |
     svc.counters(); svc.close()                          # nodeport-cluster | ingress
 
@@ -15,6 +16,7 @@ cluster anyway).
 from __future__ import annotations
 
 import re
+import time
 from typing import Callable
 
 from ..errors import InfrastructureError, Unsupported
@@ -23,6 +25,8 @@ from .base import RESPONDER_PORTS, Pod
 from ..families import host_port
 
 SERVICE_PORT = 80
+AWAIT_S = 30.0        # s a new Service may take to answer (kube-proxy's sync) before it is an error
+AWAIT_POLL_S = 0.2    # s between tries
 _RULE = re.compile(r'^\[(\d+):\d+\] -A (\S+) .*?--comment (?:"([^"]*)"|(\S+))')
 
 
@@ -65,6 +69,37 @@ class KubeServices:
         if not others:
             raise Unsupported("nodeport-cluster needs a node without the backend (2+ nodes)")
         return self.cluster.node_ip(client.node if client.node in others else others[0]), svc.node_ports["http"]
+
+    def await_reachable(self, client: Pod, timeout: float = AWAIT_S) -> None:
+        """Return once every Service path answers one HTTP request from ``client``. Ready endpoints
+        are not a programmed Service: kube-proxy writes a new Service's rules in its next sync (at
+        most one per minSyncPeriod, 1 s by default) and refuses connections to it until then. Asked
+        every ``AWAIT_POLL_S``; InfrastructureError naming the paths still failing after ``timeout``."""
+        from ..probes import ProbeSpec
+        waiting = {}
+        for e in self.services:
+            try:
+                waiting[e] = self.target(e, client)
+            except Unsupported:   # a path this cluster cannot offer: its test says so
+                pass
+        deadline, why = time.monotonic() + timeout, {}
+        while waiting:
+            for exposure, (host, port) in list(waiting.items()):
+                try:
+                    got = self.cluster.probe(client, ProbeSpec("http", host, port, count=1, interval=0.01, wait=1.0))
+                except InfrastructureError as e:
+                    why[exposure] = str(e).splitlines()[-1][-160:]
+                    continue
+                if len(got) and (got.rows["recv_ns"] >= 0).all():
+                    del waiting[exposure]
+                else:
+                    why[exposure] = "no answer"
+            if waiting and time.monotonic() > deadline:
+                raise InfrastructureError(f"Services not answering from pod {client.name} after {timeout:g}s "
+                                          "(kube-proxy has not programmed them): "
+                                          + "; ".join(f"{e} {host_port(*waiting[e])}: {why[e]}" for e in waiting))
+            if waiting:
+                time.sleep(AWAIT_POLL_S)
 
     def counters(self) -> dict[str, int]:
         """Packets kube-proxy's rules of each exposure matched so far (plus 'masquerade')."""
