@@ -19,7 +19,6 @@ import os
 import signal
 import sys
 import time
-import traceback
 
 POLL_S = 0.01          # how often the ready file is looked for
 LOG_TAIL = 400         # bytes of the command's log shown when it failed
@@ -29,9 +28,9 @@ def _run_detached(argv: list[str], log_fd: int) -> None:
     """In the forked child: a session of its own, the log as output, then the agent command; never
     returns. (A fork clears the parent-death signal the warm session sets on its children.)"""
     from .agent import main
-    from .forkserver import exit_child, exit_code
-    code = 1
-    try:
+    from .forkserver import run_child
+
+    def detached() -> int:
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -40,15 +39,8 @@ def _run_detached(argv: list[str], log_fd: int) -> None:
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))   # the session's exec stream among them
         sys.stdout = open(1, "w", buffering=1, closefd=False)   # whatever objects they were, they write
         sys.stderr = open(2, "w", buffering=1, closefd=False)   # to the log now
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
-        code = main(argv)
-    except SystemExit as e:
-        code = exit_code(e)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        exit_child(code)
+        return main(argv)
+    run_child(detached, (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE, signal.SIGINT))
 
 
 def _tail(path: str) -> str:

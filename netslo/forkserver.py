@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 import traceback
+from typing import Callable
 
 from . import netns_access
 
@@ -79,6 +80,22 @@ def _child(request: dict, fds: list[int]) -> None:
     except BaseException:
         traceback.print_exc()
         code = 1
+    finally:
+        exit_child(code)
+
+
+def run_child(fn: Callable[[], int], signals=(signal.SIGTERM, signal.SIGINT)) -> None:
+    """In a forked child: the default handlers for ``signals``, then ``fn()``; the child exits with
+    its code (1, with the traceback on stderr, when it raised). Never returns."""
+    code = 1
+    try:
+        for sig in signals:
+            signal.signal(sig, signal.SIG_DFL)
+        code = fn()
+    except SystemExit as e:
+        code = exit_code(e)
+    except BaseException:
+        traceback.print_exc()
     finally:
         exit_child(code)
 

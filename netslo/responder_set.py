@@ -25,11 +25,10 @@ import signal
 import socket
 import sys
 import time
-import traceback
 from typing import Callable
 
 from .errors import SpecError
-from .forkserver import exit_child, exit_code
+from .forkserver import run_child
 
 PROTOCOLS = ("udp", "tcp", "http")     # the responders that need no options (the others: ``serve``)
 # Well-known responder ports inside every responder pod (same on every provider). Here, not beside the
@@ -53,21 +52,6 @@ def parse_protocols(text: str) -> list[str]:
     if not protocols or len(set(protocols)) != len(protocols) or any(p not in PROTOCOLS for p in protocols):
         raise SpecError("protocols", text, f"a comma-separated list of distinct {', '.join(PROTOCOLS)}")
     return protocols
-
-
-def _child(fn: Callable[[], int]) -> None:
-    """In a forked child: ``fn()`` (a responder serving, or the ready child); never returns."""
-    code = 1
-    try:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
-        code = fn()
-    except SystemExit as e:
-        code = exit_code(e)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        exit_child(code)
 
 
 def announce_ready(protocols: list[str], ready_dir: str, port: int) -> int:
@@ -108,7 +92,7 @@ def run(protocols: list[str], ready_dir: str, serve: Serve, ready_port: int | No
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(fn)
+            run_child(fn)
         children[pid] = name
     if stopping:        # a signal during the forks: the children forked after it get it too
         stop()

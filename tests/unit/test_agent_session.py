@@ -74,19 +74,23 @@ class PipeApi:
         return self.opened[-1]
 
 
+def _session_call(p, buf, argv, env=None):
+    p.stdin.write(request_line(argv, env))
+    p.stdin.flush()
+    while (reply := parse_reply(buf)) is None:
+        data = p.stdout.read1(1 << 16)
+        assert data, p.stderr.read().decode()
+        buf.extend(data)
+    return reply
+
+
 def test_a_session_answers_requests_one_after_another_and_ends_with_its_input():
     p = subprocess.Popen([sys.executable, "-m", "netslo.agent", "session"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     buf = bytearray()
 
     def call(argv, env=None):
-        p.stdin.write(request_line(argv, env))
-        p.stdin.flush()
-        while (reply := parse_reply(buf)) is None:
-            data = p.stdout.read1(1 << 16)
-            assert data, p.stderr.read().decode()
-            buf.extend(data)
-        return reply
+        return _session_call(p, buf, argv, env)
 
     rc, out, err = call(probe_argv())
     samples = SampleSet.from_bytes(out)
@@ -226,15 +230,6 @@ def test_a_session_imports_the_probes_on_its_first_probe_not_before():
     finally:
         sessions.close()
 
-
-def _session_call(p, buf, argv, env=None):
-    p.stdin.write(request_line(argv, env))
-    p.stdin.flush()
-    while (reply := parse_reply(buf)) is None:
-        data = p.stdout.read1(1 << 16)
-        assert data, p.stderr.read().decode()
-        buf.extend(data)
-    return reply
 
 
 def test_a_detached_responder_keeps_serving_after_the_reply_and_holds_none_of_the_session(tmp_path):
