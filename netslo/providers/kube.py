@@ -313,24 +313,20 @@ class KubeCluster(Cluster):
         if "proxy" in protocols and not upstream:
             raise SpecError("upstream", upstream, "HOST:PORT of the HTTP responder the proxy forwards to")
         starts = [p for p in protocols if p not in have]
-        if starts:   # one after another through the pod's warm session (a second session would be an exec)
-            env = self._pod_env(pod)
-            for p in starts:
-                ports[p] = self._start_on_demand(pod, p, env, extra=["--upstream", upstream] if p == "proxy" else [])
+        for p in starts:   # one after another through the pod's warm session (a second session would be an exec)
+            ports[p] = self._start_on_demand(pod, p, extra=["--upstream", upstream] if p == "proxy" else [])
         return ports
 
-    def _start_on_demand(self, pod: Pod, kind: str, env: list[str], timeout: float = 30.0, extra=()) -> int:
-        """Start responder ``kind`` in ``pod`` with ``env`` (``_pod_env``) and wait for it; its port.
-        The pod's warm agent session forks it (``netslo.detach``: no exec, no interpreter start; the
-        session imports the responders once) and answers once its ready file exists. Called by
-        ``start_responders``, whose time it is (no phase timer of its own)."""
+    def _start_on_demand(self, pod: Pod, kind: str, timeout: float = 30.0, extra=()) -> int:
+        """Start responder ``kind`` in ``pod`` and wait for it; its port. The pod's warm agent session
+        forks it (``exec_agent`` of ``netslo.detach``: no exec, no interpreter start; the session
+        imports the responders once) and answers once its ready file exists. Called by
+        ``start_responders``, whose time it is (the outermost timer counts)."""
         port = RESPONDER_PORTS[kind]
         ready = ready_file(km.READY_DIR, kind)
-        argv = ["detach", "--ready-file", ready, "--log", f"/tmp/netslo-{kind}.log", "--timeout", f"{timeout:g}",
-                "--", "serve", kind, "--port", str(port), "--ready-file", ready, *extra]
-        res = self._sessions.call(self.k8s_pod_name(pod), argv, dict(w.split("=", 1) for w in env), timeout + 30)
-        if res.returncode != 0:
-            raise InfrastructureError(f"responder {kind} in pod {pod.name}: {tail(res.stderr)}")
+        self.exec_agent(pod, ["detach", "--ready-file", ready, "--log", f"/tmp/netslo-{kind}.log",
+                              "--timeout", f"{timeout:g}", "--", "serve", kind, "--port", str(port),
+                              "--ready-file", ready, *extra], timeout + 30)
         return port
 
     def _pod_env(self, pod: Pod) -> list[str]:
