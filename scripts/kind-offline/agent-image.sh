@@ -23,7 +23,7 @@ IMAGES=${NETSLO_IMAGE_CACHE:-/var/cache/netslo/images}
 AGENT_TAG=${NETSLO_AGENT_IMAGE:-localhost/netslo-agent:$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$REPO/netslo/__init__.py")}
 DEBIAN_MIRROR=${NETSLO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
-RECIPE=9   # bump when the base recipe below changes
+RECIPE=10  # bump when the base recipe below changes
 PYVER=3.11 # Debian bookworm's python3
 PACK=(python3 "$HERE/image_pack.py")
 AGENT_DIR=$REPO/netslo/manifests/agent
@@ -83,14 +83,20 @@ build_base() {  # sets BASE_TAR: path of the cached base layer tar
   # timestamp-checked .pyc (Debian's own for the standard library) stale, and the agent runs with
   # PYTHONDONTWRITEBYTECODE: each interpreter in every pod would compile all it imports again (about
   # a second of CPU per process while a gate's pods start). Hash-checked .pyc do not look at mtimes.
+  # The compiling interpreter itself writes none (-B) and rewrites every file (-f): without both, the
+  # ~70 modules it imports at its own start (enum, re, functools, subprocess...: those every agent
+  # process imports) got timestamp .pyc that compileall then took as up to date, stale in the image.
   find "$root/opt/venv" "$root/usr/lib/python$PYVER" -name __pycache__ -type d -prune -exec rm -rf {} +
   # Left out (never imported by the agent): pip/setuptools, test suites.
-  nice -n 19 chroot "$root" env -i PATH=/usr/bin:/bin python3 -m compileall -q -j 0 \
+  nice -n 19 chroot "$root" env -i PATH=/usr/bin:/bin python3 -B -m compileall -q -f -j 0 \
     --invalidation-mode checked-hash -x '/(pip|setuptools|pkg_resources|_distutils_hack|tests?)/' \
     "/usr/lib/python$PYVER" "/opt/venv/lib/python$PYVER/site-packages" \
     >/dev/null 2>&1 || true    # (a few test files in the trees do not compile; they are never imported)
   [[ -f $root/opt/venv/lib/python$PYVER/site-packages/numpy/__pycache__/__init__.cpython-${PYVER/./}.pyc ]] \
     || { log "agent base: compileall wrote no bytecode for numpy"; return 1; }
+  local stale
+  stale=$(python3 "$HERE/image_pack.py" timestamp-pyc "$root/usr/lib/python$PYVER" "$root/opt/venv")
+  [[ -z $stale ]] || { log "agent base: timestamp-checked bytecode left (stale in the image): $stale"; return 1; }
   umount "$root/proc"
   rm -rf "${root:?}"/var/cache/apt/* "${root:?}"/var/lib/apt/lists/* "${root:?}"/usr/share/doc/* \
     "${root:?}"/usr/share/man/* "${root:?}"/usr/share/locale/* "${root:?}"/tmp/* "${root:?}"/root/.cache \

@@ -5,6 +5,7 @@
     image_pack.py layer  --file SRC:DEST[:MODE] ... OUT.tar   a layer from single files
     image_pack.py image  --tag REF --layer L.tar ... [--env K=V] [--workdir D] [--entrypoint JSON]
                          [--cmd JSON] [--user UID[:GID]] [--oci OCI.tar [--oci-omit L.tar ...]] OUT.tar
+    image_pack.py timestamp-pyc DIR ...                the timestamp-checked .pyc under DIRs (one line)
 
 The result imports with `ctr -n k8s.io images import OUT.tar` (and `docker load`). Layers are
 reproducible: entries sorted, owner root, mtime 0, so an unchanged tree gives the same digest.
@@ -12,7 +13,8 @@ reproducible: entries sorted, owner root, mtime 0, so an unchanged tree gives th
 tarball, named for ctr by the ``io.containerd.image.name`` annotation; ``--oci-omit`` leaves a layer's
 blob out of it (the manifest still lists it): for a containerd that already holds that blob, the
 import then reads and hashes only the rest. Layers are uncompressed, so a layer's blob digest is its
-diff ID, in both formats.
+diff ID, in both formats. Since every mtime becomes 0, a timestamp-checked .pyc in a layer is stale
+(its interpreter compiles the source again on every import); ``timestamp-pyc`` finds them.
 """
 
 from __future__ import annotations
@@ -185,6 +187,20 @@ def _oci_layout(tag: str, config: bytes, layers: list[tuple[str, str]], omit: se
     os.replace(tmp, out)
 
 
+def timestamp_pyc(dirs) -> list[str]:
+    """The .pyc files under ``dirs`` that check their source's mtime (PEP 552 flags 0), sorted."""
+    found = []
+    for top in dirs:
+        for d, _, files in os.walk(top):
+            for f in files:
+                if f.endswith(".pyc"):
+                    with open(os.path.join(d, f), "rb") as fh:
+                        head = fh.read(8)
+                    if len(head) == 8 and int.from_bytes(head[4:8], "little") == 0:
+                        found.append(os.path.join(d, f))
+    return sorted(found)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -202,7 +218,14 @@ def main(argv=None) -> int:
     i.add_argument("--oci", help="also write the image as an OCI layout tarball here")
     i.add_argument("--oci-omit", action="append", default=[], help="a --layer whose blob the OCI tarball leaves out")
     i.add_argument("out")
+    t = sub.add_parser("timestamp-pyc")
+    t.add_argument("dirs", nargs="+")
     a = p.parse_args(argv)
+    if a.cmd == "timestamp-pyc":
+        found = timestamp_pyc(a.dirs)
+        if found:
+            print(f"{len(found)} files, e.g. {', '.join(found[:5])}")
+        return 0
     if a.cmd == "layer":
         if a.file:
             if len(a.args) != 1:

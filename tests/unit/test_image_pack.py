@@ -65,3 +65,19 @@ def test_omitting_a_file_that_is_not_a_layer_is_one_line(pack, tmp_path):
         pack.image("r/a:1", [base], [], "/", None, None, str(tmp_path / "a.tar"), oci=str(tmp_path / "o.tar"),
                    oci_omit=("/nope.tar",))
     assert not (tmp_path / "o.tar").exists() and not (tmp_path / "a.tar").exists()   # nothing half-written
+
+
+def test_timestamp_pyc_finds_the_bytecode_a_zero_mtime_layer_makes_stale(pack, tmp_path):
+    import py_compile
+    src = tmp_path / "lib"
+    src.mkdir()
+    for name, mode in (("stamp", py_compile.PycInvalidationMode.TIMESTAMP),
+                       ("hashed", py_compile.PycInvalidationMode.CHECKED_HASH),
+                       ("trusted", py_compile.PycInvalidationMode.UNCHECKED_HASH)):
+        (src / f"{name}.py").write_text("x = 1\n")
+        py_compile.compile(str(src / f"{name}.py"), invalidation_mode=mode, doraise=True)
+    found = pack.timestamp_pyc([str(tmp_path)])
+    assert [Path(f).name.split(".")[0] for f in found] == ["stamp"]
+    Path(found[0]).unlink()
+    assert pack.timestamp_pyc([str(tmp_path)]) == []
+    assert pack.main(["timestamp-pyc", str(tmp_path)]) == 0
