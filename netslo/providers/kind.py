@@ -18,7 +18,8 @@ that may leave out layers the node image's containerd already holds) for a new c
 import from a bind mount instead of the engine's copy (``scripts/kind-offline.sh env`` prints all
 three for the self-built, registry-free toolchain). While ``kind create`` still runs the image goes
 into the nodes as soon as their containerd answers, and the CNI's configuration into the cluster as
-soon as its API server is ready; the CNI's agents follow the create (``cni.install``).
+soon as its API server is ready, with the CNI's agents when they can reach the API server at its own
+address (Calico, Cilium: they start on each node as it joins), else after the create (``cni.install``).
 
 The nodes are containers of this host, so ``KindCluster`` also sees the datapath from here
 (``kind_host``): ``node_netns``, ``netns_of`` and ``host_interface`` for the per-hop DSCP capture
@@ -50,7 +51,8 @@ from .kube_reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
 from .tool import run_tool
 from . import cni as cni_mod
 from . import kube_manifests as km
-from .cni.install import Installing, apply_staged, apply_workloads, await_datapath, await_staged, prepare
+from .cni.install import (Installing, api_endpoint, apply_staged, apply_workloads, await_datapath, await_staged,
+                          prepare)
 from . import kind_host
 from .base import PathPoint, Pod
 from .kube import KubeCluster
@@ -296,7 +298,8 @@ class KindProvider:
                     kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
                     installing = self._prepared_early(applying) or self._prepare_cni(kubectl, "configuration")
                     with progress.phase(f"CNI {self.cni.name} install and readiness"):
-                        apply_workloads(kubectl, installing, self.timeout, self.helm)
+                        if not installing.applied:
+                            apply_workloads(kubectl, installing, self.timeout, self.helm)
                         await_datapath(kubectl, installing, self.timeout)
                         apply_staged(kubectl, installing)
                     self.cni_info = installing.info
@@ -320,21 +323,29 @@ class KindProvider:
             raise
 
     # ---- the CNI, prepared while kind create runs ---------------------------------------------
-    def _prepare_cni(self, api, how: str) -> Installing:
+    def _prepare_cni(self, api, how: str, endpoint: tuple[str, int] | None = None) -> Installing:
         with progress.phase(f"CNI {self.cni.name} {how}"):
-            return prepare(api, self.cni, encapsulation=self.encapsulation, pod_subnet=",".join(self.subnets("pod")))
+            return prepare(api, self.cni, encapsulation=self.encapsulation, pod_subnet=",".join(self.subnets("pod")),
+                           api_endpoint=endpoint)
 
     def _prepare_cni_when_api_ready(self, created: threading.Event) -> Installing | None:
         """The CNI's configuration (``cni.install.prepare``: CRDs, RBAC, ConfigMaps) applied once the
         control plane's API server is ready, while kind still joins the workers (on kind v1.34 ready
         14 s into a 24 s create; the configuration took 2-4 s to apply). The kubeconfig is kind's own
-        (``kind get kubeconfig``: read from the control-plane node once kubeadm wrote it). None when
-        kind create ended first. The CNI's agents start only after the create (``apply_workloads``)."""
+        (``kind get kubeconfig``: read from the control plane node once kubeadm wrote it). When the CNI's
+        agents can reach the API server at its own address (``Installing.api_endpoint``: Calico,
+        Cilium) they are applied then too and start on each node as it joins; else only after the
+        create, once kube-proxy runs everywhere (``apply_workloads``). None when kind create ended first."""
         api = None
         while not created.is_set():
             api = api or self._early_api()
             if api is not None and api.ready() and api.get("namespace", "kube-system", missing_ok=True):
-                return self._prepare_cni(api, "configuration (beside kind create)")
+                installing = self._prepare_cni(api, "configuration (beside kind create)", api_endpoint(api))
+                if installing.api_endpoint is not None:
+                    with progress.phase(f"CNI {self.cni.name} agents (beside kind create, API server at "
+                                        f"{installing.api_endpoint[0]}:{installing.api_endpoint[1]})"):
+                        apply_workloads(api, installing, self.timeout, self.helm)
+                return installing
             created.wait(API_POLL_S)
         return None
 

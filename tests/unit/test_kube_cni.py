@@ -402,6 +402,64 @@ def test_a_cluster_without_kube_proxy_gets_the_cni_workloads_at_once(monkeypatch
     assert api.calls == [("get", "daemonset", "kube-proxy"), ("apply", ["calico-node"])]
 
 
+def _calico_node(env_from=True):
+    c = {"name": "calico-node"}
+    if env_from:
+        c["envFrom"] = [{"configMapRef": {"name": "kubernetes-services-endpoint", "optional": True}}]
+    return {"kind": "DaemonSet", "metadata": {"name": "calico-node", "namespace": "kube-system"},
+            "spec": {"template": {"spec": {"initContainers": [], "containers": [c]}}}}
+
+
+@pytest.mark.parametrize("reads_it", [True, False], ids=["manifest reads the ConfigMap", "manifest does not"])
+def test_calico_given_the_api_servers_address_gets_its_configmap_and_its_agents_at_once(monkeypatch, reads_it):
+    """With the API server's own address, Calico's kubernetes-services-endpoint ConfigMap goes in with
+    its configuration and its agents need no kube-proxy: applied without waiting for it. A manifest
+    whose containers do not read that ConfigMap is installed as before (agents after kube-proxy)."""
+    from netslo.providers.cni import install as inst
+    docs = [{"kind": "ConfigMap", "metadata": {"name": "calico-config", "namespace": "kube-system"}},
+            _calico_node(reads_it)]
+    monkeypatch.setattr(inst, "fetch", lambda spec, allow_unrecorded=None: (b"", "ab" * 32))
+    monkeypatch.setattr(inst, "render", lambda spec, data, enc, subnet: docs)
+    api = StagingApi(proxy=False)
+    seen = []
+    monkeypatch.setattr(api, "apply", lambda d, what=None, server_side=True: seen.append(d))
+    installing = inst.prepare(api, cni.load("calico"), api_endpoint=("198.19.200.3", 6443))
+    names = [d["metadata"]["name"] for d in seen[0]]
+    assert names == (["calico-config", "kubernetes-services-endpoint"] if reads_it else ["calico-config"])
+    if reads_it:
+        assert seen[0][1]["data"] == {"KUBERNETES_SERVICE_HOST": "198.19.200.3", "KUBERNETES_SERVICE_PORT": "6443"}
+    assert installing.api_endpoint == (("198.19.200.3", 6443) if reads_it else None)
+    inst.apply_workloads(api, installing, timeout=5)
+    assert installing.applied
+    assert (("get", "daemonset", "kube-proxy") in api.calls) == (not reads_it)
+
+
+def test_cilium_given_the_api_servers_address_gets_it_as_helm_values(monkeypatch):
+    from netslo.providers.cni import install as inst
+    monkeypatch.setattr(inst, "fetch", lambda spec, allow_unrecorded=None: (b"chart", "ab" * 32))
+    installing = inst.prepare(StagingApi(), cni.load("cilium"), api_endpoint=("198.19.200.3", 6443))
+    assert installing.values["k8sServiceHost"] == "198.19.200.3" and installing.values["k8sServicePort"] == "6443"
+    assert "k8sServiceHost" not in inst.prepare(StagingApi(), cni.load("cilium")).values
+
+
+def test_the_api_servers_address_is_its_endpointslices_ipv4_one_first():
+    from netslo.providers.cni import install as inst
+
+    class Api:
+        def __init__(self, slices):
+            self.slices = slices
+
+        def get(self, kind, name=None, namespace=None, selector=None, missing_ok=False):
+            assert (kind, namespace, selector) == ("endpointslice", "default", "kubernetes.io/service-name=kubernetes")
+            return self.slices
+    v6 = {"addressType": "IPv6", "endpoints": [{"addresses": ["2001:2:0:c8::3"]}], "ports": [{"port": 6443}]}
+    v4 = {"addressType": "IPv4", "endpoints": [{"addresses": ["198.19.200.3"]}], "ports": [{"port": 6443}]}
+    assert inst.api_endpoint(Api([v6, v4])) == ("198.19.200.3", 6443)
+    assert inst.api_endpoint(Api([v6])) == ("2001:2:0:c8::3", 6443)
+    assert inst.api_endpoint(Api([{"addressType": "IPv4", "endpoints": [], "ports": [{"port": 6443}]}])) is None
+    assert inst.api_endpoint(Api([])) is None
+
+
 def test_pods_scheduled_before_the_pod_network_ran_are_made_again_once_it_does():
     """CoreDNS's pods, scheduled once the CNI's config file made the nodes Ready and failed by the
     kubelet before the CNI's agent ran, are deleted (their ReplicaSet makes them anew at once);

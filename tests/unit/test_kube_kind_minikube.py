@@ -224,16 +224,23 @@ def _calls(log) -> list[list[str]]:
     return [c for c in calls if c != ["get", "kubeconfig"]]
 
 
-def _fake_cni(monkeypatch, on_apply=None):
-    """The CNI's install steps stood in for: ``on_apply(api)`` is called by its ``prepare``."""
+def _fake_cni(monkeypatch, on_apply=None, on_workloads=None):
+    """The CNI's install steps stood in for: ``on_apply(api)`` is called by its ``prepare``,
+    ``on_workloads(api, installing)`` by its ``apply_workloads``."""
     from netslo.providers.cni.install import Installing
 
-    def prepare(api, spec, **kw):
+    def prepare(api, spec, api_endpoint=None, **kw):
         if on_apply:
             on_apply(api)
-        return Installing(spec, {"cni": "calico", "cni_version": "v3.31.3"})
+        return Installing(spec, {"cni": "calico", "cni_version": "v3.31.3"}, api_endpoint=api_endpoint)
+
+    def apply_workloads(api, installing, *a, **kw):
+        if on_workloads:
+            on_workloads(api, installing)
+        installing.applied = True
     monkeypatch.setattr(kind_mod, "prepare", prepare)
-    for name in ("apply_workloads", "await_datapath", "apply_staged", "await_staged"):
+    monkeypatch.setattr(kind_mod, "apply_workloads", apply_workloads)
+    for name in ("await_datapath", "apply_staged", "await_staged"):
         monkeypatch.setattr(kind_mod, name, lambda *a, **kw: None)
 
 
@@ -305,6 +312,7 @@ def test_kind_loads_the_agent_image_while_create_still_runs_once_the_nodes_runti
 class _EarlyApi:
     """The new cluster's API as bring-up sees it while kind create runs."""
     ready_now = True
+    endpoint_now = True
 
     def __init__(self, kubeconfig):
         self.kubeconfig = kubeconfig
@@ -312,22 +320,34 @@ class _EarlyApi:
     def ready(self):
         return self.ready_now
 
-    def get(self, kind, name=None, namespace=None, missing_ok=False):
+    def get(self, kind, name=None, namespace=None, selector=None, missing_ok=False):
+        if kind == "endpointslice":   # the API server's own address, as kube-apiserver lists it
+            return [{"addressType": "IPv4", "endpoints": [{"addresses": ["198.19.200.3"]}],
+                     "ports": [{"name": "https", "port": 6443}]}] if self.endpoint_now else []
         return {"metadata": {"name": name}}
 
 
-@pytest.mark.parametrize("api_ready,apply_fails", [(True, False), (False, False), (True, True)],
-                         ids=["API ready during create", "API never ready before create ends", "early apply fails"])
+@pytest.mark.parametrize("api_ready,apply_fails,endpoint", [(True, False, True), (False, False, True),
+                                                             (True, True, True), (True, False, False)],
+                         ids=["API ready during create", "API never ready before create ends", "early apply fails",
+                              "no API server address yet"])
 def test_kind_applies_the_cni_configuration_while_create_still_runs_once_the_api_server_is_ready(
-        tmp_path, monkeypatch, api_ready, apply_fails):
+        tmp_path, monkeypatch, api_ready, apply_fails, endpoint):
     """The CNI's configuration goes in beside kind create, on kind's own kubeconfig read from the
     control plane, as soon as the API server is ready; otherwise (or when that fails: said) after
-    the create."""
+    the create. Its agents go in with it when they can be given the API server's own address (from
+    its EndpointSlice), else after the create."""
     kind, log = _fake_kind(tmp_path, create_sleep=2, kubeconfig="apiVersion: v1")
     monkeypatch.setattr(kind_mod.kind_host, "runtimes_up", lambda name, nodes: True)
     monkeypatch.setattr(_EarlyApi, "ready_now", api_ready)
+    monkeypatch.setattr(_EarlyApi, "endpoint_now", endpoint)
     monkeypatch.setattr(kind_mod, "KubeApi", _EarlyApi)
-    applies = []
+    applies, agents = [], []
+
+    def on_workloads(api, installing):
+        agents.append((api, installing.api_endpoint))
+        with open(log, "a") as f:
+            f.write("agents applied\n")
 
     def on_apply(api):
         applies.append(api)
@@ -335,7 +355,7 @@ def test_kind_applies_the_cni_configuration_while_create_still_runs_once_the_api
             f.write("cni applied\n")
         if apply_fails and len(applies) == 1:
             raise InfrastructureError("apply CRD: 503 the server is currently unable to handle the request")
-    _fake_cni(monkeypatch, on_apply)
+    _fake_cni(monkeypatch, on_apply, on_workloads)
     monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: "final api")
     monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
     notes = []
@@ -352,6 +372,10 @@ def test_kind_applies_the_cni_configuration_while_create_still_runs_once_the_api
         assert applies[0].kubeconfig == str(tmp_path / "w" / kind_mod.EARLY_KUBECONFIG)
     assert not (tmp_path / "w" / kind_mod.EARLY_KUBECONFIG).exists()
     assert any("configuration beside kind create failed" in n and "503" in n for n in notes) == apply_fails
+    assert len(agents) == 1
+    agents_early = early and endpoint
+    assert (calls.index(["agents", "applied"]) < calls.index(["create", "done"])) == agents_early
+    assert agents[0] == ((applies[0], ("198.19.200.3", 6443)) if agents_early else ("final api", None))
 
 
 def test_kind_create_that_fails_before_the_nodes_answer_never_loads_the_image(tmp_path, monkeypatch):

@@ -13,6 +13,10 @@ Overlays (our own, applied to the fetched upstream documents in memory):
   pinned version (the checked-in manifest says ``latest``; see ``antrea_overlay``).
 - cilium: Helm values (Bandwidth Manager on, routing mode per ``encapsulation``).
 A pod subnet "v4,v6" (a dual-stack kind cluster) or a v6 one also turns on each CNI's IPv6.
+With ``api_endpoint`` (the API server's own address: ``api_endpoint()``) Calico's and Cilium's agents
+reach the API server there instead of through the ``kubernetes`` Service (Calico: its
+``kubernetes-services-endpoint`` ConfigMap; Cilium: k8sServiceHost/k8sServicePort), so they can start
+before kube-proxy runs on their node.
 Timeouts are seconds; a component that never becomes ready raises InfrastructureError naming it.
 """
 
@@ -214,6 +218,32 @@ def helm_command(spec: CniSpec, chart: str, values: dict, kubeconfig: str | None
     return argv
 
 
+SERVICES_ENDPOINT = "kubernetes-services-endpoint"   # the ConfigMap Calico's manifest reads (envFrom, optional)
+
+
+def api_endpoint(kubectl) -> tuple[str, int] | None:
+    """(address, port) of the API server itself, as its ``kubernetes`` EndpointSlice lists it (the
+    address it advertises, which every node reaches without kube-proxy; IPv4 first); None while the
+    slice lists none."""
+    slices = kubectl.get("endpointslice", namespace="default", selector="kubernetes.io/service-name=kubernetes")
+    for s in sorted(slices, key=lambda s: s.get("addressType") != "IPv4"):
+        addrs = [a for e in s.get("endpoints") or [] for a in e.get("addresses") or []]
+        ports = [p["port"] for p in s.get("ports") or [] if p.get("port")]
+        if addrs and ports:
+            return addrs[0], int(ports[0])
+    return None
+
+
+def _reads_services_endpoint(docs: list[dict]) -> bool:
+    """Whether some container of the documents takes its environment from ``SERVICES_ENDPOINT``."""
+    for d in docs:
+        pod = d.get("spec", {}).get("template", {}).get("spec", {})
+        for c in pod.get("initContainers", []) + pod.get("containers", []):
+            if any(e.get("configMapRef", {}).get("name") == SERVICES_ENDPOINT for e in c.get("envFrom") or []):
+                return True
+    return False
+
+
 def render(spec: CniSpec, data: bytes, encapsulation: str, pod_subnet: str) -> list[dict]:
     """Upstream manifest bytes -> documents with our overlay (manifest kinds only)."""
     docs = [d for d in yaml.safe_load_all(data) if d]
@@ -236,13 +266,16 @@ class Installing:
     staged: list = field(default_factory=list)
     chart: bytes | None = None
     values: dict = field(default_factory=dict)
+    api_endpoint: tuple[str, int] | None = None   # where its agents reach the API server, if not the Service
+    applied: bool = False                           # apply_workloads ran
 
 
 def prepare(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_subnet: str | None = None,
-            allow_unrecorded: bool | None = None) -> Installing:
+            allow_unrecorded: bool | None = None, api_endpoint: tuple[str, int] | None = None) -> Installing:
     """Fetch ``spec``'s pinned file and render our overlay; of a manifest, apply what configures the
     CNI but runs nothing (CRDs, RBAC, ConfigMaps, ServiceAccounts): an API server that answers is
-    all it needs, nodes may still be joining."""
+    all it needs, nodes may still be joining. ``api_endpoint``: see the module's docstring (ignored
+    by a CNI that has no such setting; ``Installing.api_endpoint`` says whether it was taken)."""
     enc = check_encapsulation(spec, encapsulation)
     subnet = pod_subnet or spec.pod_subnet
     data, digest = fetch(spec, allow_unrecorded=allow_unrecorded)
@@ -250,22 +283,35 @@ def prepare(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_sub
             "cni_sha256_recorded": digest_status(spec), "cni_source": cni_source(spec),
             "bandwidth": spec.bandwidth}
     if spec.kind != "manifest":
-        return Installing(spec, info, chart=data, values=cilium_values(spec, enc, subnet))
+        values = cilium_values(spec, enc, subnet)
+        if api_endpoint is not None:
+            values.update({"k8sServiceHost": api_endpoint[0], "k8sServicePort": str(api_endpoint[1])})
+        return Installing(spec, info, chart=data, values=values, api_endpoint=api_endpoint)
     docs = render(spec, data, enc, subnet)
     runs = [d for d in docs if d.get("kind") in WORKLOAD_KINDS]
-    kubectl.apply([d for d in docs if d not in runs], what=f"install CNI {spec.name} {spec.version} (configuration)",
-                  server_side=True)
+    config = [d for d in docs if d not in runs]
+    if api_endpoint is not None and spec.name == "calico" and _reads_services_endpoint(runs):
+        config.append({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": SERVICES_ENDPOINT, "namespace": "kube-system"},
+                       "data": {"KUBERNETES_SERVICE_HOST": api_endpoint[0],
+                                "KUBERNETES_SERVICE_PORT": str(api_endpoint[1])}})
+    else:
+        api_endpoint = None
+    kubectl.apply(config, what=f"install CNI {spec.name} {spec.version} (configuration)", server_side=True)
     return Installing(spec, info, workloads=[d for d in runs if not _staged(spec, d)],
-                      staged=[d for d in runs if _staged(spec, d)])
+                      staged=[d for d in runs if _staged(spec, d)], api_endpoint=api_endpoint)
 
 
 def apply_workloads(kubectl, installing: Installing, timeout: float, helm: str = "helm") -> None:
-    """Once every node has registered and runs its Service proxy (``await_service_proxy``): the
-    CNI's node agents and controllers but the staged ones (a Helm chart: ``helm upgrade --install``)."""
+    """The CNI's node agents and controllers but the staged ones (a Helm chart: ``helm upgrade
+    --install``): at once when they reach the API server at ``installing.api_endpoint``, else once
+    every node has registered and runs its Service proxy (``await_service_proxy``)."""
     spec = installing.spec
-    await_service_proxy(kubectl, f"CNI {spec.name}", timeout)
+    if installing.api_endpoint is None:
+        await_service_proxy(kubectl, f"CNI {spec.name}", timeout)
     if installing.chart is None:
         kubectl.apply(installing.workloads, what=f"install CNI {spec.name} {spec.version}", server_side=True)
+        installing.applied = True
         return
     with tempfile.TemporaryDirectory() as tmp:
         chart = Path(tmp) / f"{spec.name}-{spec.version}.tgz"
@@ -278,6 +324,7 @@ def apply_workloads(kubectl, installing: Installing, timeout: float, helm: str =
         if proc.returncode:
             raise InfrastructureError(f"CNI {spec.name}: helm exit {proc.returncode}: "
                                       f"{proc.stderr.decode(errors='replace').strip()[-400:]}")
+    installing.applied = True
 
 
 PROXY = ("kube-system", "kube-proxy")   # kubeadm's Service proxy DaemonSet
