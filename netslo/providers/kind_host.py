@@ -11,6 +11,7 @@ plugin installed.
     netns_by_inode(inode)        -> "/proc/<pid>/ns/net" of a process in the namespace with that inode
     interface_name(netns, index) -> the name of interface ``index`` in ``netns``
     tunnel_devices(netns)        -> names of the VXLAN/Geneve devices in ``netns`` (vxlan.calico, cilium_vxlan)
+    add_external_vxlan(netns, name, port) -> a collect-metadata VXLAN device made (False: one is there)
 
 Namespace paths stay valid while that process lives: a node's for the node's life, a pod's (its pause
 process is preferred) for the pod's.
@@ -122,3 +123,21 @@ def tunnel_devices(netns: str) -> list[str]:
         if info is not None and info.get_attr("IFLA_INFO_KIND") in TUNNEL_KINDS:
             out.append(link.get_attr("IFLA_IFNAME"))
     return sorted(out)
+
+
+def add_external_vxlan(netns: str, name: str, port: int) -> bool:
+    """A collect-metadata ("external": the tunnel key comes with each packet, as BPF sets it) VXLAN
+    device ``name`` on UDP ``port`` in ``netns``, down, learning off; False if ``name`` exists."""
+    import errno
+
+    from pyroute2 import NetlinkError
+
+    from ..netns_access import rtnl
+    with rtnl(netns) as ipr:
+        try:
+            ipr.link("add", ifname=name, kind="vxlan", vxlan_collect_metadata=1, vxlan_port=port, vxlan_learning=0)
+        except NetlinkError as e:
+            if e.code == errno.EEXIST:
+                return False
+            raise InfrastructureError(f"{netns}: creating VXLAN device {name} (port {port}) failed: {e}") from None
+    return True

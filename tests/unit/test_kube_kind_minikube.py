@@ -16,6 +16,7 @@ import yaml
 
 from netslo.errors import InfrastructureError, SpecError
 from netslo.providers import kind as kind_mod
+from netslo.providers import kind_join
 from netslo.providers import kube_manifests as km
 from netslo.providers import minikube as mk_mod
 from netslo.providers.kind import KIND_NODE_IMAGE, KindProvider
@@ -320,11 +321,19 @@ class _EarlyApi:
     def ready(self):
         return self.ready_now
 
+    signed = []   # (time, data) of each patch of cluster-info
+
     def get(self, kind, name=None, namespace=None, selector=None, missing_ok=False):
+        if kind == "configmap":       # kubeadm init's cluster-info, not yet signed
+            return {"data": {"kubeconfig": "apiVersion: v1\n"}} if self.ready_now else None
         if kind == "endpointslice":   # the API server's own address, as kube-apiserver lists it
             return [{"addressType": "IPv4", "endpoints": [{"addresses": ["198.19.200.3"]}],
                      "ports": [{"name": "https", "port": 6443}]}] if self.endpoint_now else []
         return {"metadata": {"name": name}}
+
+    def patch(self, kind, name, namespace, body, what=None):
+        assert (kind, name, namespace) == ("configmap", "cluster-info", "kube-public")
+        self.signed.append(body["data"])
 
 
 @pytest.mark.parametrize("api_ready,apply_fails,endpoint", [(True, False, True), (False, False, True),
@@ -342,6 +351,7 @@ def test_kind_applies_the_cni_configuration_while_create_still_runs_once_the_api
     monkeypatch.setattr(_EarlyApi, "ready_now", api_ready)
     monkeypatch.setattr(_EarlyApi, "endpoint_now", endpoint)
     monkeypatch.setattr(kind_mod, "KubeApi", _EarlyApi)
+    monkeypatch.setattr(_EarlyApi, "signed", [])
     applies, agents = [], []
 
     def on_workloads(api, installing):
@@ -376,6 +386,9 @@ def test_kind_applies_the_cni_configuration_while_create_still_runs_once_the_api
     agents_early = early and endpoint
     assert (calls.index(["agents", "applied"]) < calls.index(["create", "done"])) == agents_early
     assert agents[0] == ((applies[0], ("198.19.200.3", 6443)) if agents_early else ("final api", None))
+    # cluster-info signed for the workers' join while the create ran, once (kind_join)
+    assert _EarlyApi.signed == ([{"jws-kubeconfig-abcdef": kind_join.detached_signature("apiVersion: v1\n")}]
+                                if api_ready else [])
 
 
 def test_kind_create_that_fails_before_the_nodes_answer_never_loads_the_image(tmp_path, monkeypatch):
@@ -574,3 +587,19 @@ def test_deferred_bring_up_waits_run_once_in_order_and_the_first_error_ends_sett
     c.settle()
     c.settle()
     assert seen == ["a", "c"]
+
+
+@pytest.mark.parametrize("cni_name,encapsulation,made", [("cilium", "vxlan", True), ("cilium", "geneve", False),
+                                                          ("cilium", "none", False), ("calico", "vxlan", False)])
+def test_cilium_in_vxlan_mode_gets_its_tunnel_device_on_every_node_before_its_agents(
+        monkeypatch, tmp_path, cni_name, encapsulation, made):
+    from netslo.providers import cni
+    from netslo.providers.cni.install import Installing
+    made_on = []
+    monkeypatch.setattr(kind_mod.kind_host, "node_netns", lambda node: f"/proc/{node}/ns/net")
+    monkeypatch.setattr(kind_mod.kind_host, "add_external_vxlan",
+                        lambda netns, name, port: made_on.append((netns, name, port)) or True)
+    p = KindProvider(cni=cni_name, nodes=3, workdir=str(tmp_path))
+    p._cilium_tunnel_first(Installing(cni.load(cni_name), {"encapsulation": encapsulation}))
+    assert made_on == ([(f"/proc/netslo-{n}/ns/net", "cilium_vxlan", 8472)
+                        for n in ("control-plane", "worker", "worker2")] if made else [])
