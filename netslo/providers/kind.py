@@ -390,16 +390,20 @@ class KindProvider:
     def _sign_join_when_ready(self, created: threading.Event) -> None:
         """Sign kube-public/cluster-info for kind's bootstrap token as soon as kubeadm init creates it
         (``kind_join``): the workers' join then needs no second discovery try 5 s later. Asked every
-        ``SIGN_POLL_S`` while kind create runs; an error is said, not raised (the join still works,
-        only later)."""
-        try:
-            while not created.is_set():
-                api = self._early_api(created)
-                if api is not None and sign_cluster_info(api):
+        ``SIGN_POLL_S`` once the API server is ready, while kind create runs; a failed try is tried
+        again, and if none worked that is said, not raised (the workers still join, 5 s later)."""
+        failed = None
+        while not created.is_set():
+            api = self._early_api(created)
+            try:
+                if api is not None and api.ready() and sign_cluster_info(api):
                     return
-                created.wait(SIGN_POLL_S)
-        except InfrastructureError as e:
-            progress.note(f"kind create: signing cluster-info for the workers' join failed ({e}); they join later")
+            except InfrastructureError as e:
+                failed = e
+            created.wait(SIGN_POLL_S)
+        if failed is not None:
+            progress.note(f"kind create: signing cluster-info for the workers' join failed ({failed}); "
+                          f"they joined after kubeadm's retry")
 
     def _prepared_early(self, applying: Future) -> Installing | None:
         """The CNI prepared beside kind create; None if it was not (kind create was done first) or it

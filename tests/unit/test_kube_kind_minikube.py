@@ -603,3 +603,30 @@ def test_cilium_in_vxlan_mode_gets_its_tunnel_device_on_every_node_before_its_ag
     p._cilium_tunnel_first(Installing(cni.load(cni_name), {"encapsulation": encapsulation}))
     assert made_on == ([(f"/proc/netslo-{n}/ns/net", "cilium_vxlan", 8472)
                         for n in ("control-plane", "worker", "worker2")] if made else [])
+
+
+@pytest.mark.parametrize("outcomes,signed", [(["error", False, True], True), (["error"] * 3, False)],
+                         ids=["a failed try is tried again", "never signed: said once the create ended"])
+def test_signing_cluster_info_retries_until_it_works_or_the_create_ends(monkeypatch, tmp_path, outcomes, signed):
+    import threading
+    created, tries, notes = threading.Event(), [], []
+
+    def sign(api):
+        tries.append(api)
+        outcome = outcomes[min(len(tries), len(outcomes)) - 1]
+        if len(tries) >= len(outcomes) and not signed:
+            created.set()                       # kind create ends before any try worked
+        if outcome == "error":
+            raise InfrastructureError("get configmap kube-public/cluster-info: cannot reach https://127.0.0.1:1")
+        return outcome
+    monkeypatch.setattr(kind_mod, "sign_cluster_info", sign)
+    monkeypatch.setattr(kind_mod, "SIGN_POLL_S", 0.01)
+    monkeypatch.setattr(kind_mod.progress, "note", notes.append)
+    p = KindProvider(cni="calico", workdir=str(tmp_path))
+    api = _EarlyApi("kubeconfig")
+    monkeypatch.setattr(p, "_early_api", lambda created: api)
+    p._sign_join_when_ready(created)
+    assert len(tries) == len(outcomes) and all(t is api for t in tries)
+    assert (notes == []) == signed
+    if not signed:
+        assert "signing cluster-info for the workers' join failed" in notes[0] and "127.0.0.1:1" in notes[0]
