@@ -51,7 +51,6 @@ from .kube_reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
 from .tool import run_tool
 from . import cni as cni_mod
 from . import kube_manifests as km
-from .kind_join import sign_cluster_info
 from .cni.install import (Installing, api_endpoint, apply_staged, apply_workloads, await_datapath, await_staged,
                           prepare)
 from . import kind_host
@@ -82,7 +81,6 @@ CNI_DAEMONSETS = {"calico-node": "calico", "cilium": "cilium", "antrea-agent": "
 UNTAINT_PATCH = "kind: InitConfiguration\nnodeRegistration:\n  taints: []\n"
 LOAD_POLL_S = 0.5   # how often bring-up asks whether the nodes' containerd answers (to start the image load)
 API_POLL_S = 0.5    # how often bring-up asks whether the new API server is ready (to apply the CNI)
-SIGN_POLL_S = 0.2   # how often bring-up asks whether kubeadm made cluster-info (to sign it: kind_join)
 # Cilium's VXLAN device and port (its defaults.VxlanDevice, defaults.TunnelPortVXLAN), made on every node
 # before its agent starts: see KindProvider._cilium_tunnel_first.
 CILIUM_VXLAN = ("cilium_vxlan", 8472)
@@ -159,8 +157,6 @@ class KindProvider:
         self._create_ok = False          # kind create exited 0 (the CNI may not be installed yet)
         self._create_complete = False
         self.cni_info: dict = {}
-        self._early: KubeApi | None = None   # the new cluster's API while kind create runs (_early_api)
-        self._early_lock = threading.Lock()
 
     # ---- what would run ---------------------------------------------------------------------
     @property
@@ -277,7 +273,7 @@ class KindProvider:
         self.workdir.mkdir(parents=True, exist_ok=True)
         Path(self.config_path).write_text(self.config_yaml())
         steps = self.plan(exists)[1:]  # the list command already ran
-        loading = applying = signing = None
+        loading = applying = None
         try:
             for argv in steps:
                 creating = argv[:3] == [self.kind, "create", "cluster"]
@@ -292,7 +288,6 @@ class KindProvider:
                     created = threading.Event()
                     loading = _in_thread("kind-load", self._load_when_nodes_run, created)
                     applying = _in_thread("kind-cni", self._prepare_cni_when_api_ready, created)
-                    signing = _in_thread("kind-join", self._sign_join_when_ready, created)
                 if argv == self.reload_command() and loading is not None:
                     continue   # started beside kind create above
                 try:
@@ -304,7 +299,6 @@ class KindProvider:
                         created.set()
                 if creating:
                     kubectl = Kubectl(self.kubectl_binary, self.kubeconfig)
-                    futures_wait([signing])   # (it only speeds the join up; its error was said)
                     installing = self._prepared_early(applying) or self._prepare_cni(kubectl, "configuration")
                     with progress.phase(f"CNI {self.cni.name} install and readiness"):
                         if not installing.applied:
@@ -325,7 +319,7 @@ class KindProvider:
                               lambda: self._await_staged(kubectl, installing))
             return cluster.open(self.timeout)
         except BaseException as e:
-            futures_wait([f for f in (loading, applying, signing) if f is not None])   # never delete under them
+            futures_wait([f for f in (loading, applying) if f is not None])   # never delete under them
             try:
                 self.teardown()
             except InfrastructureError as te:   # keep the cause; say what is left behind
@@ -346,8 +340,9 @@ class KindProvider:
         agents can reach the API server at its own address (``Installing.api_endpoint``: Calico,
         Cilium) they are applied then too and start on each node as it joins; else only after the
         create, once kube-proxy runs everywhere (``apply_workloads``). None when kind create ended first."""
+        api = None
         while not created.is_set():
-            api = self._early_api(created)
+            api = api or self._early_api()
             if api is not None and api.ready() and api.get("namespace", "kube-system", missing_ok=True):
                 installing = self._prepare_cni(api, "configuration (beside kind create)", api_endpoint(api))
                 if installing.api_endpoint is not None:
@@ -374,36 +369,15 @@ class KindProvider:
         for node in self.node_names():
             kind_host.add_external_vxlan(kind_host.node_netns(node), name, port)
 
-    def _early_api(self, created: threading.Event):
-        """A KubeApi on the new cluster's kubeconfig once kind can read it from the control plane (one
-        for the threads beside the create); None before, or once the create has ended."""
-        with self._early_lock:
-            if self._early is None and not created.is_set():
-                proc = run_tool([self.kind, "get", "kubeconfig", "--name", self.cluster_name], 30,
-                                install=f"install kind {KIND_VERSION}", check=False)
-                if proc.returncode == 0 and proc.stdout.strip():
-                    path = self.workdir / EARLY_KUBECONFIG
-                    path.write_bytes(proc.stdout)
-                    self._early = KubeApi(str(path))
-            return self._early
-
-    def _sign_join_when_ready(self, created: threading.Event) -> None:
-        """Sign kube-public/cluster-info for kind's bootstrap token as soon as kubeadm init creates it
-        (``kind_join``): the workers' join then needs no second discovery try 5 s later. Asked every
-        ``SIGN_POLL_S`` once the API server is ready, while kind create runs; a failed try is tried
-        again, and if none worked that is said, not raised (the workers still join, 5 s later)."""
-        failed = None
-        while not created.is_set():
-            api = self._early_api(created)
-            try:
-                if api is not None and api.ready() and sign_cluster_info(api):
-                    return
-            except InfrastructureError as e:
-                failed = e
-            created.wait(SIGN_POLL_S)
-        if failed is not None:
-            progress.note(f"kind create: signing cluster-info for the workers' join failed ({failed}); "
-                          f"they joined after kubeadm's retry")
+    def _early_api(self):
+        """A KubeApi on the new cluster's kubeconfig, once kind can read it from the control plane."""
+        proc = run_tool([self.kind, "get", "kubeconfig", "--name", self.cluster_name], 30,
+                        install=f"install kind {KIND_VERSION}", check=False)
+        if proc.returncode or not proc.stdout.strip():
+            return None
+        path = self.workdir / EARLY_KUBECONFIG
+        path.write_bytes(proc.stdout)
+        return KubeApi(str(path))
 
     def _prepared_early(self, applying: Future) -> Installing | None:
         """The CNI prepared beside kind create; None if it was not (kind create was done first) or it
@@ -414,7 +388,6 @@ class KindProvider:
             progress.note(f"CNI {self.cni.name}: its configuration beside kind create failed ({e}); applying it again")
             return None
         finally:
-            self._early = None
             (self.workdir / EARLY_KUBECONFIG).unlink(missing_ok=True)
 
     def _await_staged(self, api, installing: Installing) -> None:

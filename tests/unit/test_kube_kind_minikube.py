@@ -16,7 +16,6 @@ import yaml
 
 from netslo.errors import InfrastructureError, SpecError
 from netslo.providers import kind as kind_mod
-from netslo.providers import kind_join
 from netslo.providers import kube_manifests as km
 from netslo.providers import minikube as mk_mod
 from netslo.providers.kind import KIND_NODE_IMAGE, KindProvider
@@ -321,19 +320,11 @@ class _EarlyApi:
     def ready(self):
         return self.ready_now
 
-    signed = []   # (time, data) of each patch of cluster-info
-
     def get(self, kind, name=None, namespace=None, selector=None, missing_ok=False):
-        if kind == "configmap":       # kubeadm init's cluster-info, not yet signed
-            return {"data": {"kubeconfig": "apiVersion: v1\n"}} if self.ready_now else None
         if kind == "endpointslice":   # the API server's own address, as kube-apiserver lists it
             return [{"addressType": "IPv4", "endpoints": [{"addresses": ["198.19.200.3"]}],
                      "ports": [{"name": "https", "port": 6443}]}] if self.endpoint_now else []
         return {"metadata": {"name": name}}
-
-    def patch(self, kind, name, namespace, body, what=None):
-        assert (kind, name, namespace) == ("configmap", "cluster-info", "kube-public")
-        self.signed.append(body["data"])
 
 
 @pytest.mark.parametrize("api_ready,apply_fails,endpoint", [(True, False, True), (False, False, True),
@@ -351,7 +342,6 @@ def test_kind_applies_the_cni_configuration_while_create_still_runs_once_the_api
     monkeypatch.setattr(_EarlyApi, "ready_now", api_ready)
     monkeypatch.setattr(_EarlyApi, "endpoint_now", endpoint)
     monkeypatch.setattr(kind_mod, "KubeApi", _EarlyApi)
-    monkeypatch.setattr(_EarlyApi, "signed", [])
     applies, agents = [], []
 
     def on_workloads(api, installing):
@@ -386,9 +376,6 @@ def test_kind_applies_the_cni_configuration_while_create_still_runs_once_the_api
     agents_early = early and endpoint
     assert (calls.index(["agents", "applied"]) < calls.index(["create", "done"])) == agents_early
     assert agents[0] == ((applies[0], ("198.19.200.3", 6443)) if agents_early else ("final api", None))
-    # cluster-info signed for the workers' join while the create ran, once (kind_join)
-    assert _EarlyApi.signed == ([{"jws-kubeconfig-abcdef": kind_join.detached_signature("apiVersion: v1\n")}]
-                                if api_ready else [])
 
 
 def test_kind_create_that_fails_before_the_nodes_answer_never_loads_the_image(tmp_path, monkeypatch):
@@ -603,30 +590,3 @@ def test_cilium_in_vxlan_mode_gets_its_tunnel_device_on_every_node_before_its_ag
     p._cilium_tunnel_first(Installing(cni.load(cni_name), {"encapsulation": encapsulation}))
     assert made_on == ([(f"/proc/netslo-{n}/ns/net", "cilium_vxlan", 8472)
                         for n in ("control-plane", "worker", "worker2")] if made else [])
-
-
-@pytest.mark.parametrize("outcomes,signed", [(["error", False, True], True), (["error"] * 3, False)],
-                         ids=["a failed try is tried again", "never signed: said once the create ended"])
-def test_signing_cluster_info_retries_until_it_works_or_the_create_ends(monkeypatch, tmp_path, outcomes, signed):
-    import threading
-    created, tries, notes = threading.Event(), [], []
-
-    def sign(api):
-        tries.append(api)
-        outcome = outcomes[min(len(tries), len(outcomes)) - 1]
-        if len(tries) >= len(outcomes) and not signed:
-            created.set()                       # kind create ends before any try worked
-        if outcome == "error":
-            raise InfrastructureError("get configmap kube-public/cluster-info: cannot reach https://127.0.0.1:1")
-        return outcome
-    monkeypatch.setattr(kind_mod, "sign_cluster_info", sign)
-    monkeypatch.setattr(kind_mod, "SIGN_POLL_S", 0.01)
-    monkeypatch.setattr(kind_mod.progress, "note", notes.append)
-    p = KindProvider(cni="calico", workdir=str(tmp_path))
-    api = _EarlyApi("kubeconfig")
-    monkeypatch.setattr(p, "_early_api", lambda created: api)
-    p._sign_join_when_ready(created)
-    assert len(tries) == len(outcomes) and all(t is api for t in tries)
-    assert (notes == []) == signed
-    if not signed:
-        assert "signing cluster-info for the workers' join failed" in notes[0] and "127.0.0.1:1" in notes[0]
