@@ -51,8 +51,7 @@ from .kube_reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
 from .tool import run_tool
 from . import cni as cni_mod
 from . import kube_manifests as km
-from .cni.install import (Installing, api_endpoint, apply_staged, apply_workloads, await_datapath, await_staged,
-                          prepare)
+from .cni.install import Installing, apply_staged, apply_workloads, await_datapath, await_staged, prepare
 from . import kind_host
 from .base import PathPoint, Pod
 from .kube import KubeCluster
@@ -302,8 +301,7 @@ class KindProvider:
                     installing = self._prepared_early(applying) or self._prepare_cni(kubectl, "configuration")
                     with progress.phase(f"CNI {self.cni.name} install and readiness"):
                         if not installing.applied:
-                            self._cilium_tunnel_first(installing)
-                            apply_workloads(kubectl, installing, self.timeout, self.helm)
+                            self._apply_agents(kubectl, installing)
                         await_datapath(kubectl, installing, self.timeout)
                         apply_staged(kubectl, installing)
                     self.cni_info = installing.info
@@ -344,15 +342,19 @@ class KindProvider:
         while not created.is_set():
             api = api or self._early_api()
             if api is not None and api.ready() and api.get("namespace", "kube-system", missing_ok=True):
-                installing = self._prepare_cni(api, "configuration (beside kind create)", api_endpoint(api))
+                installing = self._prepare_cni(api, "configuration (beside kind create)", api.server_endpoint())
                 if installing.api_endpoint is not None:
                     with progress.phase(f"CNI {self.cni.name} agents (beside kind create, API server at "
                                         f"{installing.api_endpoint[0]}:{installing.api_endpoint[1]})"):
-                        self._cilium_tunnel_first(installing)
-                        apply_workloads(api, installing, self.timeout, self.helm)
+                        self._apply_agents(api, installing)
                 return installing
             created.wait(API_POLL_S)
         return None
+
+    def _apply_agents(self, api, installing: Installing) -> None:
+        """The CNI's agents (``apply_workloads``), Cilium's tunnel device made first."""
+        self._cilium_tunnel_first(installing)
+        apply_workloads(api, installing, self.timeout, self.helm)
 
     def _cilium_tunnel_first(self, installing: Installing) -> None:
         """Cilium in VXLAN mode: its tunnel device made on every node before its agent starts, so that

@@ -194,9 +194,8 @@ class KubeCluster(Cluster):
         EndpointSlices, 6443 when they list none)."""
         status = self._node_objs.get(node, {}).get("status", {})
         kubelet = (status.get("daemonEndpoints", {}).get("kubeletEndpoint", {}) or {}).get("Port") or 10250
-        slices = self.api.get("endpointslice", namespace="default", selector="kubernetes.io/service-name=kubernetes")
-        ports = [p.get("port") for s in slices for p in s.get("ports") or []]
-        return (("sport", int(kubelet)), ("dport", int(next((p for p in ports if p), 6443))))
+        server = self.api.server_endpoint()
+        return (("sport", int(kubelet)), ("dport", server[1] if server else 6443))
 
     @property
     def datapath(self) -> str:  # type: ignore[override]

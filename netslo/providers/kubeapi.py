@@ -354,6 +354,18 @@ class KubeApi:
         """The apiserver's gitVersion, e.g. 'v1.34.4'."""
         return self._call("get /version", self._group("VersionApi").get_code).get("gitVersion", "?")
 
+    def server_endpoint(self) -> tuple[str, int] | None:
+        """(address, port) of the API server itself, as its ``kubernetes`` EndpointSlice lists it (the
+        address it advertises, which every node reaches without kube-proxy; IPv4 first); None while the
+        slice lists none."""
+        slices = self.get("endpointslice", namespace="default", selector="kubernetes.io/service-name=kubernetes")
+        for s in sorted(slices, key=lambda s: s.get("addressType") != "IPv4"):
+            addrs = [a for e in s.get("endpoints") or [] for a in e.get("addresses") or []]
+            ports = [p["port"] for p in s.get("ports") or [] if p.get("port")]
+            if addrs and ports:
+                return addrs[0], int(ports[0])
+        return None
+
     def ready(self) -> bool:
         """Whether the API server answers and says it is ready (``GET /readyz`` is 200: its
         post-start hooks, CRDs and RBAC among them, are done)."""

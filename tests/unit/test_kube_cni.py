@@ -443,7 +443,7 @@ def test_cilium_given_the_api_servers_address_gets_it_as_helm_values(monkeypatch
 
 
 def test_the_api_servers_address_is_its_endpointslices_ipv4_one_first():
-    from netslo.providers.cni import install as inst
+    from netslo.providers.kubeapi import KubeApi
 
     class Api:
         def __init__(self, slices):
@@ -454,10 +454,10 @@ def test_the_api_servers_address_is_its_endpointslices_ipv4_one_first():
             return self.slices
     v6 = {"addressType": "IPv6", "endpoints": [{"addresses": ["2001:2:0:c8::3"]}], "ports": [{"port": 6443}]}
     v4 = {"addressType": "IPv4", "endpoints": [{"addresses": ["198.19.200.3"]}], "ports": [{"port": 6443}]}
-    assert inst.api_endpoint(Api([v6, v4])) == ("198.19.200.3", 6443)
-    assert inst.api_endpoint(Api([v6])) == ("2001:2:0:c8::3", 6443)
-    assert inst.api_endpoint(Api([{"addressType": "IPv4", "endpoints": [], "ports": [{"port": 6443}]}])) is None
-    assert inst.api_endpoint(Api([])) is None
+    assert KubeApi.server_endpoint(Api([v6, v4])) == ("198.19.200.3", 6443)
+    assert KubeApi.server_endpoint(Api([v6])) == ("2001:2:0:c8::3", 6443)
+    assert KubeApi.server_endpoint(Api([{"addressType": "IPv4", "endpoints": [], "ports": [{"port": 6443}]}])) is None
+    assert KubeApi.server_endpoint(Api([])) is None
 
 
 def test_pods_scheduled_before_the_pod_network_ran_are_made_again_once_it_does():

@@ -13,7 +13,7 @@ Overlays (our own, applied to the fetched upstream documents in memory):
   pinned version (the checked-in manifest says ``latest``; see ``antrea_overlay``).
 - cilium: Helm values (Bandwidth Manager on, routing mode per ``encapsulation``).
 A pod subnet "v4,v6" (a dual-stack kind cluster) or a v6 one also turns on each CNI's IPv6.
-With ``api_endpoint`` (the API server's own address: ``api_endpoint()``) Calico's and Cilium's agents
+With ``api_endpoint`` (the API server's own address: ``KubeApi.server_endpoint()``) Calico's and Cilium's agents
 reach the API server there instead of through the ``kubernetes`` Service (Calico: its
 ``kubernetes-services-endpoint`` ConfigMap; Cilium: k8sServiceHost/k8sServicePort), so they can start
 before kube-proxy runs on their node.
@@ -219,19 +219,6 @@ def helm_command(spec: CniSpec, chart: str, values: dict, kubeconfig: str | None
 
 
 SERVICES_ENDPOINT = "kubernetes-services-endpoint"   # the ConfigMap Calico's manifest reads (envFrom, optional)
-
-
-def api_endpoint(kubectl) -> tuple[str, int] | None:
-    """(address, port) of the API server itself, as its ``kubernetes`` EndpointSlice lists it (the
-    address it advertises, which every node reaches without kube-proxy; IPv4 first); None while the
-    slice lists none."""
-    slices = kubectl.get("endpointslice", namespace="default", selector="kubernetes.io/service-name=kubernetes")
-    for s in sorted(slices, key=lambda s: s.get("addressType") != "IPv4"):
-        addrs = [a for e in s.get("endpoints") or [] for a in e.get("addresses") or []]
-        ports = [p["port"] for p in s.get("ports") or [] if p.get("port")]
-        if addrs and ports:
-            return addrs[0], int(ports[0])
-    return None
 
 
 def _reads_services_endpoint(docs: list[dict]) -> bool:
