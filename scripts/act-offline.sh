@@ -71,7 +71,7 @@ build_act() {
   mkdir -p "$ACT_HOME/bin"
   # checked again under the lock: another run may have built it while this one waited
   flock "$HEAVY_LOCK" env GOBIN="$ACT_HOME/bin" GOFLAGS=-mod=mod ACT="$ACT" V="${ACT_VERSION#v}" \
-    sh -c '"$ACT" --version 2>/dev/null | grep -qF "$V" || nice -n 10 go install "github.com/nektos/act@v$V"'
+    sh -c '"$ACT" --version 2>/dev/null | grep -F "$V" >/dev/null || nice -n 10 go install "github.com/nektos/act@v$V"'
   "$ACT" --version
 }
 
@@ -227,7 +227,7 @@ python_tool_cache() {
     | tar -C "$dest" -xf -
   mkdir -p "$dest/lib/python$PYTHON_MINOR/site-packages"
   # pyenv-style builds carry an absolute RUNPATH to their own lib/ (under root's home): make it relative
-  if readelf -d "$dest/bin/python$PYTHON_MINOR" 2>/dev/null | grep -q 'R.*PATH'; then
+  if grep -q 'R.*PATH' <<<"$(readelf -d "$dest/bin/python$PYTHON_MINOR" 2>/dev/null)"; then
     patchelf --set-rpath "\$ORIGIN/../lib" "$dest/bin/python$PYTHON_MINOR"
   fi
   ln -sfn "python$PYTHON_MINOR" "$dest/bin/python3"

@@ -61,7 +61,7 @@ MK_GATEWAY=${MK_SUBNET%.0/24}.1
 
 require_root() { [[ $(id -u) == 0 ]] || ko_die "must run as root (docker engine)"; }
 
-mk_minikube_cached() { [[ -x $MK_BIN/minikube ]] && "$MK_BIN/minikube" version --short 2>/dev/null | grep -qx "$MK_VERSION"; }
+mk_minikube_cached() { [[ -x $MK_BIN/minikube ]] && grep -qx "$MK_VERSION" <<<"$("$MK_BIN/minikube" version --short 2>/dev/null)"; }
 mk_minikube() {
   local work=$MK_CACHE/work-minikube commit ld
   ko_log "minikube: go build k8s.io/minikube@$MK_VERSION ./cmd/minikube"

@@ -19,7 +19,7 @@ for p in "${PKGS[@]}" "$CHROMIUM"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=(
 if [ "${#missing[@]}" -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    if ! apt-cache show "$CHROMIUM" 2>/dev/null | grep -q '^Filename:'; then
+    if ! grep -q '^Filename:' <<<"$(apt-cache show "$CHROMIUM" 2>/dev/null)"; then
         echo "netslo: setup: no '$CHROMIUM' deb on this distribution; the Allure browser check will skip" >&2
         keep=()
         for p in "${missing[@]}"; do [ "$p" = "$CHROMIUM" ] || keep+=("$p"); done

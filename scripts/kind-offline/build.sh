@@ -14,7 +14,7 @@ NODE_TMPFS_MIN_MB=${NETSLO_NODE_TMPFS_MIN_MB:-6144}
 
 # ---- Go binaries ----------------------------------------------------------------------------------
 # <step>_cached: true when the step has nothing to do, so it need not wait for the heavy lock.
-build_kind_cached() { [[ -x $KO_BIN/kind ]] && "$KO_BIN/kind" version 2>/dev/null | grep -q "$KIND_VERSION"; }
+build_kind_cached() { [[ -x $KO_BIN/kind ]] && grep -q "$KIND_VERSION" <<<"$("$KO_BIN/kind" version 2>/dev/null)"; }
 build_kind() {
   build_kind_cached && return
   ko_log "kind: go install $KIND_MODULE@$KIND_VERSION"

@@ -137,7 +137,7 @@ calico_binaries() {
   ko_log "calico: go build kube-controllers (kube-controllers/cmd/{kube-controllers,check-status,wrapper})"
   ko_subtimed calico-go-kube-controllers calico_go "$CALICO_BIN.tmp" ./kube-controllers/cmd/kube-controllers \
     ./kube-controllers/cmd/check-status ./kube-controllers/cmd/wrapper
-  "$CALICO_BIN.tmp/calico-node" -v | grep -qE "^Version: +$CALICO_VERSION\$" \
+  grep -qE "^Version: +$CALICO_VERSION\$" <<<"$("$CALICO_BIN.tmp/calico-node" -v)" \
     || ko_die "calico: the built calico-node -v says '$("$CALICO_BIN.tmp/calico-node" -v)', not Version $CALICO_VERSION"
   touch "$CALICO_BIN.tmp/.done"; rm -rf "$CALICO_BIN"; mv "$CALICO_BIN.tmp" "$CALICO_BIN"
 }

@@ -114,7 +114,7 @@ cilium_binaries() {
   ko_subtimed cilium-go-tools cilium_tools "$t"
   ko_log "cilium: go build cilium-operator-generic (operator, ipam_provider_operator)"
   ko_subtimed cilium-go-operator cilium_go "$t/cilium-operator-generic" ",ipam_provider_operator" ./operator
-  "$t/cilium-agent" --version | grep -q " $CILIUM_VERSION go-module-v$CILIUM_VERSION " \
+  grep -q " $CILIUM_VERSION go-module-v$CILIUM_VERSION " <<<"$("$t/cilium-agent" --version)" \
     || ko_die "cilium: the built cilium-agent --version says '$("$t/cilium-agent" --version)'"
   touch "$t/.done"; rm -rf "$CILIUM_BIN"; mv "$t" "$CILIUM_BIN"
 }
