@@ -53,6 +53,12 @@ PLANNED = pytest.StashKey[list]()
 # ``cluster.node_agent``): when a selected test uses one, the DaemonSet is created with the gate's pods.
 NODE_AGENT_FIXTURES = {"netslo_impaired_cluster", "netslo_bandwidth_pods", "netslo_cluster_dscp"}
 NODE_AGENTS = pytest.StashKey[bool]()
+# What session fixtures need besides pods and is best made right after them: fixture name ->
+# ``make(cluster, pods) -> object`` (``make_with_pods``), e.g. Kubernetes Services, which kube-proxy
+# programs in its next sync: made minutes before their first use, they answer at once. Kept as
+# (object, None) or (None, the error) until the fixture takes it (``made_with_pods``).
+WITH_PODS: dict[str, object] = {}
+MADE = pytest.StashKey[dict]()
 
 
 def plan_pods(fixture: str, *pods) -> None:
@@ -63,12 +69,28 @@ def plan_pods(fixture: str, *pods) -> None:
     POD_FIXTURES[fixture] = pods[0] if len(pods) == 1 and callable(pods[0]) else tuple(pods)
 
 
+def make_with_pods(fixture: str, make) -> None:
+    """Declare that session fixture ``fixture`` takes an object ``make(cluster, pods)`` creates right
+    after ``netslo_gate_pods`` has made the pods (``pods``: name -> pod), when a selected test uses it."""
+    WITH_PODS[fixture] = make
+
+
+def made_with_pods(config, fixture: str):
+    """What ``make_with_pods`` made for ``fixture`` (its error raised here, in the fixture that needs
+    it); None when nothing was made for it (no selected test used it when the pods were made)."""
+    made, error = config.stash.get(MADE, {}).pop(fixture, (None, None))
+    if error is not None:
+        raise error
+    return made
+
+
 def pytest_collection_finish(session):
     """The planned pods of the fixtures the selected tests use (deselection is over by now)."""
     used = {f for item in session.items for f in getattr(item, "fixturenames", ())}
     session.config.stash[PLANNED] = [tuple(p) for f, pods in POD_FIXTURES.items() if f in used
                                      for p in (pods(session.config) if callable(pods) else pods)]
     session.config.stash[NODE_AGENTS] = bool(used & NODE_AGENT_FIXTURES)
+    session.config.stash[MADE] = {f: (None, None) for f in WITH_PODS if f in used}
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +101,8 @@ def netslo_gate_pods(request, netslo_cluster):
     (``plan_pods``; those on a node the cluster does not have are left to their fixture's skip).
     Clients are made without responders (nothing is sent to them; on Kubernetes a pod without
     responders idles, and has no interpreter and startup probe to start).
-    On Kubernetes the node agent DaemonSet starts with them when a selected test needs it."""
+    On Kubernetes the node agent DaemonSet starts with them when a selected test needs it; then what
+    ``make_with_pods`` declared for the selected tests' fixtures is made."""
     nodes = netslo_cluster.nodes
     if request.config.stash.get(NODE_AGENTS, False) and hasattr(netslo_cluster, "node_agent"):
         netslo_cluster.node_agent.create()   # its pods start beside the ones below; awaited on first use
@@ -93,7 +116,14 @@ def netslo_gate_pods(request, netslo_cluster):
                 specs[name]["annotations"] = dict(more[0])
             if len(more) > 1:   # the pod's responders (default: the standard ones)
                 specs[name]["responders"] = tuple(more[1])
-    return {p.name: p for p in netslo_cluster.add_pods(list(specs.values()))}
+    pods = {p.name: p for p in netslo_cluster.add_pods(list(specs.values()))}
+    made = request.config.stash.get(MADE, {})
+    for fixture in list(made):
+        try:
+            made[fixture] = (WITH_PODS[fixture](netslo_cluster, pods), None)
+        except (InfrastructureError, Unsupported) as e:    # the fixture's own tests report it
+            made[fixture] = (None, e)
+    return pods
 
 
 def planned_pod(gate_pods: dict, cluster, name: str, node: str):

@@ -30,21 +30,47 @@ AWAIT_POLL_S = 0.2    # s between tries
 _RULE = re.compile(r'^\[(\d+):\d+\] -A (\S+) .*?--comment (?:"([^"]*)"|(\S+))')
 
 
+def exposure_services(cluster, backend: Pod, port: int) -> dict:
+    """exposure -> KubeService: the ClusterIP and the two NodePort Services in front of ``backend``'s
+    ``port``, each returned once its endpoints are ready (those made before a failure are deleted)."""
+    ports = [{"name": "http", "port": SERVICE_PORT, "targetPort": port, "protocol": "TCP"}]
+    made: dict = {}
+    try:
+        for exposure, typ, policy in (("clusterip", "ClusterIP", None),
+                                      ("nodeport-local", "NodePort", "Local"),
+                                      ("nodeport-cluster", "NodePort", "Cluster")):
+            made[exposure] = cluster.add_service(f"exp-{backend.name}-{exposure}", backend, type=typ,
+                                                 external_traffic_policy=policy, ports=ports)
+    except BaseException:
+        _delete(cluster, made)
+        raise
+    return made
+
+
+def _delete(cluster, services: dict) -> None:
+    for svc in services.values():
+        try:
+            cluster.api.delete("service", svc.name, cluster.namespace)
+        except InfrastructureError:
+            pass  # the run namespace goes at cluster.close() anyway
+
+
 class KubeServices:
+    """``services``: what ``exposure_services`` made for the same backend and port beforehand (the
+    gate makes them with its pods, so that kube-proxy has programmed them long before the first
+    request); else they are made here."""
+
     def __init__(self, cluster, backend: Pod, port: int, ingress_node: str | None = None,
-                 iptables_save: Callable[[], str] | None = None, ingress: Pod | None = None):
+                 iptables_save: Callable[[], str] | None = None, ingress: Pod | None = None,
+                 services: dict | None = None):
         self.cluster, self.backend, self.port = cluster, backend, port
         self.iptables_save = iptables_save
-        self.services: dict = {}
+        self.services: dict = dict(services or {})
         self.ingress: Pod | None = None
         self._closed = False
-        ports = [{"name": "http", "port": SERVICE_PORT, "targetPort": port, "protocol": "TCP"}]
         try:
-            for exposure, typ, policy in (("clusterip", "ClusterIP", None),
-                                          ("nodeport-local", "NodePort", "Local"),
-                                          ("nodeport-cluster", "NodePort", "Cluster")):
-                self.services[exposure] = cluster.add_service(f"exp-{backend.name}-{exposure}", backend, type=typ,
-                                                              external_traffic_policy=policy, ports=ports)
+            if not self.services:
+                self.services = exposure_services(cluster, backend, port)
             # the ingress proxy's pod: given (made with others, no responders of its own) or made now
             self.ingress = ingress or cluster.add_pod(f"{backend.name}-ingress", ingress_node or backend.node,
                                                       responders=())
@@ -112,11 +138,7 @@ class KubeServices:
         if self._closed:
             return
         self._closed = True
-        for svc in self.services.values():
-            try:
-                self.cluster.api.delete("service", svc.name, self.cluster.namespace)
-            except InfrastructureError:
-                pass  # the run namespace goes at cluster.close() anyway
+        _delete(self.cluster, self.services)
 
     def __enter__(self):
         return self

@@ -331,6 +331,21 @@ def test_on_demand_ws_tls_mqtt_responders_in_a_pod(cluster, client, tmp_path, mo
         cluster.start_responders(pod, ("udp",))
 
 
+def test_exposure_services_made_beforehand(cluster, server):
+    """The gate makes the exposure Services with its pods (``exposure_services``) and hands them to
+    KubeServices, which takes those (making them again would fail: the names exist) and deletes them
+    on close."""
+    from netslo.providers.kube_services import KubeServices, exposure_services
+    srv, ports = server
+    made = exposure_services(cluster, srv, ports["http"])
+    names = {s.name for s in made.values()}
+    listed = lambda: {s["metadata"]["name"] for s in cluster.api.get("services", namespace=cluster.namespace)}  # noqa: E731
+    assert sorted(made) == ["clusterip", "nodeport-cluster", "nodeport-local"] and names <= listed()
+    with KubeServices(cluster, srv, ports["http"], services=made) as svc:
+        assert svc.services == made
+    assert not names & listed()
+
+
 @node_access
 def test_exposure_paths_with_kube_proxy_counters(cluster, server, client):
     """KubeServices (NetnsServices' interface): every path answers and kube-proxy's own rule carried it

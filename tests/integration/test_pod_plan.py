@@ -97,3 +97,59 @@ def test_the_node_agents_start_with_the_pods_only_when_a_selected_test_needs_the
                               f"test_needs.py::{selected}", "-m", "cni"], cwd=tmp_path, capture_output=True,
                              text=True, timeout=300)
         assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-3000:]
+
+
+WITH_PODS_TESTS = '''
+import pytest
+from netslo.errors import InfrastructureError
+from netslo.plugin.cluster import made_with_pods, make_with_pods
+
+pytestmark = pytest.mark.cni
+CALLS = []
+
+
+def _make(cluster, pods):
+    CALLS.append(sorted(pods))
+    return ("made", pods["server"].name)
+
+
+def _fails(cluster, pods):
+    raise InfrastructureError("no Services here")
+
+
+make_with_pods("early", _make)
+make_with_pods("broken", _fails)
+make_with_pods("unused", _make)
+
+
+@pytest.fixture(scope="session")
+def early(request, netslo_gate_pods):
+    return made_with_pods(request.config, "early")
+
+
+@pytest.fixture(scope="session")
+def broken(request, netslo_gate_pods):
+    return made_with_pods(request.config, "broken")
+
+
+def test_made_right_after_the_pods(netslo_gate_pods, early):
+    assert early == ("made", "server")
+    assert CALLS == [["client-cross", "client-same", "server"]]    # once, and not for "unused"
+
+
+def test_an_error_is_raised_where_the_object_is_taken(broken):
+    pass
+
+
+def test_the_gate_pods_are_unaffected(netslo_gate_pods):
+    assert "server" in netslo_gate_pods
+'''
+
+
+def test_objects_made_with_the_pods(tmp_path):
+    """``make_with_pods``: made once, right after the gate's pods, only for fixtures a selected test
+    uses; a failure errors the tests that take the object, not every test that takes the pods."""
+    run = _run(tmp_path, "test_with_pods.py", WITH_PODS_TESTS)
+    assert "2 passed, 1 error" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "ERROR test_with_pods.py::test_an_error_is_raised_where_the_object_is_taken" in run.stdout
+    assert "no Services here" in run.stdout
