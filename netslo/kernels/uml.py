@@ -289,6 +289,14 @@ class UmlCluster(Cluster):
         """The guest kernel is running and not closed."""
         return not self._closed and self._proc is not None and self._proc.poll() is None
 
+    def ended(self) -> str:
+        """Why a guest that is not ``alive()`` ended: closed, or its kernel's exit code and log tail."""
+        if self._closed:
+            return "the guest was closed"
+        code = None if self._proc is None else self._proc.poll()
+        return "the guest is running" if self._proc is not None and code is None else \
+            f"the guest's kernel exited (code {code}): {self._tail()}"
+
     # -- the channel
     def call(self, op: str, _timeout: float = 120.0, **args):
         """Run one operation in the guest; raises what the guest raised (same error classes)."""

@@ -213,6 +213,24 @@ def test_a_guest_whose_server_lost_a_responder_is_booted_again_and_says_why(capl
         guest.close()
 
 
+def test_a_guest_that_died_is_booted_again_and_says_so(caplog):
+    """A guest whose kernel exited between two tests is booted again by the next ``up()``, which says
+    so with the exit code and the guest's log (not silently: a dying guest is a finding)."""
+    from netslo.plugin.impair import NetemGuest
+    guest = NetemGuest(2, "bridge")
+    try:
+        first = guest.up()
+        first._proc.kill()
+        first._proc.wait(timeout=10)
+        assert not first.alive() and "exited (code -9)" in first.ended()
+        with caplog.at_level("INFO", logger="netslo.progress"):
+            second = guest.up()
+        assert second is not first and second.alive()
+        assert "booted again before the next test: the guest's kernel exited (code -9)" in caplog.text
+    finally:
+        guest.close()
+
+
 def test_the_first_measured_requests_are_not_the_probes_cold_start():
     """A freshly forked probe pays a page fault for every page it first writes; inside
     user-mode-linux that held the first ~25 requests of every run at 5-8 ms (median) on a 0.5 ms
