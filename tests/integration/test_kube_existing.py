@@ -334,14 +334,15 @@ def test_on_demand_ws_tls_mqtt_responders_in_a_pod(cluster, client, tmp_path, mo
 def test_exposure_services_made_beforehand(cluster, server):
     """The gate makes the exposure Services with its pods (``exposure_services``) and hands them to
     KubeServices, which takes those (making them again would fail: the names exist) and deletes them
-    on close."""
+    on close. Its ingress proxy gets a pod of its own (the exposure test below makes the backend's)."""
     from netslo.providers.kube_services import KubeServices, exposure_services
     srv, ports = server
+    ingress = cluster.add_pod("made-ingress", srv.node, responders=())
     made = exposure_services(cluster, srv, ports["http"])
     names = {s.name for s in made.values()}
     listed = lambda: {s["metadata"]["name"] for s in cluster.api.get("services", namespace=cluster.namespace)}  # noqa: E731
     assert sorted(made) == ["clusterip", "nodeport-cluster", "nodeport-local"] and names <= listed()
-    with KubeServices(cluster, srv, ports["http"], services=made) as svc:
+    with KubeServices(cluster, srv, ports["http"], services=made, ingress=ingress) as svc:
         assert svc.services == made
     assert not names & listed()
 
