@@ -293,9 +293,10 @@ class UmlCluster(Cluster):
         """Why a guest that is not ``alive()`` ended: closed, or its kernel's exit code and log tail."""
         if self._closed:
             return "the guest was closed"
-        code = None if self._proc is None else self._proc.poll()
-        return "the guest is running" if self._proc is not None and code is None else \
-            f"the guest's kernel exited (code {code}): {self._tail()}"
+        if self._proc is None:
+            return "the guest's kernel was never started"
+        code = self._proc.poll()
+        return "the guest is running" if code is None else f"the guest's kernel exited (code {code}): {self._tail()}"
 
     # -- the channel
     def call(self, op: str, _timeout: float = 120.0, **args):
