@@ -299,6 +299,19 @@ def summary(result: dict, omit: float = 0.5) -> dict:
             "data_segs_out": segs[-1] if segs else 0}
 
 
+def loss_met(flow_summary: dict) -> float:
+    """The loss rate a flow met: its retransmitted share of the data segments it sent (``summary``'s
+    total_retrans / data_segs_out; nan before any segment)."""
+    segs = flow_summary.get("data_segs_out") or 0
+    return flow_summary.get("total_retrans", 0) / segs if segs else math.nan
+
+
+def mathis_bps(rtt_s: float, loss: float, mss: int = 1448) -> float:
+    """The Mathis et al. bound of a loss-limited Reno-like flow, (MSS/RTT)·1.22/√p in bits/s (Mathis,
+    Semke, Mahdavi, Ott, ACM SIGCOMM CCR 27(3), 1997); p the loss rate the flow met."""
+    return mss * 8 / rtt_s * 1.22 / math.sqrt(loss)
+
+
 def main(argv=None) -> int:
     from ..endpoint import parse_target
     from ..dscp import tos_byte

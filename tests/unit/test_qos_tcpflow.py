@@ -1,5 +1,6 @@
 """tcpflow result helpers, the slow-start model and the CLI's one-line errors."""
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,16 @@ def test_cli_errors_are_one_line(args, field):
 def test_parse_arm():
     assert tcpflow.parse_arm("cubic:1") == tcpflow.Arm("cubic", "1")
     assert tcpflow.parse_arm("bbr") == tcpflow.Arm("bbr", None)
+
+
+def test_mathis_bound_at_the_loss_a_flow_met():
+    """Two Cubic flows of the kind gate (50 ms, 1 % netem loss; 2026-11-29): the one that met 0.52 % loss
+    is 3.2x the bound at the configured 1 % (a false alarm at 3x) and 2.3x the bound at what it met."""
+    lucky = {"total_retrans": 36, "data_segs_out": 6961, "throughput_bps": 9.192e6}
+    usual = {"total_retrans": 37, "data_segs_out": 2631, "throughput_bps": 2.824e6}
+    assert tcpflow.loss_met(lucky) == pytest.approx(0.00517, abs=1e-5)
+    assert tcpflow.mathis_bps(0.05, 0.01) == pytest.approx(2.8265e6, rel=1e-4)   # (1448·8/0.05)·1.22/0.1
+    assert lucky["throughput_bps"] / tcpflow.mathis_bps(0.05, 0.01) > 3
+    assert lucky["throughput_bps"] / tcpflow.mathis_bps(0.05, tcpflow.loss_met(lucky)) == pytest.approx(2.34, abs=0.01)
+    assert usual["throughput_bps"] / tcpflow.mathis_bps(0.05, tcpflow.loss_met(usual)) == pytest.approx(1.19, abs=0.01)
+    assert math.isnan(tcpflow.loss_met({"total_retrans": 0, "data_segs_out": 0}))
