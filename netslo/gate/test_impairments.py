@@ -57,7 +57,8 @@ def test_tcp_loss_grid_cubic_vs_bbr(loss, netslo_impairment, netslo_impaired_clu
     """50 ms RTT (25 ms each way), 50 Mbit/s bottleneck, random loss on the data path only.
 
     The study: Cubic falters from 0.1 % loss, BBR keeps its throughput. Asserted: BBR >= Cubic at
-    >= 1 % loss, and Cubic stays within 3x of the Mathis bound (MSS/RTT)*1.22/sqrt(p) there."""
+    >= 1 % loss, and Cubic stays within 3x of the Mathis bound (MSS/RTT)*1.22/sqrt(p) there, p the
+    loss rate the flow met (``tcpflow.mathis_bps``)."""
     env = netslo_impaired_cluster
     data = parse({"delay": "25ms", "loss": loss, "rate": "50mbit", "limit": 10000})
     acks = parse({"delay": "25ms"}).with_direction("ingress")
@@ -78,9 +79,14 @@ def test_tcp_loss_grid_cubic_vs_bbr(loss, netslo_impairment, netslo_impaired_clu
     p = data.loss
     if p >= 0.01:
         assert rate["bbr"] >= rate["cubic"], f"BBR below Cubic at {loss} loss: {rate}"
-        mss = flows["cubic"]["snd_mss"] or 1448
-        mathis = mss * 8 / 0.050 * 1.22 / np.sqrt(p) / 1e6
-        assert rate["cubic"] <= 3 * mathis, f"Cubic {rate['cubic']:.2f} Mbit/s above 3x Mathis {mathis:.2f}"
+        # Mathis's p: the loss Cubic's flow met (its retransmitted share), as in test_qos's study
+        met = tcpflow.loss_met(flows["cubic"])
+        if not met > 0:
+            raise InfrastructureError(f"impairment not realized: configured loss {loss}, Cubic retransmitted "
+                                      f"none of its {flows['cubic']['data_segs_out']} segments")
+        mathis = tcpflow.mathis_bps(0.050, met, flows["cubic"]["snd_mss"] or 1448) / 1e6
+        assert rate["cubic"] <= 3 * mathis, (f"Cubic {rate['cubic']:.2f} Mbit/s above 3x Mathis {mathis:.2f} "
+                                             f"at the {met:.2%} loss it met")
 
 
 @pytest.mark.slow

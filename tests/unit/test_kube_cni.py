@@ -327,7 +327,8 @@ def test_calico_node_and_kube_controllers_get_a_startup_probe_running_their_read
 
 
 def _pod(name, phase="Pending", sandbox="False", host_network=False, owned=True):
-    return {"metadata": {"name": name, "ownerReferences": [{"kind": "ReplicaSet", "controller": True}] if owned else []},
+    return {"metadata": {"name": name, "uid": f"uid-{name}",
+                         "ownerReferences": [{"kind": "ReplicaSet", "controller": True}] if owned else []},
             "spec": {"nodeName": "n1", **({"hostNetwork": True} if host_network else {})},
             "status": {"phase": phase, "conditions": [{"type": "PodReadyToStartContainers", "status": sandbox}]}}
 
@@ -336,8 +337,9 @@ class StagingApi:
     """Records applies, list calls and deletions; a workload is listed ready once it has been applied,
     nodes are Ready, kube-system holds ``pods``."""
 
-    def __init__(self, pods=(), proxy=True):
+    def __init__(self, pods=(), proxy=True, sandbox_failed=()):
         self.calls, self.applied, self.pods = [], set(), list(pods)
+        self.sandbox_failed = list(sandbox_failed)   # pod names with a FailedCreatePodSandBox event
         if proxy:   # kubeadm's kube-proxy DaemonSet, running on every node
             self.applied.add(("daemonset", "kube-proxy"))
 
@@ -345,8 +347,11 @@ class StagingApi:
         self.calls.append(("apply", [d["metadata"]["name"] for d in docs]))
         self.applied.update((d["kind"].lower(), d["metadata"]["name"]) for d in docs)
 
-    def list(self, kind, namespace=None, *, name=None, selector=None):
+    def list(self, kind, namespace=None, *, name=None, selector=None, field_selector=None):
         self.calls.append(("list", kind, name))
+        if kind == "event":
+            assert (namespace, field_selector) == ("kube-system", "reason=FailedCreatePodSandBox")
+            return [{"involvedObject": {"kind": "Pod", "name": n, "uid": f"uid-{n}"}} for n in self.sandbox_failed], "1"
         if kind == "node":
             return [{"metadata": {"name": "n1", "resourceVersion": "1"},
                      "status": {"conditions": [{"type": "Ready", "status": "True"}]}}], "1"
@@ -463,13 +468,17 @@ def test_the_api_servers_address_is_its_endpointslices_ipv4_one_first():
 def test_pods_scheduled_before_the_pod_network_ran_are_made_again_once_it_does():
     """CoreDNS's pods, scheduled once the CNI's config file made the nodes Ready and failed by the
     kubelet before the CNI's agent ran, are deleted (their ReplicaSet makes them anew at once);
-    nothing else is touched."""
+    one whose sandbox is still being made (no FailedCreatePodSandBox event) and the rest are not touched."""
     from netslo.providers.cni import install as inst
-    pods = [_pod("coredns-a"), _pod("coredns-b"), _pod("running", phase="Running", sandbox="True"),
+    pods = [_pod("coredns-a"), _pod("coredns-b"), _pod("coredns-adding"), _pod("running", phase="Running", sandbox="True"),
             _pod("starting", sandbox="True"), _pod("hostnet", host_network=True), _pod("bare", owned=False)]
-    api = StagingApi(pods)
+    failed = ["coredns-a", "coredns-b", "running", "starting", "hostnet", "bare", "gone-before"]
+    api = StagingApi(pods, sandbox_failed=failed)
     assert inst.restart_unplaced(api, cni.load("calico")) == ["coredns-a", "coredns-b"]
-    assert api.calls == [("delete", "pod", "coredns-a", "kube-system"), ("delete", "pod", "coredns-b", "kube-system")]
+    assert api.calls == [("list", "event", None), ("delete", "pod", "coredns-a", "kube-system"),
+                         ("delete", "pod", "coredns-b", "kube-system")]
+    api = StagingApi(pods)   # every sandbox still being made (Cilium's CNI call waits for its agent)
+    assert inst.restart_unplaced(api, cni.load("cilium")) == []
 
 
 def test_staged_is_a_boolean_on_a_manifest_workload_after_the_first(tmp_path):

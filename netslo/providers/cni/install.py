@@ -372,6 +372,9 @@ def install(kubectl, spec: CniSpec, *, encapsulation: str | None = None, pod_sub
     return installing.info
 
 
+SANDBOX_FAILED = "FailedCreatePodSandBox"   # the kubelet's event: a pod's sandbox (its network) could not be made
+
+
 def unplaced(pod: dict) -> bool:
     """Whether ``pod`` is on the pod network, made by a controller, and still has no sandbox: the
     kubelet tried to set it up before the CNI's node agent ran there, failed, and retries only 10-15 s
@@ -385,12 +388,17 @@ def unplaced(pod: dict) -> bool:
 
 
 def restart_unplaced(kubectl, spec: CniSpec) -> list[str]:
-    """Delete the kube-system pods ``unplaced`` finds, so their controllers make them again at once
-    (CoreDNS's, scheduled as soon as the CNI's configuration file made the nodes Ready and before its
-    agent ran); the names deleted."""
+    """Delete the kube-system pods ``unplaced`` finds whose sandbox the kubelet failed to make (a
+    ``SANDBOX_FAILED`` event names the pod), so their controllers make them again at once (CoreDNS's,
+    scheduled as soon as the CNI's configuration file made the nodes Ready and failed before its agent
+    ran); the names deleted. A pod without that event is still being set up and is left to finish:
+    Cilium's CNI call waits for its agent's first endpoint program (kind 2026-11-29: CoreDNS deleted
+    there was made again on the other node, which was still compiling, and Ready 10 s later)."""
+    events, _ = kubectl.list("event", "kube-system", field_selector=f"reason={SANDBOX_FAILED}")
+    failed = {e.get("involvedObject", {}).get("uid") for e in events}
     gone = []
     for pod in kubectl.get("pods", namespace="kube-system"):
-        if unplaced(pod):
+        if unplaced(pod) and pod["metadata"].get("uid") in failed:
             name = pod["metadata"]["name"]
             kubectl.delete("pod", name, "kube-system")
             gone.append(name)
