@@ -12,8 +12,9 @@ times, reading TCP_INFO every 100 ms (``netslo.probes.bulk``). A flow truncated 
 up to T, so the throughput over [omit, T] of the full flow is what a T-second flow would have
 measured. Per loss and T it prints, over the repetitions: the smallest BBR/Cubic throughput ratio
 with both flows T long and with a T-long BBR against a full-length Cubic (the test asserts >= 1 from
-1 % loss), the largest Cubic/3xMathis ratio at the loss each Cubic flow met (asserted <= 1 there), BBR over [omit, T] relative to
-its full-length value, and the coefficient of variation of each algorithm's throughput.
+1 % loss), the largest Cubic/3xMathis ratio at the loss each Cubic flow met (asserted <= 1 there),
+BBR over [omit, T] relative to its full-length value, and the coefficient of variation of each
+algorithm's throughput.
 """
 
 from __future__ import annotations

@@ -392,9 +392,9 @@ def test_bbr_not_below_cubic_under_loss_at_50ms(netslo_uml_qos, netslo_qos_spec,
     print(f"RTT {rtt * 1e3:g} ms, loss {sec['loss']:.0%}: " + ", ".join(f"{k} {v:.2f} Mbit/s" for k, v in mbit.items()))
     assert s["cubic"]["cc"] == "cubic" and s["bbr"]["cc"] == "bbr"
     assert mbit["bbr"] >= mbit["cubic"], f"BBR below Cubic: {mbit}"
-    # Mathis's p is the loss the flow met, not the configured rate: over ten 6 s Cubic flows on kind
-    # (2026-11-29) the retransmitted share was 0.52-1.41 %, and at 0.52 % Cubic reached 9.19 Mbit/s, 3.2x
-    # the bound at 1 % but 2.3x the bound at what it met. A flow that met no loss did not see the impairment.
+    # Mathis's p is the loss the flow met, not the configured rate: in ten gates on kind (2026-11-29) this
+    # 6 s flow's retransmitted share was 0.52-1.41 %, and at 0.52 % Cubic reached 9.19 Mbit/s, 3.2x the
+    # bound at 1 % but 2.3x the bound at what it met. A flow that met no loss did not see the impairment.
     p = tcpflow.loss_met(s["cubic"])
     if not p > 0:
         raise InfrastructureError(f"impairment not realized: configured loss {sec['loss']:.2%}, Cubic "
