@@ -58,7 +58,7 @@ def test_tcp_loss_grid_cubic_vs_bbr(loss, netslo_impairment, netslo_impaired_clu
 
     The study: Cubic falters from 0.1 % loss, BBR keeps its throughput. Asserted: BBR >= Cubic at
     >= 1 % loss, and Cubic stays within 3x of the Mathis bound (MSS/RTT)*1.22/sqrt(p) there, p the
-    loss rate the flow met (``tcpflow.mathis_bps``)."""
+    loss rate the flow met (``tcpflow.mathis_at_loss_met``)."""
     env = netslo_impaired_cluster
     data = parse({"delay": "25ms", "loss": loss, "rate": "50mbit", "limit": 10000})
     acks = parse({"delay": "25ms"}).with_direction("ingress")
@@ -80,11 +80,8 @@ def test_tcp_loss_grid_cubic_vs_bbr(loss, netslo_impairment, netslo_impaired_clu
     if p >= 0.01:
         assert rate["bbr"] >= rate["cubic"], f"BBR below Cubic at {loss} loss: {rate}"
         # Mathis's p: the loss Cubic's flow met (its retransmitted share), as in test_qos's study
-        met = tcpflow.loss_met(flows["cubic"])
-        if not met > 0:
-            raise InfrastructureError(f"impairment not realized: configured loss {loss}, Cubic retransmitted "
-                                      f"none of its {flows['cubic']['data_segs_out']} segments")
-        mathis = tcpflow.mathis_bps(0.050, met, flows["cubic"]["snd_mss"] or 1448) / 1e6
+        mathis, met = tcpflow.mathis_at_loss_met(flows["cubic"], 0.050, loss)
+        mathis /= 1e6
         assert rate["cubic"] <= 3 * mathis, (f"Cubic {rate['cubic']:.2f} Mbit/s above 3x Mathis {mathis:.2f} "
                                              f"at the {met:.2%} loss it met")
 

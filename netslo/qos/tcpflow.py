@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass
 
 from .. import units, wire
-from ..errors import SpecError
+from ..errors import InfrastructureError, SpecError
 from ..families import socket_family
 from ..sockopts import set_tos
 
@@ -310,6 +310,18 @@ def mathis_bps(rtt_s: float, loss: float, mss: int = 1448) -> float:
     """The Mathis et al. bound of a loss-limited Reno-like flow, (MSS/RTT)·1.22/√p in bits/s (Mathis,
     Semke, Mahdavi, Ott, ACM SIGCOMM CCR 27(3), 1997); p the loss rate the flow met."""
     return mss * 8 / rtt_s * 1.22 / math.sqrt(loss)
+
+
+def mathis_at_loss_met(flow_summary: dict, rtt_s: float, configured: str) -> tuple[float, float]:
+    """(the Mathis bound in bits/s at the loss the flow met, that loss), with the flow's MSS (1448 when
+    it has none); ``InfrastructureError`` naming the ``configured`` loss when the flow retransmitted
+    nothing: the impairment was not realized."""
+    p = loss_met(flow_summary)
+    if not p > 0:
+        raise InfrastructureError(f"impairment not realized: configured loss {configured}, "
+                                  f"{flow_summary.get('cc', 'the')} flow retransmitted none of its "
+                                  f"{flow_summary.get('data_segs_out', 0)} segments")
+    return mathis_bps(rtt_s, p, flow_summary.get("snd_mss") or 1448), p
 
 
 def main(argv=None) -> int:

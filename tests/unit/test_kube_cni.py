@@ -479,6 +479,8 @@ def test_pods_scheduled_before_the_pod_network_ran_are_made_again_once_it_does()
                          ("delete", "pod", "coredns-b", "kube-system")]
     api = StagingApi(pods)   # every sandbox still being made (Cilium's CNI call waits for its agent)
     assert inst.restart_unplaced(api, cni.load("cilium")) == []
+    api = StagingApi([_pod("running", phase="Running", sandbox="True")], sandbox_failed=["running"])
+    assert inst.restart_unplaced(api, cni.load("calico")) == [] and api.calls == []   # nothing waits: no events read
 
 
 def test_staged_is_a_boolean_on_a_manifest_workload_after_the_first(tmp_path):

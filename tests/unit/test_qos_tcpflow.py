@@ -71,3 +71,14 @@ def test_mathis_bound_at_the_loss_a_flow_met():
     assert lucky["throughput_bps"] / tcpflow.mathis_bps(0.05, tcpflow.loss_met(lucky)) == pytest.approx(2.34, abs=0.01)
     assert usual["throughput_bps"] / tcpflow.mathis_bps(0.05, tcpflow.loss_met(usual)) == pytest.approx(1.19, abs=0.01)
     assert math.isnan(tcpflow.loss_met({"total_retrans": 0, "data_segs_out": 0}))
+
+
+def test_mathis_at_loss_met_uses_the_flows_mss_and_errors_on_a_flow_that_lost_nothing():
+    from netslo.errors import InfrastructureError
+    flow = {"cc": "cubic", "total_retrans": 36, "data_segs_out": 6961}
+    bound, p = tcpflow.mathis_at_loss_met(flow, 0.05, "1.00%")
+    assert p == tcpflow.loss_met(flow) and bound == tcpflow.mathis_bps(0.05, p)          # no MSS: 1448
+    assert tcpflow.mathis_at_loss_met({**flow, "snd_mss": 1000}, 0.05, "1%")[0] == tcpflow.mathis_bps(0.05, p, 1000)
+    with pytest.raises(InfrastructureError, match=r"^impairment not realized: configured loss 1%, cubic flow "
+                                                  r"retransmitted none of its 2631 segments$"):
+        tcpflow.mathis_at_loss_met({"cc": "cubic", "total_retrans": 0, "data_segs_out": 2631}, 0.05, "1%")

@@ -394,11 +394,14 @@ def restart_unplaced(kubectl, spec: CniSpec) -> list[str]:
     ran); the names deleted. A pod without that event is still being set up and is left to finish:
     Cilium's CNI call waits for its agent's first endpoint program (kind 2026-11-29: CoreDNS deleted
     there was made again on the other node, which was still compiling, and Ready 10 s later)."""
+    waiting = [pod for pod in kubectl.get("pods", namespace="kube-system") if unplaced(pod)]
+    if not waiting:   # (the common case: no events to read)
+        return []
     events, _ = kubectl.list("event", "kube-system", field_selector=f"reason={SANDBOX_FAILED}")
     failed = {e.get("involvedObject", {}).get("uid") for e in events}
     gone = []
-    for pod in kubectl.get("pods", namespace="kube-system"):
-        if unplaced(pod) and pod["metadata"].get("uid") in failed:
+    for pod in waiting:
+        if pod["metadata"].get("uid") in failed:
             name = pod["metadata"]["name"]
             kubectl.delete("pod", name, "kube-system")
             gone.append(name)
