@@ -64,7 +64,7 @@ for cni in "${CNIS[@]}"; do
   deselect=()
   for id in ${GATE_DESELECT[$cni]}; do deselect+=(--deselect "$id"); done
   "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider kind --netslo-cni "$cni" --netslo-nodes 2 \
-    --netslo-keep-cluster --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results "$results" "${deselect[@]}" || rc=1
+    --netslo-keep-cluster --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results="$results" "${deselect[@]}" || rc=1
   say "kubectl -n kube-system get ds; the pod route to the other node"
   "$NETSLO_KUBECTL" --kubeconfig "$KUBECONFIG_KIND" -n kube-system get ds || rc=1
   docker exec netslo-worker ip route | grep -E 'vxlan|cilium' || true
@@ -73,7 +73,7 @@ for cni in "${CNIS[@]}"; do
     findmnt -n -o FSTYPE,SIZE,USED /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs' || true
   if ((first)); then
     say "Kubernetes provider tests on the same cluster"
-    NETSLO_KUBECONFIG=$KUBECONFIG_KIND "$PY" -m pytest -q -p no:cacheprovider -rs --junitxml "$results/kube-tests.xml" \
+    NETSLO_KUBECONFIG=$KUBECONFIG_KIND "$PY" -m pytest -q -p no:cacheprovider -rs --junitxml="$results/kube-tests.xml" \
       tests/integration/test_kube_existing.py tests/integration/test_kube_impair.py \
       tests/integration/test_kube_kubeconfig.py tests/integration/test_kube_reap.py || rc=1
     # A skip here means part of the real cluster went unexercised: only a CNI's stated limit may skip.
@@ -88,7 +88,7 @@ sys.exit(1 if bad else 0)
 PYEOF
     say "--netslo-provider existing on the same (dual-stack) cluster: cross-node udp/tcp-rr latency (v4, v6), DNS, impairments, the QoS tests whose path differs there"
     NETSLO_KUBECONFIG=$KUBECONFIG_KIND "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider existing \
-      --netslo-ip-family dual --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results "$results-existing" \
+      --netslo-ip-family dual --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results="$results-existing" \
       -k "not (priority or congestion or iperf3 or slow_start or bufferbloat) and not (test_latency_slo and not (cross-node-udp-1k or cross-node-tcp-rr-1k))" \
       netslo/gate/test_latency.py netslo/gate/test_dns.py netslo/gate/test_impairments.py netslo/gate/test_qos.py || rc=1
     # -k: the QoS shaping studies act through the same node agent (netslo.providers.kube_links) as on kind

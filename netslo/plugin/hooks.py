@@ -22,6 +22,7 @@ from netslo import skips
 from netslo import slo as slo_mod
 from netslo.families import MODES, families_of
 from netslo.errors import InfrastructureError, NotEnoughSamples, SpecError, Unsupported
+from netslo.plugin.rootdir import check_rootdir
 from netslo.providers import DATAPATHS, PROVIDERS, make_provider
 from netslo.resources import shipped_slo
 from netslo.report.results import ResultsWriter
@@ -132,8 +133,7 @@ def _has_netslo_slo_file(path: Path) -> bool:
 
 
 def project_slo_path(config) -> Path:
-    """The project's own slo.yaml: of the directory pytest was started in, else of the rootdir (which
-    bare path arguments such as ``--alluredir /tmp/x`` can move away from the project)."""
+    """The project's own slo.yaml: of the directory pytest was started in, else of the rootdir."""
     here = Path(config.invocation_params.dir) / "slo.yaml"
     return here if here.exists() else Path(config.rootpath) / "slo.yaml"
 
@@ -164,6 +164,7 @@ def pytest_configure(config):
         config.addinivalue_line("markers", line)
     if not netslo_requested(config):
         return
+    check_rootdir(config)
     provider = config.getoption("--netslo-provider")
     datapath = config.getoption("--netslo-datapath")
     nodes_text = config.getoption("--netslo-nodes")
