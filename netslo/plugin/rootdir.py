@@ -20,6 +20,11 @@ from pathlib import Path
 
 import pytest
 
+try:   # no public API computes the rootdir again; pytest 8.0-9.x have this one
+    from _pytest.config.findpaths import determine_setup
+except ImportError:   # a later pytest: the check is not made
+    determine_setup = None
+
 
 def values_read_as_paths(args: list[str], positional: list[str], invocation_dir: Path) -> list[tuple[str, str]]:
     """(option, value) pairs of ``args`` written ``--opt value`` whose value is an existing path and
@@ -33,8 +38,6 @@ def values_read_as_paths(args: list[str], positional: list[str], invocation_dir:
 def _setup(args: list[str], config: pytest.Config) -> tuple[Path, Path | None]:
     """(rootdir, configuration file) pytest chooses for path arguments ``args`` and this run's
     ``-c``/``--rootdir``/``-o``."""
-    from _pytest.config.findpaths import determine_setup   # no public API computes it again
-
     ns = config.known_args_namespace
     given = {"inifile": ns.inifilename, "override_ini": ns.override_ini, "args": args,
              "rootdir_cmd_arg": ns.rootdir or None, "invocation_dir": config.invocation_params.dir}
@@ -49,7 +52,7 @@ def check_rootdir(config: pytest.Config) -> None:
     args = shlex.split(os.environ.get("PYTEST_ADDOPTS", "")) + list(config.invocation_params.args)
     positional = [str(a) for a in config.known_args_namespace.file_or_dir]
     taken = values_read_as_paths(args, positional, config.invocation_params.dir)
-    if not taken:
+    if not taken or determine_setup is None:
         return
     rootdir, inifile = _setup(positional, config)
     if (rootdir, inifile) == (config.rootpath, config.inipath):
