@@ -36,7 +36,7 @@ import signal
 import sys
 import traceback
 
-from .forkserver import WARM, exit_child, exit_code
+from .forkserver import WARM, child_signals, exit_child, exit_code
 
 PR_SET_PDEATHSIG = 1
 MAX_HEADER = 1 << 20
@@ -52,8 +52,7 @@ def _child(argv: list[str], env: dict[str, str], out_w: int, err_w: int) -> None
     code = 1
     try:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
+        child_signals((signal.SIGCHLD, signal.SIGTERM))   # (the session itself dies of SIGPIPE: ``serve``)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_w, 1)

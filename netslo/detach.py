@@ -40,7 +40,7 @@ def _run_detached(argv: list[str], log_fd: int) -> None:
         sys.stdout = open(1, "w", buffering=1, closefd=False)   # whatever objects they were, they write
         sys.stderr = open(2, "w", buffering=1, closefd=False)   # to the log now
         return main(argv)
-    run_child(detached, (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE, signal.SIGINT))
+    run_child(detached, (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT))
 
 
 def _tail(path: str) -> str:

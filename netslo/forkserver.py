@@ -55,8 +55,7 @@ def _child(request: dict, fds: list[int]) -> None:
     code = 1
     try:
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
+        child_signals((signal.SIGCHLD, signal.SIGTERM))
         signal.signal(signal.SIGINT, signal.default_int_handler)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -84,13 +83,21 @@ def _child(request: dict, fds: list[int]) -> None:
         exit_child(code)
 
 
+def child_signals(defaults) -> None:
+    """In a forked child: the default action for the signals ``defaults`` and SIGPIPE ignored, as a
+    fresh interpreter has it: a write to a peer that closed raises BrokenPipeError. (With the default
+    action a forked TCP responder died, exit -13, when a client left in the middle of a response.)"""
+    for sig in defaults:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+
 def run_child(fn: Callable[[], int], signals=(signal.SIGTERM, signal.SIGINT)) -> None:
-    """In a forked child: the default handlers for ``signals``, then ``fn()``; the child exits with
-    its code (1, with the traceback on stderr, when it raised). Never returns."""
+    """In a forked child: ``child_signals(signals)``, then ``fn()``; the child exits with its code (1,
+    with the traceback on stderr, when it raised). Never returns."""
     code = 1
     try:
-        for sig in signals:
-            signal.signal(sig, signal.SIG_DFL)
+        child_signals(signals)
         code = fn()
     except SystemExit as e:
         code = exit_code(e)

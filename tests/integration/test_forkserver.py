@@ -179,3 +179,61 @@ def test_forked_responders_answer_and_go_with_their_cluster():
         time.sleep(0.05)
     assert not any(_not_zombie(p) for p in pids)
 
+
+
+def _ignored_signals(pid: int) -> int:
+    """The SigIgn mask of process ``pid`` (bit n-1: signal n ignored)."""
+    line = next(ln for ln in open(f"/proc/{pid}/status") if ln.startswith("SigIgn:"))
+    return int(line.split()[1], 16)
+
+
+TCP_PORT = 7199   # a tcp responder of these tests' own (the cluster's serves udp only)
+CLOSE_MID_RESPONSE = f"""
+import socket, sys, time
+from netslo import wire
+for _ in range(3):
+    try:
+        s = socket.create_connection(("127.0.0.1", {TCP_PORT}), timeout=5)
+        s.sendall(wire.TCP_REQ.pack(wire.TCP_REQ_MAGIC, 1, wire.TCP_REQ.size, 32 << 20, 0))
+        s.recv(4096)
+        s.shutdown(socket.SHUT_WR)   # FIN with 32 MB still to come: the responder goes to CLOSE_WAIT,
+        time.sleep(0.05)
+        s.close()                    # then unread data: a reset, which there makes its next send EPIPE
+    except OSError as e:             # (a responder that died: the test says so with its exit code)
+        print(e)
+"""
+
+
+def test_a_forked_tcp_responder_ignores_sigpipe_and_outlives_a_client_that_leaves_mid_response(cluster, tmp_path):
+    """A fresh interpreter ignores SIGPIPE (a write to a reset peer raises BrokenPipeError); a forked run
+    must too. With the default action a client that closed while a large response was being sent killed
+    the user-mode-linux guest's forked TCP responder (exit -13, kind gate of 2026-11-29 rc7: the next
+    study's connect was refused)."""
+    c, srv, _, _ = cluster
+    ns = c.netns_of(srv)
+    ready = tmp_path / "ready"
+    with open(tmp_path / "tcp.log", "wb") as log:
+        run = c._agent_run(ns, ["serve", "tcp", "--port", str(TCP_PORT), "--ready-file", str(ready)],
+                           output=log.fileno())
+    fresh = subprocess.Popen(c._agent_argv(ns, ["serve", "udp", "--port", "7198"]), env=child_env(), cwd=CHILD_CWD)
+    try:
+        deadline = time.monotonic() + 20
+        while not ready.exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)   # the fresh interpreter past its start-up
+        assert _ignored_signals(run.pid) == _ignored_signals(fresh.pid)   # SIGPIPE and SIGXFSZ among them
+        assert _ignored_signals(run.pid) & (1 << (signal.SIGPIPE - 1))
+        client = subprocess.run(["nsenter", f"--net={NETNS_DIR / ns}", sys.executable, "-c", CLOSE_MID_RESPONSE],
+                                capture_output=True, text=True, env=child_env(), cwd=CHILD_CWD, timeout=60)
+        assert client.returncode == 0, client.stderr
+        time.sleep(0.5)
+        assert run.poll() is None, f"the responder died (exit {run.returncode}): {(tmp_path / 'tcp.log').read_text()}"
+        again = subprocess.run(["nsenter", f"--net={NETNS_DIR / ns}", sys.executable, "-c",
+                                f"import socket; socket.create_connection(('127.0.0.1', {TCP_PORT}), timeout=5)"],
+                               capture_output=True, text=True, env=child_env(), cwd=CHILD_CWD, timeout=30)
+        assert again.returncode == 0, again.stderr
+    finally:
+        fresh.kill()
+        fresh.wait()
+        run.terminate()
+        run.wait(10)

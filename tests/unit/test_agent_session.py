@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -232,6 +233,39 @@ def test_a_session_imports_the_probes_on_its_first_probe_not_before():
 
 
 
+def _ignores_sigpipe(pid: int) -> bool:
+    """Whether process ``pid`` ignores SIGPIPE (its SigIgn mask), as every fresh Python interpreter does."""
+    line = next(ln for ln in open(f"/proc/{pid}/status") if ln.startswith("SigIgn:"))
+    return bool(int(line.split()[1], 16) & (1 << (signal.SIGPIPE - 1)))
+
+
+def test_a_command_run_by_the_session_ignores_sigpipe_as_a_fresh_interpreter_does():
+    """The session itself ends when its exec stream goes (SIGPIPE's default action); what it runs
+    must not: a TCP responder forked with that action died when a client left mid-response."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen([sys.executable, "-m", "netslo.agent", "session"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        p.stdin.write(request_line(["serve", "tcp", "--port", str(port), "--bind", "127.0.0.1"]))
+        p.stdin.flush()
+        deadline = time.monotonic() + 10
+        while True:   # until the responder listens: its child is past its signal set-up
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, p.stderr.read1(4096)
+                time.sleep(0.02)
+        child, = (int(k) for k in open(f"/proc/{p.pid}/task/{p.pid}/children").read().split())
+        assert _ignores_sigpipe(child) and not _ignores_sigpipe(p.pid)
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_a_detached_responder_keeps_serving_after_the_reply_and_holds_none_of_the_session(tmp_path):
     """``detach`` through a session: the reply comes once the responder is ready (its pid on stdout),
     the responder answers real requests after it, in a session of its own, and it holds no pipe of
@@ -253,6 +287,7 @@ def test_a_detached_responder_keeps_serving_after_the_reply_and_holds_none_of_th
         assert rc == 0, err.decode()
         pid = int(out)
         assert os.getsid(pid) == pid != os.getsid(p.pid)
+        assert _ignores_sigpipe(pid)     # as a fresh interpreter: a client leaving mid-response cannot kill it
         req = urllib.request.Request(f"http://127.0.0.1:{port}/rr", data=b"x", headers={"X-Resp-Bytes": "3"})
         assert urllib.request.urlopen(req, timeout=5).read() == b"\0\0\0"
         p.stdin.close()
