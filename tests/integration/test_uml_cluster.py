@@ -151,7 +151,7 @@ def test_gate_tests_that_need_netem_share_one_guest_and_it_is_gone_before_the_ot
     user-mode-linux guest booted once, shut down before the next test that does not need it."""
     (tmp_path / "test_guest.py").write_text(GUEST_TESTS)
     p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-m", "cni",
-                        "--netslo-slo", str(ROOT / "netslo" / "gate" / "slo.yaml"), "--netslo-results", str(tmp_path / "res"),
+                        f"--netslo-slo={ROOT / 'netslo' / 'gate' / 'slo.yaml'}", f"--netslo-results={tmp_path / 'res'}",
                         str(tmp_path / "test_guest.py")], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     runs = [ln.split()[1:] for ln in p.stdout.splitlines() if ln.startswith("RUN ")]
