@@ -15,6 +15,7 @@ from netslo.errors import InfrastructureError
 from netslo.probes import ProbeSpec
 from netslo.providers.netns import NETNS_DIR, NetnsCluster, pids_in_netns
 from netslo.procs import CHILD_CWD, child_env
+from tests.unit.test_agent_session import ignored_signals
 
 
 @pytest.fixture(scope="module")
@@ -181,12 +182,6 @@ def test_forked_responders_answer_and_go_with_their_cluster():
 
 
 
-def _ignored_signals(pid: int) -> int:
-    """The SigIgn mask of process ``pid`` (bit n-1: signal n ignored)."""
-    line = next(ln for ln in open(f"/proc/{pid}/status") if ln.startswith("SigIgn:"))
-    return int(line.split()[1], 16)
-
-
 TCP_PORT = 7199   # a tcp responder of these tests' own (the cluster's serves udp only)
 CLOSE_MID_RESPONSE = f"""
 import socket, sys, time
@@ -215,16 +210,18 @@ def test_a_forked_tcp_responder_ignores_sigpipe_and_outlives_a_client_that_leave
     with open(tmp_path / "tcp.log", "wb") as log:
         run = c._agent_run(ns, ["serve", "tcp", "--port", str(TCP_PORT), "--ready-file", str(ready)],
                            output=log.fileno())
-    fresh = subprocess.Popen(c._agent_argv(ns, ["serve", "udp", "--port", "7198"]), env=child_env(), cwd=CHILD_CWD)
+    fresh_ready = tmp_path / "fresh-ready"
+    fresh = subprocess.Popen(c._agent_argv(ns, ["serve", "udp", "--port", "7198", "--ready-file", str(fresh_ready)]),
+                             env=child_env(), cwd=CHILD_CWD)
     try:
         deadline = time.monotonic() + 20
-        while not ready.exists() and run.poll() is None and time.monotonic() < deadline:
+        while not (ready.exists() and fresh_ready.exists()) and run.poll() is None and fresh.poll() is None \
+                and time.monotonic() < deadline:
             time.sleep(0.02)
-        time.sleep(0.5)   # the fresh interpreter past its start-up
         # the signals Python ignores at start-up (SIGINT may be ignored too, by a shell that started
         # this run in the background: the fresh interpreter inherits that, a forked run resets it)
         python_ignores = (1 << (signal.SIGPIPE - 1)) | (1 << (signal.SIGXFSZ - 1))
-        assert _ignored_signals(run.pid) & python_ignores == _ignored_signals(fresh.pid) & python_ignores \
+        assert ignored_signals(run.pid) & python_ignores == ignored_signals(fresh.pid) & python_ignores \
             == python_ignores
         client = subprocess.run(["nsenter", f"--net={NETNS_DIR / ns}", sys.executable, "-c", CLOSE_MID_RESPONSE],
                                 capture_output=True, text=True, env=child_env(), cwd=CHILD_CWD, timeout=60)

@@ -233,10 +233,15 @@ def test_a_session_imports_the_probes_on_its_first_probe_not_before():
 
 
 
-def _ignores_sigpipe(pid: int) -> bool:
-    """Whether process ``pid`` ignores SIGPIPE (its SigIgn mask), as every fresh Python interpreter does."""
+def ignored_signals(pid: int) -> int:
+    """The SigIgn mask of process ``pid`` (bit n-1: signal n ignored)."""
     line = next(ln for ln in open(f"/proc/{pid}/status") if ln.startswith("SigIgn:"))
-    return bool(int(line.split()[1], 16) & (1 << (signal.SIGPIPE - 1)))
+    return int(line.split()[1], 16)
+
+
+def _ignores_sigpipe(pid: int) -> bool:
+    """Whether process ``pid`` ignores SIGPIPE, as every fresh Python interpreter does."""
+    return bool(ignored_signals(pid) & (1 << (signal.SIGPIPE - 1)))
 
 
 def test_a_command_run_by_the_session_ignores_sigpipe_as_a_fresh_interpreter_does():
