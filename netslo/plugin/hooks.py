@@ -84,10 +84,12 @@ def pytest_addoption(parser):
                 help=f"IP families of the pods: {', '.join(MODES)} (default dual where netslo makes the "
                      "cluster: netns, kind; ipv4 on minikube and existing — say dual for a dual-stack cluster); "
                      "scenarios of a family not asked for are deselected")
-    g.addoption("--netslo-slo", default=None, metavar="FILE",
+    # Path options expand "~" themselves: the shell does not in the one-word --opt=~/dir, the spelling
+    # an absolute path needs (netslo.plugin.rootdir).
+    g.addoption("--netslo-slo", default=None, metavar="FILE", type=os.path.expanduser,
                 help="SLO YAML file (default: slo.yaml of the current directory, else of the rootdir, "
                      "else the one shipped in netslo.gate)")
-    g.addoption("--netslo-results", default="netslo-results", metavar="DIR",
+    g.addoption("--netslo-results", default="netslo-results", metavar="DIR", type=os.path.expanduser,
                 help="directory for results.json and raw samples (default netslo-results)")
     g.addoption("--netslo-allow-skip", action="append", default=[], metavar="CATEGORY",
                 help="declare skips of these categories expected (repeatable or comma-separated): "

@@ -18,6 +18,7 @@ gets environment.properties and categories.json.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -54,7 +55,7 @@ class ReportState:
 
 def pytest_addoption(parser):
     g = parser.getgroup(*GROUP)
-    g.addoption("--netslo-baseline", default=None, metavar="PATH",
+    g.addoption("--netslo-baseline", default=None, metavar="PATH", type=os.path.expanduser,
                 help="compare with a baseline: results.json, a results dir, or a dir of past runs")
     g.addoption("--netslo-regression-metrics", default=None,
                 help=f"metrics to compare (default {','.join(regression_mod.DEFAULT_METRICS)})")
@@ -74,7 +75,7 @@ def pytest_addoption(parser):
                 help=f"bootstrap block length (default {regression_mod.Policy.block_s * 1e3:g}ms)")
     g.addoption("--netslo-regression-resamples", default=None,
                 help=f"bootstrap resamples (default {regression_mod.Policy.n_boot})")
-    g.addoption("--netslo-regression-report", default=None, metavar="DIR",
+    g.addoption("--netslo-regression-report", default=None, metavar="DIR", type=os.path.expanduser,
                 help="where to write regression.md/json (default: the --netslo-results dir)")
     g.addoption("--netslo-regression-confirm", default="suspect", metavar="MODE",
                 help="'suspect' (default): re-measure a test that looks regressed and fail only if the "

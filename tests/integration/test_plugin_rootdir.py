@@ -4,11 +4,14 @@ project's configuration. Real pytest sessions in a small project of their own.""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from importlib.metadata import entry_points
 
 import pytest
+
+from netslo.resources import shipped_slo
 
 INI = "[pytest]\ntestpaths = checks\nmarkers =\n    own: a marker only this project declares\naddopts = --strict-markers\n"
 CHECK = "import pytest\n\n@pytest.mark.cni\n@pytest.mark.own\ndef test_in_testpaths():\n    pass\n"
@@ -67,3 +70,19 @@ def test_the_one_word_spelling_and_a_path_inside_the_project_keep_the_projects_c
         proc = _collect(proj, "-m", "cni", *args)
         assert proc.returncode == 0, (args, proc.stdout + proc.stderr)
         assert "checks/test_a.py::test_in_testpaths" in proc.stdout and "other/" not in proc.stdout, proc.stdout
+
+
+def test_path_options_expand_the_home_directory_that_the_shell_leaves_inside_one_word(project, tmp_path):
+    """``--netslo-slo=~/slo.yaml`` (the spelling the stop above asks for) reads the user's file, and
+    ``--netslo-results=~/runs/1`` writes there, not into a directory named ``~`` in the project."""
+    proj, _ = project
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "slo.yaml").write_bytes(shipped_slo("slo.yaml").read_bytes())
+    env = {**os.environ, "HOME": str(home)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_plugin_args(), "-m", "cni",
+                           "--netslo-slo=~/slo.yaml", "--netslo-results=~/runs/1"],
+                          cwd=proj, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (home / "runs" / "1" / "results.json").is_file(), sorted(p.name for p in home.rglob("*"))
+    assert not (proj / "~").exists()
