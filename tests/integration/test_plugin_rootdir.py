@@ -73,7 +73,7 @@ def test_the_one_word_spelling_and_a_path_inside_the_project_keep_the_projects_c
 
 
 def test_path_options_expand_the_home_directory_that_the_shell_leaves_inside_one_word(project, tmp_path):
-    """``--netslo-slo=~/slo.yaml`` (the spelling the stop above asks for) reads the user's file, and
+    """``--netslo-slo=~/slo.yaml`` (the spelling the rootdir check asks for) reads the user's file, and
     ``--netslo-results=~/runs/1`` writes there, not into a directory named ``~`` in the project."""
     proj, _ = project
     home = tmp_path / "home"
