@@ -21,6 +21,7 @@ from netslo.agent_session import parse_reply, request_line
 from netslo.errors import InfrastructureError
 from netslo.providers.kube_session import AgentSessions
 from netslo.samples import SampleSet
+from tests.unit.local_responder import free_port
 
 CLOSED_PORT = "127.0.0.1:9"
 
@@ -248,9 +249,7 @@ def test_a_command_run_by_the_session_ignores_sigpipe_as_a_fresh_interpreter_doe
     """The session itself ends when its exec stream goes (SIGPIPE's default action); what it runs
     must not: a TCP responder forked with that action died when a client left mid-response."""
     import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     p = subprocess.Popen([sys.executable, "-m", "netslo.agent", "session"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -275,11 +274,8 @@ def test_a_detached_responder_keeps_serving_after_the_reply_and_holds_none_of_th
     """``detach`` through a session: the reply comes once the responder is ready (its pid on stdout),
     the responder answers real requests after it, in a session of its own, and it holds no pipe of
     the session's (ending the session leaves it running; the session's stdout ends)."""
-    import socket
     import urllib.request
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ready, log = tmp_path / "ws.ready", tmp_path / "ws.log"
     ready.write_text("old")          # a stale ready file never counts
     p = subprocess.Popen([sys.executable, "-m", "netslo.agent", "session"], stdin=subprocess.PIPE,
