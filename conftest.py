@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 _installed = any(ep.name == "netslo" for ep in entry_points(group="pytest11"))
-pytest_plugins = [] if _installed else ["netslo.plugin.hooks"]
+pytest_plugins = [] if _installed else ["netslo.gate.plugin.hooks"]
 
 OWN_TESTS = {Path(__file__).parent / "tests" / d for d in ("unit", "integration")}
 

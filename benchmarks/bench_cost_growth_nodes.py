@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from netslo import runner
-from netslo import slo as slo_mod
-from netslo.providers.netns import NetnsCluster, require_privileges
-from netslo.scenario import Scenario
+from netslo.slo import runner
+from netslo.slo import spec as slo_mod
+from netslo.providers.netns.cluster import NetnsCluster, require_privileges
+from netslo.slo.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_COUNTS = (2, 4, 8)

@@ -2,7 +2,7 @@
 
     NETSLO_GATE_PHASES=netslo-results/phases.json python -m pytest benchmarks/bench_gate_phases.py -s
 
-Every gate session writes ``phases.json`` into its results directory (``netslo.plugin.timing``):
+Every gate session writes ``phases.json`` into its results directory (``netslo.gate.plugin.gate_time``):
 the wall time, seconds per kind of engine work (provider up, user-mode-linux boot, pods,
 responders, impairment apply/verify/clear, probing, bulk flows and pod commands, analysis, reports,
 teardown; the rest is test code and pytest) and per test module pytest's setup / call / teardown,
@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from netslo.plugin import timing
+from netslo.gate.plugin import gate_time as timing
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from netslo import units  # noqa: E402
+from netslo.core import units  # noqa: E402
 from netslo.impair import capability, netem, verify  # noqa: E402
 from netslo.impair.spec import parse  # noqa: E402
 
@@ -45,13 +45,13 @@ SD_TARGET = 0.15
 def cluster():
     if capability.detect().netem:
         from netslo.impair.netem import NetemController
-        from netslo.providers.netns import NetnsCluster
+        from netslo.providers.netns.cluster import NetnsCluster
         c = NetnsCluster(nodes=2)
         return c, NetemController(c), c.environment()["kernel"], None
     ok, why = capability.uml_available()
     if not ok:
         sys.exit(f"no netem: host lacks sch_netem and user-mode-linux is unusable ({why})")
-    from netslo.kernels.uml import UmlCluster
+    from netslo.providers.netns.uml import UmlCluster
     c = UmlCluster(nodes=2)
     return c, c.impairer, f"uml {c.ready['kernel']}", c.boot_seconds
 
@@ -85,7 +85,7 @@ def row(name: str, imp, s, base_up: np.ndarray) -> dict:
     if imp.reorder:
         skipped = int((up < imp.delay / 2).sum())
         lo, hi = verify.binomial_interval(len(up), imp.reorder_share)
-        from netslo.stats import analyze
+        from netslo.stats.analysis import analyze
         out.update(reorder_configured=imp.reorder_share, reorder_realized=skipped / len(up),
                    reorder_interval=f"{lo}..{hi} of {len(up)}", reorder_count=analyze(s).counts["reordered"])
         checks.append(lo <= skipped <= hi)

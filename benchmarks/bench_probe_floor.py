@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netslo import stats
+from netslo.stats import analysis as stats
 from netslo.report.series import series
-from netslo.samples import SampleSet
+from netslo.stats.samples import SampleSet
 from benchmarks.veth import VethPair
 
 HERE = Path(__file__).resolve().parent

@@ -3,10 +3,10 @@ printed; nothing asserted about time or memory, only that the results are the sa
 
     python -m pytest benchmarks/bench_soak_synthetic_stream.py -s
 
-No network: ``benchmarks.synthetic_samples.synthetic_stream`` fills ``netslo.stream.RowStream``
+No network: ``benchmarks.synthetic_samples.synthetic_stream`` fills ``netslo.stats.stream.RowStream``
 (the rows a udp/tcp probe holds while they can change) 65 536 rows at a time, its clock being the
 synthetic send times (a request every 100 µs: 20 M requests = 33 min of a 10 000/s soak), and the
-final blocks go to ``netslo.sample_file.ChunkWriter`` on disk, as ``python -m netslo.agent probe
+final blocks go to ``netslo.stats.sample_file.ChunkWriter`` on disk, as ``python -m netslo.agent probe
 ... --out FILE`` does. Each step runs in an interpreter of its own (``benchmarks.measure``):
 
   stream    the writer; peak RSS above the interpreter after imports, and the RSS at every chunk

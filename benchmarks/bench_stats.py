@@ -28,7 +28,7 @@ import pytest
 from netslo.report import plots
 from netslo.report import regression as reg
 from netslo.report.series import series
-from netslo.stats import analyze
+from netslo.stats.analysis import analyze
 from benchmarks.synthetic_samples import synthetic
 
 

@@ -2,7 +2,7 @@
 
     python -m benchmarks.measure analyze FILE      load a raw-samples file and analyse it
     python -m benchmarks.measure stream N FILE     the synthetic soak writer: N requests through
-                                                   netslo.stream.RowStream into a ChunkWriter
+                                                   netslo.stats.stream.RowStream into a ChunkWriter
     python -m benchmarks.measure whole N           the same N synthetic requests held whole as
                                                    structured rows (73 B each), then analysed
 
@@ -25,9 +25,9 @@ import scipy.signal
 import scipy.stats
 
 from benchmarks.synthetic_samples import synthetic_rows, synthetic_stream
-from netslo import compact, sample_file
-from netslo.samples import SampleSet
-from netslo.stats import analyze
+from netslo.stats import compact, sample_file
+from netslo.stats.samples import SampleSet
+from netslo.stats.analysis import analyze
 
 
 

@@ -22,8 +22,9 @@ import os
 import numpy as np
 import pytest
 
-from netslo.plugin.qos import netslo_bandwidth_pods, netslo_qos_spec  # noqa: F401
-from netslo.qos import bandwidth, conformance, experiments, tcpflow
+from netslo.gate.plugin.qos import netslo_bandwidth_pods, netslo_qos_spec  # noqa: F401
+from netslo.impair.shaping import bandwidth
+from netslo.studies.qos import conformance, experiments, tcpflow
 from netslo.gate.test_qos import _bandwidth_pods
 
 FULL_S = 4.0

@@ -21,8 +21,8 @@ import os
 import numpy as np
 import pytest
 
-from netslo.plugin.qos import netslo_bandwidth_pods, netslo_qos_pods, netslo_qos_spec  # noqa: F401
-from netslo.qos import conformance, experiments, tcpflow
+from netslo.gate.plugin.qos import netslo_bandwidth_pods, netslo_qos_pods, netslo_qos_spec  # noqa: F401
+from netslo.studies.qos import conformance, experiments, tcpflow
 
 FULL_S = 2.0
 OMIT_S = 0.5

@@ -23,8 +23,9 @@ import os
 import numpy as np
 from scipy import stats as sps
 
-from netslo import runner, units
-from netslo.scenario import Scenario, matrix
+from netslo.slo import runner
+from netslo.core import units
+from netslo.slo.scenario import Scenario, matrix
 
 SCENARIOS = (matrix(protocols=("udp", "tcp-rr"), profiles=("1k",)) + matrix(protocols=("udp",), profiles=("64b",))
              + matrix(protocols=("tcp-rr",), profiles=("10k", "100k")))

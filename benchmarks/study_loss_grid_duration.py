@@ -8,7 +8,7 @@ from the first T seconds of full-length flows (numbers printed, no pass/fail).
 
 Not collected by ``pytest benchmarks`` (run it by path). For each loss of the grid (50 ms RTT, 50 Mbit/s
 netem bottleneck, as the gate's test) it runs a Cubic and a BBR flow of ``FULL_S`` seconds, REPS
-times, reading TCP_INFO every 100 ms (``netslo.probes.bulk``). A flow truncated at T is the same flow
+times, reading TCP_INFO every 100 ms (``netslo.traffic.probes.bulk``). A flow truncated at T is the same flow
 up to T, so the throughput over [omit, T] of the full flow is what a T-second flow would have
 measured. Per loss and T it prints, over the repetitions: the smallest BBR/Cubic throughput ratio
 with both flows T long and with a T-long BBR against a full-length Cubic (the test asserts >= 1 from
@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 from netslo.impair.spec import parse
-from netslo.probes.bulk import bulk
-from netslo.qos import tcpflow
+from netslo.traffic.probes.bulk import bulk
+from netslo.studies.qos import tcpflow
 
 LOSS_GRID = ("0.01%", "0.1%", "1%", "3%")
 FULL_S, OMIT_S = 6.0, 1.0

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from netslo import compact
-from netslo.samples import CHUNK_ROWS, SAMPLE_DTYPE, SampleSet, empty
-from netslo.stream import RowStream
+from netslo.stats import compact
+from netslo.stats.samples import CHUNK_ROWS, SAMPLE_DTYPE, SampleSet, empty
+from netslo.stats.stream import RowStream
 
 GEN_BLOCK = 1 << 16
 META = {"protocol": "udp", "shared_clock": True, "synthetic": True}
@@ -59,7 +59,7 @@ def synthetic(n: int, seed: int = 0, scale: float = 1.0) -> SampleSet:
 
 
 def synthetic_stream(n: int, sink, seed: int = 0, scale: float = 1.0, settle_ns: int = 1_000_000_000) -> SampleSet:
-    """The fast synthetic writer: n requests fed through ``netslo.stream.RowStream`` (blocks held
+    """The fast synthetic writer: n requests fed through ``netslo.stats.stream.RowStream`` (blocks held
     while they can change, then encoded and handed to ``sink``) ``GEN_BLOCK`` rows at a time, its
     clock being the synthetic send times. Returns what ``RowStream.finish`` returns."""
     stream = RowStream(n, settle_ns=settle_ns, sink=sink)

@@ -14,7 +14,7 @@ class VethPair:
     The names follow the netslo run-id scheme, so ``python -m netslo reap`` removes a killed run's pair."""
 
     def __init__(self):
-        from netslo.providers.netns import STATE_ROOT
+        from netslo.providers.netns.cluster import STATE_ROOT
         import os
         self.rid = secrets.token_hex(3)
         self.a, self.b = f"nsl-{self.rid}-a", f"nsl-{self.rid}-b"
@@ -40,7 +40,7 @@ class VethPair:
         return p
 
     def close(self) -> None:
-        from netslo.providers.netns import STATE_ROOT, _kill_all, pids_in_netns
+        from netslo.providers.netns.cluster import STATE_ROOT, _kill_all, pids_in_netns
         import shutil
         for p in self.procs:
             p.kill()

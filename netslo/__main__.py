@@ -21,8 +21,9 @@ import argparse
 import os
 import sys
 
-from . import __version__, slo
-from .errors import InfrastructureError, SpecError, Unsupported
+from netslo import __version__
+from netslo.slo import spec as slo
+from netslo.core.errors import InfrastructureError, SpecError, Unsupported
 
 
 def main(argv=None) -> int:
@@ -84,7 +85,7 @@ def gate(pytest_args: list[str]) -> int:
 
 
 def _image(p: argparse.ArgumentParser, args) -> int:
-    from . import image
+    from netslo.agent import image
     tag = args.tag or image.DEFAULT_TAG
     if args.action == "context":
         if not args.directory:
@@ -105,17 +106,17 @@ def _reap(args) -> list[str]:
     machine's namespaces, processes and user-mode-linux guests."""
     lines = []
     if args.kubeconfig or args.context:
-        from .providers import kube_reap
-        from .providers.kubeapi import KubeApi
-        from .units import duration
+        from netslo.providers.kube import reap as kube_reap
+        from netslo.providers.kube.api import KubeApi
+        from netslo.core.units import duration
         max_age = duration(args.max_age, "--max-age")
         lines += kube_reap.reap(KubeApi(args.kubeconfig, args.context), dry_run=args.dry_run,
                                 max_age=max_age, wait=True)
     if args.kind:
-        from .providers import kube_reap
+        from netslo.providers.kube import reap as kube_reap
         lines += kube_reap.reap_kind_clusters(keep_cluster=args.keep_cluster, dry_run=args.dry_run)
     if not (args.kubeconfig or args.context or args.kind):
-        from .providers import netns
+        from netslo.providers.netns import cluster as netns
         lines += netns.reap(dry_run=args.dry_run)
     return lines
 

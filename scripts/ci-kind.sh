@@ -13,8 +13,8 @@
 # CNIs: cilium (built from the Go module proxy) by default, and calico too when NETSLO_CALICO_SRC names a
 # git repository of projectcalico/calico holding tag v3.31.3 or that tag's source archive (.tar.gz/.tar.xz). Declared skips: needs_netem (the node
 # kernel is this machine's: no sch_netem) and, on Cilium only, capability (its Bandwidth Manager needs
-# sch_fq: netslo.qos.limits.REQUIREMENTS). The QoS shaping studies run on the nodes' links through the
-# node agent (netslo.qos.node_links), so nothing skips as provider. Build times of a cold cache: see
+# sch_fq: netslo.studies.qos.limits.REQUIREMENTS). The QoS shaping studies run on the nodes' links through the
+# node agent (netslo.impair.shaping.node_links), so nothing skips as provider. Build times of a cold cache: see
 # docs/kubernetes.md ("kind without a registry"); results in netslo-results-kind-<cni>/.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -91,7 +91,7 @@ PYEOF
       --netslo-ip-family dual --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results="$results-existing" \
       -k "not (priority or congestion or iperf3 or slow_start or bufferbloat) and not (test_latency_slo and not (cross-node-udp-1k or cross-node-tcp-rr-1k))" \
       netslo/gate/test_latency.py netslo/gate/test_dns.py netslo/gate/test_impairments.py netslo/gate/test_qos.py || rc=1
-    # -k: the QoS shaping studies act through the same node agent (netslo.providers.kube_links) as on kind
+    # -k: the QoS shaping studies act through the same node agent (netslo.providers.kube.links) as on kind
     # just above; here only what differs on existing runs (DSCP capture through the node agents, bandwidth
     # annotations), to keep the warm CI near its budget. The whole module on existing: drop the -k.
     first=0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Offline checks of what netslo ships for Kubernetes and GitHub Actions:
 #   1. actionlint on .github/workflows/*.yml (built from the Go module proxy, pinned, cached)
-#   2. every manifest in netslo/manifests/ (agent templates) and every object the providers generate
+#   2. every manifest in netslo/providers/kube/templates/ (agent templates) and every object the providers generate
 #      (agent pods, hostNetwork pod, Services, namespace, impairment DaemonSet) against the OpenAPI
 #      schemas of the pinned Kubernetes version (kubernetes-validate, strict: unknown fields are errors)
 #   3. the committed kind configs equal what the kind provider writes; CNI data files load
@@ -75,8 +75,8 @@ for name, obj in objs.items():
         yaml.safe_dump(obj, f, sort_keys=False)
 EOF
 kver=${KVER#v}
-if "$PY" -m kubernetes_validate --strict --quiet -k "$kver" netslo/manifests/agent/*.yaml "$gen"/*.yaml; then
-  say "manifests: netslo/manifests/agent/*.yaml and generated objects valid against Kubernetes $kver (strict)"
+if "$PY" -m kubernetes_validate --strict --quiet -k "$kver" netslo/providers/kube/templates/*.yaml "$gen"/*.yaml; then
+  say "manifests: netslo/providers/kube/templates/*.yaml and generated objects valid against Kubernetes $kver (strict)"
 else
   say "manifests: FAILED against Kubernetes $kver"; fail=1
 fi
@@ -86,14 +86,14 @@ if "$PY" - <<'EOF'
 import sys
 from pathlib import Path
 from netslo.providers import cni
-from netslo.providers.kind import KindProvider
+from netslo.providers.kind.cluster import KindProvider
 bad = 0
 for name in cni.CNIS:
     cni.load(name)
-    committed = Path(f"netslo/manifests/kind/kind-{name}.yaml").read_text()
+    committed = Path(f"netslo/providers/kind/kind-{name}.yaml").read_text()
     body = KindProvider(cni=name, nodes=2, workdir="/nonexistent").config_yaml().split("\n", 1)[1]
     if committed.split("\n", 2)[2] != body:
-        print(f"netslo/manifests/kind/kind-{name}.yaml differs from what KindProvider writes", file=sys.stderr)
+        print(f"netslo/providers/kind/kind-{name}.yaml differs from what KindProvider writes", file=sys.stderr)
         bad = 1
 sys.exit(bad)
 EOF

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from netslo.dns_scenario import DnsScenario
-from netslo.plugin.dns import netslo_dns_measure, netslo_dns_server  # noqa: F401  (fixtures)
-from netslo.plugin.hooks import OUTCOME
-from netslo.probes.dns import DnsOptions
+from netslo.studies.dns import DnsScenario
+from netslo.gate.plugin.dns import netslo_dns_measure, netslo_dns_server  # noqa: F401  (fixtures)
+from netslo.gate.plugin.hooks import OUTCOME
+from netslo.traffic.probes.dns import DnsOptions
 
 pytestmark = pytest.mark.cni
 

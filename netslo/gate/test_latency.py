@@ -11,7 +11,7 @@ Copy this file and change the matrix to gate on your own scenarios.
 
 import pytest
 
-from netslo.scenario import matrix
+from netslo.slo.scenario import matrix
 
 pytestmark = pytest.mark.cni
 

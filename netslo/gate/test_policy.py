@@ -3,15 +3,15 @@
 - Enforcement latency: while a client pod opens a new TCP connection to a server pod every
   millisecond, a policy denying the client is applied, then one allowing it, ``defaults.trials`` times;
   the time until the client's connections stop (``policy_enforce.*``) and resume (``policy_allow.*``)
-  being admitted is judged against the SLO file (``netslo.enforcement``: clock points, 1 ms resolution,
+  being admitted is judged against the SLO file (``netslo.studies.enforcement``: clock points, 1 ms resolution,
   censoring, and why each request is a new flow: a stateful CNI keeps an established flow allowed).
 - Data-path cost: the RTT of a new connection with 0, 100 and 1000 decoy policies beside the one
   admitting the client, in interleaved rounds; the P50/P99 shift none -> 1000 is judged
-  (``policy_cost.*``, ``netslo.policy_cost``).
+  (``policy_cost.*``, ``netslo.studies.policy_cost``).
 
-On the embedded provider the policies are an iptables emulation (``netslo.providers.netns_policy``) and
+On the embedded provider the policies are an iptables emulation (``netslo.providers.netns.policy``) and
 the output says so; on kind and existing clusters they are NetworkPolicy objects the CNI enforces
-(``netslo.providers.kube_policy``). The data-path cost on a real cluster (marker ``scale``) runs with
+(``netslo.providers.kube.policy``). The data-path cost on a real cluster (marker ``scale``) runs with
 ``--netslo-scale`` only, else it is deselected and named in the summary: it makes and removes up to 1000
 NetworkPolicy objects per change and waits until the path is steady after each (``policy_cost.settle``:
 measured right after a change on kind + Calico, 2026-11-26, 7 % of the connections with no decoys and
@@ -21,11 +21,11 @@ the node, not per-packet cost).
 
 import pytest
 
-from netslo import enforcement, policy_cost
-from netslo.errors import Unsupported
-from netslo.plugin.cluster import plan_pods, planned_pod
-from netslo.plugin.gate import skip_unsupported
-from netslo.plugin.studies import study_thresholds
+from netslo.studies import enforcement, policy_cost
+from netslo.core.errors import Unsupported
+from netslo.gate.plugin.cluster import plan_pods, planned_pod
+from netslo.gate.plugin.gate import skip_unsupported
+from netslo.gate.plugin.studies import study_thresholds
 
 pytestmark = pytest.mark.cni
 

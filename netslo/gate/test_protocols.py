@@ -14,17 +14,18 @@ import threading
 import numpy as np
 import pytest
 
-from netslo import threelayer
-from netslo.interleave import interleaved, judge, p50_shift
-from netslo.interleave import rtt as rtt_of
-from netslo.errors import Unsupported
-from netslo.exposure import DESCRIPTION, EXPOSURES, ExposedScenario
-from netslo.probes import ProbeSpec
-from netslo.scenario import Scenario
-from netslo.workloads import SEND_INTERVALS, count_for, label, sweep
-from netslo import slo as slo_mod
-from netslo.errors import NotEnoughSamples
-from netslo.plugin.hooks import OPTIONS, OUTCOME
+from netslo.studies import threelayer
+from netslo.studies.interleave import interleaved, judge, p50_shift
+from netslo.studies.interleave import rtt as rtt_of
+from netslo.core.errors import Unsupported
+from netslo.providers.exposure import DESCRIPTION, EXPOSURES
+from netslo.slo.scenario import ExposedScenario
+from netslo.traffic.probes import ProbeSpec
+from netslo.slo.scenario import Scenario
+from netslo.studies.workloads import SEND_INTERVALS, count_for, label, sweep
+from netslo.slo import spec as slo_mod
+from netslo.core.errors import NotEnoughSamples
+from netslo.gate.plugin.hooks import OPTIONS, OUTCOME
 
 pytestmark = pytest.mark.cni
 

@@ -4,7 +4,7 @@ congestion control under loss, slow start after idle, bufferbloat.
 Scenario data and thresholds: slo-qos.yaml (objectives ``priority.*``, ``bufferbloat.*`` and the
 ``qos:`` section). Every check is paired with a control that shows it can fail: a datapath that
 rewrites DSCP is reported "rewritten", the EF SLO breaks without the priority classes, a shaper at
-the wrong rate fails conformance. Known CNI limitations (netslo.qos.limits) turn into strict xfails.
+the wrong rate fails conformance. Known CNI limitations (netslo.studies.qos.limits) turn into strict xfails.
 Measured values go to <results>/qos.json.
 """
 
@@ -12,16 +12,18 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from netslo.plugin.qos import (netslo_bandwidth_pods, netslo_cluster_dscp, netslo_dscp_matrix,  # noqa: F401
-                               bandwidth_plan, expect_limitation, netslo_qos_pods, netslo_qos_report, netslo_qos_spec,
-                               netslo_uml_qos)
-from netslo.errors import InfrastructureError
+from netslo.gate.plugin.qos import (
+    netslo_bandwidth_pods, netslo_cluster_dscp, netslo_dscp_matrix, bandwidth_plan, expect_limitation,
+    netslo_qos_pods, netslo_qos_report, netslo_qos_spec, netslo_uml_qos,
+)
+from netslo.core.errors import InfrastructureError
 from netslo.impair.spec import parse as parse_impairment
-from netslo.providers.netns import DATAPATHS
-from netslo.qos import bandwidth, conformance, dscp_check, experiments, limits, priority, tcpflow
-from netslo.stats import mann_whitney
-from netslo.plugin.gate import skip
-from netslo.plugin.hooks import OUTCOME
+from netslo.providers.netns.cluster import DATAPATHS
+from netslo.impair.shaping import bandwidth, priority
+from netslo.studies.qos import conformance, dscp_check, experiments, limits, tcpflow
+from netslo.stats.analysis import mann_whitney
+from netslo.gate.plugin.gate import skip
+from netslo.gate.plugin.hooks import OUTCOME
 
 pytestmark = pytest.mark.cni
 

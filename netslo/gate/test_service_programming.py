@@ -4,22 +4,22 @@ A client opens a new TCP connection every millisecond to the address a Service w
 or a node's NodePort) before the Service exists; the Service, selecting a backend pod on another node,
 is then created ``defaults.trials`` times (and deleted in between, unmeasured but checked); the time
 from the create request until the first connection the backend answers is ``svc_program.*``
-(``netslo.enforcement``: clock points, 1 ms resolution; a new flow per request, so no conntrack entry
+(``netslo.studies.enforcement``: clock points, 1 ms resolution; a new flow per request, so no conntrack entry
 made before the Service existed, or kept after it was deleted, decides a trial). ``svc_endpoint.*`` is
 the same for an endpoint: the ClusterIP Service exists throughout with no endpoint, and the backend
 is made its endpoint (on Kubernetes a label that its selector asks for: the EndpointSlice controller
 adds the pod) and taken out between trials. On the embedded provider the Service is an emulated
-kube-proxy (``netslo.providers.netns_service``), and the output says so; on kind and existing
+kube-proxy (``netslo.providers.netns.service_program``), and the output says so; on kind and existing
 clusters it is a real Service that kube-proxy or the CNI programs.
 """
 
 import pytest
 
-from netslo import enforcement
-from netslo.errors import Unsupported
-from netslo.plugin.cluster import plan_pods, planned_pod
-from netslo.plugin.gate import skip_unsupported
-from netslo.plugin.studies import study_thresholds
+from netslo.studies import enforcement
+from netslo.core.errors import Unsupported
+from netslo.gate.plugin.cluster import plan_pods, planned_pod
+from netslo.gate.plugin.gate import skip_unsupported
+from netslo.gate.plugin.studies import study_thresholds
 from netslo.providers.service_program import SERVICE_TYPES
 
 pytestmark = pytest.mark.cni
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.cni
 PLACEMENT = "cross-node"   # the backend on another node than the client (a skip on one node)
 # s between the probe's connections: 1 ms, or 5 ms where a tuple must stay away for long
 # (ServiceProgram.tuple_return_s: on a real cluster 120 s, which 28 232 ports in turn cover at 5 ms:
-# 141 s; see netslo.enforcement); 5 ms is under 1 % of the ~1 s values on kube-proxy
+# 141 s; see netslo.studies.enforcement); 5 ms is under 1 % of the ~1 s values on kube-proxy
 INTERVAL_S, RETURN_INTERVAL_S = 0.001, 0.005
 
 

@@ -22,8 +22,8 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import netns_access
-from ..errors import Unsupported
+from netslo.core import netns_access
+from netslo.core.errors import Unsupported
 
 CLONE_NEWNET = 0x40000000
 UML_BINARY = Path("/usr/bin/linux")
@@ -68,8 +68,8 @@ def _probe() -> dict:
     from pyroute2 import IPRoute
     from pyroute2.netlink.exceptions import NetlinkError
 
-    from . import netem
-    from .spec import Impairment
+    from netslo.impair import netem
+    from netslo.impair.spec import Impairment
     out: dict = {"reasons": {}}
     with IPRoute() as ipr:
         lo = ipr.link_lookup(ifname="lo")[0]

@@ -30,9 +30,9 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl import TC_H_ROOT
 from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
 
-from ..errors import InfrastructureError, Unsupported
-from . import teardown
-from .spec import Impairment
+from netslo.core.errors import InfrastructureError, Unsupported
+from netslo.impair import teardown
+from netslo.impair.spec import Impairment
 
 NETEM_DIST_SCALE = 8192
 TABLE_SIZE = 4096

@@ -8,7 +8,7 @@
     python -m netslo.agent netem exec   --pod-ip IP -- COMMAND [ARG ...]
 
 Runs in the impairment DaemonSet's pod (hostNetwork, root with only CAP_NET_ADMIN + CAP_SYS_ADMIN,
-the host's /var/run/netns mounted read-only; see netslo.providers.kube_impair). It finds the network
+the host's /var/run/netns mounted read-only; see netslo.providers.kube.impair). It finds the network
 namespace that holds the pod IP (``netslo.impair.podns``) and uses the same code as the embedded
 provider (``netslo.impair.netem.install/read/remove``) on ``Target(<that netns>, eth0, direction,
 ifb for ingress)``.
@@ -38,7 +38,7 @@ import platform
 import sys
 from dataclasses import replace
 
-from ..errors import InfrastructureError, SpecError, Unsupported
+from netslo.core.errors import InfrastructureError, SpecError, Unsupported
 
 EXIT_INFRA, EXIT_USAGE, EXIT_UNSUPPORTED = 1, 2, 3
 ACTIONS = ("capability", "lookup", "apply", "read", "remove", "exec")
@@ -85,7 +85,7 @@ def _check(args) -> None:
 
 def impairment(text: str, direction: str):
     """--spec JSON -> Impairment on ``direction`` (a direction inside the spec must agree)."""
-    from .spec import parse
+    from netslo.impair.spec import parse
     try:
         doc = json.loads(text)
     except ValueError as e:
@@ -97,8 +97,8 @@ def impairment(text: str, direction: str):
 
 def inventory(netns: str, ifname: str) -> dict:
     """What netslo could have changed in the namespace: the interface's qdiscs and the ifb's presence."""
-    from ..netns_access import rtnl
-    from .netem import IFB_NAME
+    from netslo.core.netns_access import rtnl
+    from netslo.impair.netem import IFB_NAME
     with rtnl(netns) as ipr:
         found = ipr.link_lookup(ifname=ifname)
         qdiscs = sorted(f"{m.get_attr('TCA_KIND')} parent {m['parent']:#x}"
@@ -107,7 +107,7 @@ def inventory(netns: str, ifname: str) -> dict:
 
 
 def run(args) -> dict:
-    from . import capability, netem, podns
+    from netslo.impair import capability, netem, podns
     _check(args)
     base = {"node": node_name(), "kernel": platform.release()}
     if args.action == "capability":
@@ -146,8 +146,8 @@ def exec_in_pod(args, command: list[str]) -> int:
     """COMMAND in the pod's network namespace, with the host's /proc/sys writable where this agent has
     it mounted; COMMAND's exit code. A forked child (single-threaded, as unshare needs) enters the
     namespace and becomes COMMAND; stdout and stderr are COMMAND's."""
-    from ..netns_access import setns, writable_proc_sys
-    from . import podns
+    from netslo.core.netns_access import setns, writable_proc_sys
+    from netslo.impair import podns
     if not command:
         raise SpecError("command", "(none)", "a command after --, e.g. -- sysctl -n net.ipv4.tcp_congestion_control")
     netns_dir = args.netns_dir or podns.NETNS_RUN_DIR

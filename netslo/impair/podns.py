@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from ..errors import InfrastructureError, SpecError
-from ..netns_access import NETNS_RUN_DIR, rtnl
+from netslo.core.errors import InfrastructureError, SpecError
+from netslo.core.netns_access import NETNS_RUN_DIR, rtnl
 
 
 @dataclass(frozen=True)

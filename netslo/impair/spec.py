@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from .. import units
-from ..errors import SpecError
+from netslo.core import units
+from netslo.core.errors import SpecError
 
 DIRECTIONS = ("egress", "host-egress", "ingress")
 DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")

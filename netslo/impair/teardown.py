@@ -17,8 +17,8 @@ import errno
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl import TC_H_ROOT
 
-from ..errors import InfrastructureError
-from ..netns_access import rtnl
+from netslo.core.errors import InfrastructureError
+from netslo.core.netns_access import rtnl
 
 INGRESS_PARENT = 0xFFFFFFF1
 ABSENT_ERRNOS = (errno.ENOENT, errno.EINVAL, errno.ENODEV)

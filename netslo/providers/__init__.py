@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import SpecError
+from netslo.core.errors import SpecError
 
 PROVIDERS = ("netns", "kind", "minikube", "existing")
 DATAPATHS = ("bridge", "routed", "vxlan")       # the embedded provider's pod datapaths
@@ -11,15 +11,15 @@ DATAPATHS = ("bridge", "routed", "vxlan")       # the embedded provider's pod da
 def make_provider(name: str, **options):
     """Provider by name; options are provider-specific (datapath, nodes, kubeconfig...)."""
     if name == "netns":
-        from .netns import NetnsProvider
+        from netslo.providers.netns.cluster import NetnsProvider
         return NetnsProvider(**options)
     if name == "existing":
-        from .existing import ExistingProvider
+        from netslo.providers.existing import ExistingProvider
         return ExistingProvider(**options)
     if name == "kind":
-        from .kind import KindProvider
+        from netslo.providers.kind.cluster import KindProvider
         return KindProvider(**options)
     if name == "minikube":
-        from .minikube import MinikubeProvider
+        from netslo.providers.minikube import MinikubeProvider
         return MinikubeProvider(**options)
     raise SpecError("--netslo-provider", name, f"one of {', '.join(PROVIDERS)}")

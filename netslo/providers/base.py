@@ -10,12 +10,12 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 
-from ..errors import InfrastructureError, Unsupported
-from ..families import IPV4, check as check_family, host_port
-from ..phase_times import scheduled, timed_call
-from ..probes import ProbeSpec
-from ..responder_set import RESPONDER_PORTS  # noqa: F401  (the providers' name for them)
-from ..samples import SampleSet
+from netslo.core.errors import InfrastructureError, Unsupported
+from netslo.core.families import IPV4, check as check_family, host_port
+from netslo.core.phase_times import scheduled, timed_call
+from netslo.traffic.probes import ProbeSpec
+from netslo.agent.responder_set import RESPONDER_PORTS  # noqa: F401  (the providers' name for them)
+from netslo.stats.samples import SampleSet
 
 
 @dataclass
@@ -64,7 +64,7 @@ class Cluster(abc.ABC):
     emulated: bool = False
     shared_clock: bool = False  # True when every pod reads the same CLOCK_MONOTONIC (one kernel)
     datapath: str = ""          # what SLO selectors call 'datapath' (netns datapath or CNI name)
-    families: tuple[str, ...] = (IPV4,)   # IP families its pods have addresses of (netslo.families)
+    families: tuple[str, ...] = (IPV4,)   # IP families its pods have addresses of (netslo.core.families)
 
     @property
     @abc.abstractmethod

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 
-from ..errors import SpecError
-from . import kube_manifests as km
-from .kube import KubeCluster
-from .kubeapi import KubeApi, check_kubeconfig
+from netslo.core.errors import SpecError
+from netslo.providers.kube import manifests as km
+from netslo.providers.kube.cluster import KubeCluster
+from netslo.providers.kube.api import KubeApi, check_kubeconfig
 
 
 class ExistingProvider:

@@ -7,7 +7,7 @@
                      workdir=None, timeout=900.0).up() -> KubeCluster
 
 minikube's own ``--cni`` is used where minikube supports the CNI (calico, cilium: minikube's bundled
-versions, reported as such); for antrea the pinned upstream manifest (manifests/cni/antrea.yaml) is
+versions, reported as such); for antrea the pinned upstream manifest (providers/cni/antrea.yaml) is
 fetched, checked, overlaid and passed as ``--cni=<file>``.
 
 Without a registry (``base_image``: a kicbase-like image already in the docker engine, e.g. the one
@@ -33,13 +33,13 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import InfrastructureError, SpecError, Unsupported
-from . import cni as cni_mod
-from . import kube_manifests as km
-from .cni.install import install as install_cni, render
-from .kube import KubeCluster
-from .kubeapi import KubeApi
-from .tool import run_tool
+from netslo.core.errors import InfrastructureError, SpecError, Unsupported
+from netslo.providers import cni as cni_mod
+from netslo.providers.kube import manifests as km
+from netslo.providers.cni.install import install as install_cni, render
+from netslo.providers.kube.cluster import KubeCluster
+from netslo.providers.kube.api import KubeApi
+from netslo.providers.tool import run_tool
 
 MINIKUBE_VERSION = "v1.37.0"
 MINIKUBE_K8S_VERSION = "v1.34.11"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import contextlib
 
-from .base import Pod
+from netslo.providers.base import Pod
 
 
 class Policies(contextlib.AbstractContextManager, abc.ABC):

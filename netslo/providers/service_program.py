@@ -27,7 +27,7 @@ from __future__ import annotations
 import abc
 import contextlib
 
-from ..errors import SpecError
+from netslo.core.errors import SpecError
 
 SERVICE_TYPES = ("ClusterIP", "NodePort")   # the Service types netslo creates (kube_manifests too)
 CHANGES = ("service", "endpoint")           # what create()/delete() change (see the module docstring)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import subprocess
 
-from ..errors import InfrastructureError, Unsupported
+from netslo.core.errors import InfrastructureError, Unsupported
 
 
 def run_tool(argv: list[str], timeout: float, install: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -17,12 +17,13 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
-from .. import __version__, evidence, units
-from ..phase_times import timed_call
-from ..samples import timestamps, timestamps_missing
-from ..slo import FAIL, PASS
-from . import plots
-from .series import rtt_by_seq, received, series, split_metric
+from netslo import __version__
+from netslo.core import evidence, units
+from netslo.core.phase_times import timed_call
+from netslo.stats.samples import timestamps, timestamps_missing
+from netslo.slo.spec import FAIL, PASS
+from netslo.report import plots
+from netslo.report.series import rtt_by_seq, received, series, split_metric
 
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 PACKAGES = ("pytest", "allure-pytest", "numpy", "scipy", "matplotlib", "pyroute2", "pytest-benchmark")
@@ -218,7 +219,7 @@ def attach_files(outcome, prefix: str = "") -> None:
 
 
 def attach_evidence(exc: BaseException | None) -> int:
-    """One text attachment per evidence section (``netslo.evidence``) that ``exc`` or an exception it
+    """One text attachment per evidence section (``netslo.core.evidence``) that ``exc`` or an exception it
     was raised from carries, named 'evidence: <section>'; returns how many (0: none, nothing done).
     Call while the test's Allure result is open, e.g. from pytest_runtest_makereport."""
     sections = evidence.of(exc)
@@ -283,7 +284,7 @@ def environment_properties(info: dict) -> str:
 
 
 def categories(declared=()) -> list[dict]:
-    """CATEGORIES plus the run's skip categories: skips of a declared category (``netslo.skips``)
+    """CATEGORIES plus the run's skip categories: skips of a declared category (``netslo.slo.skips``)
     are expected; every other skip fails the gate and gets a category of its own."""
     names = "|".join(sorted(declared)) or "(?!)"
     return CATEGORIES + [

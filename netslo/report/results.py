@@ -8,8 +8,8 @@ import math
 import re
 from pathlib import Path
 
-from ..phase_times import timed_call
-from ..samples import timestamps, timestamps_missing
+from netslo.core.phase_times import timed_call
+from netslo.stats.samples import timestamps, timestamps_missing
 
 SCHEMA_VERSION = 1
 

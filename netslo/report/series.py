@@ -4,7 +4,7 @@ regression tests that need samples, not summaries.
 ``series(samples, "rtt")`` returns exactly the values whose nearest-rank percentiles are
 ``analyze(samples).metrics["rtt.p99"]`` etc. Names: rtt, rtt_app, owd_up, owd_down, ipdv, ipdv_app,
 ipdv_up, ipdv_down, pdv, server_time, timer_error (delays, seconds; ipdv* are absolute values) and loss
-(0/1 per request); ``round_trip`` is rtt with the responder's residence in it (``netslo.delays``).
+(0/1 per request); ``round_trip`` is rtt with the responder's residence in it (``netslo.stats.delays``).
 A dns probe's set names its lookup time ``dns`` and its failed lookups ``dns.fail``: the same values
 as its rtt and loss (``stats._dns``).
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import delays
-from ..delays import ChunkDelays
-from ..order_stats import seconds
-from ..samples import SampleSet
-from ..slo import FRACTION_METRICS
+from netslo.stats import delays
+from netslo.stats.delays import ChunkDelays
+from netslo.stats.order_stats import seconds
+from netslo.stats.samples import SampleSet
+from netslo.slo.spec import FRACTION_METRICS
 
 NS = 1e-9
 DELAY_SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "ipdv", "ipdv_app", "ipdv_up", "ipdv_down", "pdv",

@@ -10,8 +10,8 @@ import math
 import os
 from pathlib import Path
 
-from .. import units
-from ..slo import FRACTION_METRICS
+from netslo.core import units
+from netslo.slo.spec import FRACTION_METRICS
 
 
 def _fmt(value, unit_is_fraction: bool) -> str:

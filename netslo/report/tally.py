@@ -5,7 +5,7 @@ Statuses (one per test, the worst phase wins):
   failed              an SLO breach or a failed assertion
   errored             infrastructure, configuration or not-enough-samples error; or a failed teardown
   xfailed             failed for a known CNI limitation, for the reason the limitation table gives
-  skipped-expected    skipped with a category the run declared (``netslo.skips``)
+  skipped-expected    skipped with a category the run declared (``netslo.slo.skips``)
   skipped-unexpected  any other skip: the gate fails
 
 A run is green only when nothing failed, errored or was skipped unexpectedly, and at least one test
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import skips
+from netslo.slo import skips
 
 PASSED, FAILED, ERRORED, XFAILED = "passed", "failed", "errored", "xfailed"
 SKIPPED_EXPECTED, SKIPPED_UNEXPECTED = "skipped-expected", "skipped-unexpected"

@@ -9,7 +9,7 @@
 #                             agent-thin.tar: 4 MB instead of 276 MB to read and hash per node)
 #
 # The agent image has the same contents as the Dockerfile (Python 3.11, the packages the agent imports
-# (netslo/manifests/agent/packages.txt) at requirements.txt's versions, mosquitto, ethtool, procps,
+# (netslo/agent/recipe/packages.txt) at requirements.txt's versions, mosquitto, ethtool, procps,
 # iptables and iperf3 (the QoS studies: random drop on a node, the iperf3 cross-check), the
 # netslo package at /opt/netslo): a Debian bookworm minbase rootfs (debootstrap from Debian's mirror)
 # with a venv holding those pinned packages is one cached layer, keyed by their pins; the netslo
@@ -26,7 +26,7 @@ SUITE=bookworm
 RECIPE=10  # bump when the base recipe below changes
 PYVER=3.11 # Debian bookworm's python3
 PACK=(python3 "$HERE/image_pack.py")
-AGENT_DIR=$REPO/netslo/manifests/agent
+AGENT_DIR=$REPO/netslo/agent/recipe
 log() { printf '[agent image] %s\n' "$*" >&2; }
 
 # requirements.txt's lines of the names in packages.txt, as the Dockerfile installs them

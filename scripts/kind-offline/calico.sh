@@ -208,7 +208,7 @@ calico_mirror_file() { echo "$CNI_MIRROR/calico/$CALICO_VERSION/calico.yaml"; }
 calico_mirror() {  # the tag's manifest into the CNI mirror, checked against netslo's recorded digest
   local want got f
   f=$(calico_mirror_file)
-  want=$(sed -n 's/^ *sha256: *\([0-9a-f]\{64\}\).*/\1/p' "$KO_REPO/netslo/manifests/cni/calico.yaml")
+  want=$(sed -n 's/^ *sha256: *\([0-9a-f]\{64\}\).*/\1/p' "$KO_REPO/netslo/providers/cni/calico.yaml")
   got=$(sha256sum < "$CALICO_SRC_DIR/manifests/calico.yaml" | cut -c1-64)
   [[ $got == "$want" ]] || ko_die "calico: manifests/calico.yaml of $CALICO_VERSION has sha256 $got, netslo records $want"
   mkdir -p "${f%/*}"; cp "$CALICO_SRC_DIR/manifests/calico.yaml" "$f.tmp"; mv "$f.tmp" "$f"

@@ -32,7 +32,7 @@
 # quay.io/cilium/operator-generic:v1.20.2; the module's chart has useDigest false and no digests) and
 # imported into the node image like the other component images. The chart directory is packed with
 # the built helm into the CNI mirror as cilium/1.20.2/cilium-1.20.2.tgz (the file name of
-# netslo/manifests/cni/cilium.yaml's URL). A local pack is not helm.cilium.io's file and is not byte-for-byte
+# netslo/providers/cni/cilium.yaml's URL). A local pack is not helm.cilium.io's file and is not byte-for-byte
 # reproducible (helm writes the time into the archive): beside it goes a record <file>.local-build
 # ("sha256 <digest>" and where it was built from), which netslo checks the pack against instead of the
 # published file's recorded digest, and a run with it reports "local build".
@@ -197,8 +197,8 @@ cilium_images() {
 cilium_chart() {  # the module's chart dir, packed with the built helm, into the CNI mirror
   local f want
   f=$(cilium_mirror_file)
-  want=$(sed -n 's#^ *url: *\(.*\)$#\1#p' "$KO_REPO/netslo/manifests/cni/cilium.yaml")
-  [[ ${want##*/} == "${f##*/}" ]] || ko_die "cilium: netslo/manifests/cni/cilium.yaml's URL names ${want##*/}, the mirror file is ${f##*/}"
+  want=$(sed -n 's#^ *url: *\(.*\)$#\1#p' "$KO_REPO/netslo/providers/cni/cilium.yaml")
+  [[ ${want##*/} == "${f##*/}" ]] || ko_die "cilium: netslo/providers/cni/cilium.yaml's URL names ${want##*/}, the mirror file is ${f##*/}"
   mkdir -p "${f%/*}"
   "$KO_BIN/helm" package "$CILIUM_SRC_DIR/install/kubernetes/cilium" -d "${f%/*}" >/dev/null
   [[ -f $f ]] || ko_die "cilium: helm package made no ${f##*/}"

@@ -14,7 +14,7 @@ import sys
 import time
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
-from netslo import wire  # noqa: E402
+from netslo.traffic import wire  # noqa: E402
 
 ip, seconds, seed = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(seed)

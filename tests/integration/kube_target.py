@@ -44,8 +44,8 @@ def why_not_up() -> str | None:
         why = (f"no Kubernetes cluster: {kc} missing (set NETSLO_KUBECONFIG, or keep a kind cluster: "
                f"scripts/ci-kind.sh, or pytest -m cni --netslo-provider kind --netslo-keep-cluster)")
     else:
-        from netslo.errors import InfrastructureError
-        from netslo.providers.kubeapi import KubeApi
+        from netslo.core.errors import InfrastructureError
+        from netslo.providers.kube.api import KubeApi
         try:
             KubeApi(kc).server_version()
         except InfrastructureError as e:
@@ -64,7 +64,7 @@ def why_no_node_access() -> str | None:
         return "needs root to look into the nodes from this host"
     if shutil.which("docker") is None:
         return "needs the docker CLI of the engine the kind nodes run in"
-    from netslo.providers.kubeapi import KubeApi
+    from netslo.providers.kube.api import KubeApi
     nodes = [n["metadata"]["name"] for n in KubeApi(kubeconfig()).get("nodes")]
     for node in nodes:
         proc = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", node], capture_output=True,

@@ -11,9 +11,10 @@ import socket
 import sys
 import time
 
-from netslo import samples, wire
-from netslo.sockopts import set_nodelay
-from netslo.timing import now_ns
+from netslo.stats import samples
+from netslo.traffic import wire
+from netslo.traffic.sockopts import set_nodelay
+from netslo.traffic.clock import now_ns
 
 WARMUP = 30
 

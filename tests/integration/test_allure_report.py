@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _report_plugin_args() -> list[str]:
-    """``-p netslo.plugin.report`` unless an installed pytest11 entry point already loads it (pytest
+    """``-p netslo.gate.plugin.report`` unless an installed pytest11 entry point already loads it (pytest
     refuses one module registered under two names)."""
     from importlib.metadata import entry_points
     loaded = {ep.value for ep in entry_points(group="pytest11")}
-    return [] if "netslo.plugin.report" in loaded else ["-p", "netslo.plugin.report"]
+    return [] if "netslo.gate.plugin.report" in loaded else ["-p", "netslo.gate.plugin.report"]
 SCRIPT = ROOT / "scripts" / "allure-report.sh"
 ARTIFACTS = Path(os.environ.get("NETSLO_ARTIFACTS", ROOT / "artifacts"))
 

@@ -1,4 +1,4 @@
-"""The warm agent (netslo.forkserver) on a real embedded cluster: a forked run behaves as a fresh
+"""The warm agent (netslo.agent.forkserver) on a real embedded cluster: a forked run behaves as a fresh
 ``python -m netslo.agent`` process in the pod's namespace, and the server's life is bounded by the
 cluster's."""
 
@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from netslo import forkserver
-from netslo.errors import InfrastructureError
-from netslo.probes import ProbeSpec
-from netslo.providers.netns import NETNS_DIR, NetnsCluster, pids_in_netns
-from netslo.procs import CHILD_CWD, child_env
+from netslo.agent import forkserver
+from netslo.core.errors import InfrastructureError
+from netslo.traffic.probes import ProbeSpec
+from netslo.providers.netns.cluster import NETNS_DIR, NetnsCluster, pids_in_netns
+from netslo.core.procs import CHILD_CWD, child_env
 from tests.unit.test_agent_session import ignored_signals
 
 
@@ -59,9 +59,9 @@ def _settled_fd_count(pid: int) -> int:
 
 def test_a_netslo_helper_runs_there_too_and_nothing_else(cluster):
     c, _, cli, _ = cluster
-    fresh = subprocess.run(c._agent_argv(c.netns_of(cli), ["send", "--help"], module="netslo.qos.tcpflow"),
+    fresh = subprocess.run(c._agent_argv(c.netns_of(cli), ["send", "--help"], module="netslo.studies.qos.tcpflow"),
                            capture_output=True, env=child_env(), cwd=CHILD_CWD)
-    argv = [sys.executable, "-m", "netslo.qos.tcpflow", "send", "--help"]     # as qos.background.run passes it
+    argv = [sys.executable, "-m", "netslo.studies.qos.tcpflow", "send", "--help"]     # as qos.background.run passes it
     assert fresh.returncode == 0 and c.exec_in(cli, argv, 30) == fresh.stdout
     open_fds = _settled_fd_count(c._forkserver.pid)    # the helper's connection closes just after its reply
     with pytest.raises(OSError, match="'json.tool' is not a netslo program"):
@@ -185,7 +185,7 @@ def test_forked_responders_answer_and_go_with_their_cluster():
 TCP_PORT = 7199   # a tcp responder of these tests' own (the cluster's serves udp only)
 CLOSE_MID_RESPONSE = f"""
 import socket, sys, time
-from netslo import wire
+from netslo.traffic import wire
 for _ in range(3):
     try:
         s = socket.create_connection(("127.0.0.1", {TCP_PORT}), timeout=5)

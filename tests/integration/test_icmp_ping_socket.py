@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from netslo.providers.netns import NETNS_DIR, NetnsCluster
-from netslo.samples import SampleSet
+from netslo.providers.netns.cluster import NETNS_DIR, NetnsCluster
+from netslo.stats.samples import SampleSet
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from netslo.errors import InfrastructureError
+from netslo.core.errors import InfrastructureError
 from netslo.impair import capability
-from netslo.probes import ProbeSpec
-from netslo.providers.netns import NetnsCluster
-from netslo.qos import shaping
+from netslo.traffic.probes import ProbeSpec
+from netslo.providers.netns.cluster import NetnsCluster
+from netslo.impair.shaping import qdiscs as shaping
 
 PLACES = ("client pod client", "client node node1", "server node node0", "server pod server")
 COMMANDS = ("tc -s qdisc", "iptables-save -c", "ip -br link", "ip neigh", "ip route")
@@ -142,7 +142,7 @@ def test_evidence_crosses_the_user_mode_linux_channel():
     if not ok:
         pytest.skip(f"no user-mode-linux: {why}")
     from netslo.impair.spec import parse
-    from netslo.kernels.uml import UmlCluster
+    from netslo.providers.netns.uml import UmlCluster
     with UmlCluster(nodes=2) as c:
         server = c.add_pod("server", "node0")
         client = c.add_pod("client", "node1")

@@ -5,11 +5,12 @@ stamps at both ends and say so, and each request's kernel RTT lies inside its us
 import numpy as np
 import pytest
 
-from netslo import kstamps, stats
+from netslo.traffic import kstamps
+from netslo.stats import analysis as stats
 from netslo.impair import capability
-from netslo.kernels import uml
-from netslo.probes import ProbeSpec
-from netslo.providers.netns import NetnsCluster
+from netslo.providers.netns import uml
+from netslo.traffic.probes import ProbeSpec
+from netslo.providers.netns.cluster import NetnsCluster
 
 N = 2000
 

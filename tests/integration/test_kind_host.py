@@ -1,13 +1,13 @@
-"""Host-side views of namespaces (netslo.providers.kind_host) on real namespaces of this kernel: what the
+"""Host-side views of namespaces (netslo.providers.kind.host) on real namespaces of this kernel: what the
 kind provider uses to capture and read qdiscs inside kind nodes and pods."""
 
 import os
 
 import pytest
 
-from netslo.errors import InfrastructureError
-from netslo.providers import kind_host
-from netslo.providers.netns import NETNS_DIR, NetnsCluster
+from netslo.core.errors import InfrastructureError
+from netslo.providers.kind import host as kind_host
+from netslo.providers.netns.cluster import NETNS_DIR, NetnsCluster
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,11 @@ import time
 
 import pytest
 
-from netslo.errors import InfrastructureError, SpecError
-from netslo.probes import ProbeSpec
-from netslo.providers import kube_manifests as km
+from netslo.core.errors import InfrastructureError, SpecError
+from netslo.traffic.probes import ProbeSpec
+from netslo.providers.kube import manifests as km
 from netslo.providers.existing import ExistingProvider
-from netslo.providers.kube_wait import wait_workload
+from netslo.providers.kube.wait import wait_workload
 
 from . import kube_target
 
@@ -305,7 +305,7 @@ def test_close_removes_everything_it_created():
 
 def test_close_refuses_a_namespace_it_did_not_create(cluster):
     """A namespace with the same name but another run label is not deleted."""
-    from netslo.providers.kube import KubeCluster
+    from netslo.providers.kube.cluster import KubeCluster
     other = KubeCluster(cluster.api, run_id=cluster.run_id)
     other._created = True
     other.run_id = "someoneelse"
@@ -316,7 +316,7 @@ def test_close_refuses_a_namespace_it_did_not_create(cluster):
 
 def test_on_demand_ws_tls_mqtt_responders_in_a_pod(cluster, client, tmp_path, monkeypatch):
     """ws/tls/mqtt start inside the agent container; the run's TLS directory is copied into the pods."""
-    from netslo import tlsca
+    from netslo.traffic import tlsca
     tlsca.make(tmp_path)
     monkeypatch.setenv(tlsca.ENV, str(tmp_path))
     pod = cluster.add_pod("server-kinds", cluster.nodes[0], responders=())
@@ -335,7 +335,7 @@ def test_exposure_services_made_beforehand(cluster, server):
     """The gate makes the exposure Services with its pods (``exposure_services``) and hands them to
     KubeServices, which takes those (making them again would fail: the names exist) and deletes them
     on close. Its ingress proxy gets a pod of its own (the exposure test below makes the backend's)."""
-    from netslo.providers.kube_services import KubeServices, exposure_services
+    from netslo.providers.kube.services import KubeServices, exposure_services
     srv, ports = server
     ingress = cluster.add_pod("made-ingress", srv.node, responders=())
     made = exposure_services(cluster, srv, ports["http"])
@@ -354,8 +354,8 @@ def test_exposure_paths_with_kube_proxy_counters(cluster, server, client):
     only NodePort with externalTrafficPolicy Cluster through another node is masqueraded. Cilium
     translates a pod's ClusterIP traffic itself, per packet at the pod's interface, also without its
     kube-proxy replacement (cilium/cilium#10651): there kube-proxy's ClusterIP rule must stay unused."""
-    from netslo.errors import Unsupported
-    from netslo.providers.kube_services import KubeServices
+    from netslo.core.errors import Unsupported
+    from netslo.providers.kube.services import KubeServices
     srv, ports = server
     save = lambda: "\n".join(kube_target.node_exec(n, "iptables-save", "-c", "-t", "nat")  # noqa: E731
                              for n in cluster.nodes)

@@ -18,12 +18,12 @@ import time
 
 import pytest
 
-from netslo.errors import InfrastructureError, Unsupported
+from netslo.core.errors import InfrastructureError, Unsupported
 from netslo.impair import capability
 from netslo.impair.spec import parse
-from netslo.providers import kube_manifests as km
-from netslo.providers.kube_impair import KubeImpairer
-from netslo.qos import priority
+from netslo.providers.kube import manifests as km
+from netslo.providers.kube.impair import KubeImpairer
+from netslo.impair.shaping import priority
 
 from . import kube_target
 from .test_kube_existing import cluster, leftovers, provider  # noqa: F401  (cluster: module-scoped, leftovers checked)

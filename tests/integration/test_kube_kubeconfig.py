@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from netslo.errors import InfrastructureError
+from netslo.core.errors import InfrastructureError
 from netslo.providers.existing import ExistingProvider
 
 from . import kube_target

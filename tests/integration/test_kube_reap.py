@@ -14,10 +14,10 @@ import textwrap
 
 import pytest
 
-from netslo.providers import kube_manifests as km
-from netslo.providers import kube_reap
-from netslo.providers.kube_wait import wait_deleted
-from netslo.providers.kubeapi import KubeApi
+from netslo.providers.kube import manifests as km
+from netslo.providers.kube import reap as kube_reap
+from netslo.providers.kube.wait import wait_deleted
+from netslo.providers.kube.api import KubeApi
 
 from . import kube_target
 from .test_kube_existing import leftovers, provider
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(kube_target.why_not_up() is not None,
 RUN = textwrap.dedent("""
     import sys, time
     from netslo.providers.existing import ExistingProvider
-    from netslo.providers.kube_impair import KubeImpairer
+    from netslo.providers.kube.impair import KubeImpairer
     c = ExistingProvider(kubeconfig=sys.argv[1], pull_policy="Never").up()
     KubeImpairer(c).ensure()
     print(c.run_id, flush=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from netslo.errors import InfrastructureError
+from netslo.core.errors import InfrastructureError
 from netslo.impair import capability, netem, verify
 from netslo.impair.spec import PRESETS, parse, preset
 
@@ -22,14 +22,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def env():
     """(cluster, impairer, server, client, ports): host netns if it has netem, else UML."""
     if capability.detect().netem:
-        from netslo.providers.netns import NetnsCluster
+        from netslo.providers.netns.cluster import NetnsCluster
         c = NetnsCluster(nodes=2)
         imp = netem.NetemController(c)
     else:
         ok, why = capability.uml_available()
         if not ok:
             pytest.skip(f"no netem on the host and no user-mode-linux: {why}")
-        from netslo.kernels.uml import UmlCluster
+        from netslo.providers.netns.uml import UmlCluster
         c = UmlCluster(nodes=2)
         imp = c.impairer
     try:

@@ -1,4 +1,4 @@
-"""netslo.netns_access against the kernel: what it opens, reads and writes happens in the namespace it
+"""netslo.core.netns_access against the kernel: what it opens, reads and writes happens in the namespace it
 names, checked with ip(8) and sysctl(8) run there; the caller's own namespace never changes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from netslo import netns_access
+from netslo.core import netns_access
 
 
 def _sh(*argv: str) -> str:

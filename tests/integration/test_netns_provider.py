@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pyroute2 import NetNS, netns
 
-from netslo import stats
-from netslo.errors import SpecError
-from netslo.probes import ProbeSpec
-from netslo.providers.netns import DATAPATHS, NetnsCluster, reap
+from netslo.stats import analysis as stats
+from netslo.core.errors import SpecError
+from netslo.traffic.probes import ProbeSpec
+from netslo.providers.netns.cluster import DATAPATHS, NetnsCluster, reap
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,7 +77,7 @@ def test_pod_names_are_validated():
 def test_kill_9_leaves_orphans_that_the_next_run_reaps():
     run_id = "c0ffee"
     code = ("import time, sys; sys.path.insert(0, %r)\n"
-            "from netslo.providers.netns import NetnsCluster\n"
+            "from netslo.providers.netns.cluster import NetnsCluster\n"
             "c = NetnsCluster(nodes=2, run_id=%r); p = c.add_pod('server', 'node0'); c.start_responders(p)\n"
             "print('up', flush=True); time.sleep(60)\n") % (str(ROOT), run_id)
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from netslo.providers.netns import NetnsCluster
+from netslo.providers.netns.cluster import NetnsCluster
 
 KEY = "net.ipv4.tcp_slow_start_after_idle"
 

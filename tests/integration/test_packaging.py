@@ -13,21 +13,21 @@ from pathlib import Path
 import pytest
 
 import netslo
-from netslo.providers import kube_manifests
+from netslo.providers.kube import manifests as kube_manifests
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-# What a run needs from the package besides its modules (netslo.resources finds them there).
+# What a run needs from the package besides its modules (netslo.core.resources finds them there).
 SHIPPED = ["netslo/gate/test_latency.py", "netslo/gate/test_impairments.py", "netslo/gate/test_protocols.py",
            "netslo/gate/test_policy.py", "netslo/gate/test_service_programming.py",
            "netslo/gate/test_qos.py", "netslo/gate/slo.yaml", "netslo/gate/slo-qos.yaml",
            "netslo/gate/slo-impairments.yaml", "netslo/gate/slo-protocols.yaml",
-           "netslo/manifests/agent/Dockerfile", "netslo/manifests/agent/packages.txt",
-           "netslo/manifests/agent/pins.sh",
-           "netslo/manifests/agent/impairment-daemonset.yaml",
-           "netslo/manifests/cni/calico.yaml", "netslo/manifests/cni/cilium.yaml",
-           "netslo/manifests/cni/antrea.yaml", "netslo/manifests/kind/kind-calico.yaml",
-           "netslo/probes/udp_sender.c"]
+           "netslo/agent/recipe/Dockerfile", "netslo/agent/recipe/packages.txt",
+           "netslo/agent/recipe/pins.sh",
+           "netslo/providers/kube/templates/impairment-daemonset.yaml",
+           "netslo/providers/cni/calico.yaml", "netslo/providers/cni/cilium.yaml",
+           "netslo/providers/cni/antrea.yaml", "netslo/providers/kind/kind-calico.yaml",
+           "netslo/traffic/probes/udp_sender.c"]
 USER_SLO = """\
 version: 1
 defaults: {samples: 400, max_samples: 400, interval: 2ms}

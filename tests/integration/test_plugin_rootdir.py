@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from netslo.resources import shipped_slo
+from netslo.core.resources import shipped_slo
 
 INI = "[pytest]\ntestpaths = checks\nmarkers =\n    own: a marker only this project declares\naddopts = --strict-markers\n"
 CHECK = "import pytest\n\n@pytest.mark.cni\n@pytest.mark.own\ndef test_in_testpaths():\n    pass\n"
@@ -19,9 +19,9 @@ OTHER = "def test_outside_testpaths():\n    pass\n"
 
 
 def _plugin_args() -> list[str]:
-    """``-p netslo.plugin.hooks`` unless an installed pytest11 entry point loads it already."""
+    """``-p netslo.gate.plugin.hooks`` unless an installed pytest11 entry point loads it already."""
     installed = any(ep.name == "netslo" for ep in entry_points(group="pytest11"))
-    return [] if installed else ["-p", "netslo.plugin.hooks"]
+    return [] if installed else ["-p", "netslo.gate.plugin.hooks"]
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import sys
 
 TESTS = '''
 import pytest
-from netslo.plugin.cluster import PLANNED, plan_pods, planned_pod
+from netslo.gate.plugin.cluster import PLANNED, plan_pods, planned_pod
 
 pytestmark = pytest.mark.cni
 BW = "kubernetes.io/egress-bandwidth"
@@ -59,7 +59,7 @@ def test_planned_pods_come_with_the_gate_pods(tmp_path):
 
 def test_a_fixture_no_selected_test_uses_plans_nothing(tmp_path):
     run = _run(tmp_path, "test_unused.py", (
-        "import pytest\nfrom netslo.plugin.cluster import PLANNED, plan_pods\npytestmark = pytest.mark.cni\n"
+        "import pytest\nfrom netslo.gate.plugin.cluster import PLANNED, plan_pods\npytestmark = pytest.mark.cni\n"
         "plan_pods('other_pod', ('other', 0))\n"
         "def test_plan(request, netslo_gate_pods):\n"
         "    assert request.config.stash[PLANNED] == [] and sorted(netslo_gate_pods) == "
@@ -88,7 +88,7 @@ def test_clients_and_senders_are_asked_for_without_responders(tmp_path):
 
 def test_the_node_agents_start_with_the_pods_only_when_a_selected_test_needs_them(tmp_path):
     (tmp_path / "test_needs.py").write_text(
-        "import pytest\nfrom netslo.plugin.cluster import NODE_AGENTS\npytestmark = pytest.mark.cni\n"
+        "import pytest\nfrom netslo.gate.plugin.cluster import NODE_AGENTS\npytestmark = pytest.mark.cni\n"
         "@pytest.fixture(scope='session')\ndef netslo_bandwidth_pods():\n    return None\n"
         "def test_needs(request, netslo_bandwidth_pods):\n    assert request.config.stash[NODE_AGENTS] is True\n"
         "def test_other(request):\n    assert request.config.stash[NODE_AGENTS] is False\n")
@@ -101,8 +101,8 @@ def test_the_node_agents_start_with_the_pods_only_when_a_selected_test_needs_the
 
 WITH_PODS_TESTS = '''
 import pytest
-from netslo.errors import InfrastructureError
-from netslo.plugin.cluster import made_with_pods, make_with_pods
+from netslo.core.errors import InfrastructureError
+from netslo.gate.plugin.cluster import made_with_pods, make_with_pods
 
 pytestmark = pytest.mark.cni
 CALLS = []

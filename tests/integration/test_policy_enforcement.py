@@ -6,10 +6,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from netslo import enforcement as en
-from netslo import policy_cost, slo
-from netslo.errors import InfrastructureError
-from netslo.providers.netns import NetnsCluster
+from netslo.studies import enforcement as en
+from netslo.studies import policy_cost
+from netslo.slo import spec as slo
+from netslo.core.errors import InfrastructureError
+from netslo.providers.netns.cluster import NetnsCluster
 from netslo.providers.policy import Policies
 
 TRIALS, WINDOW = 6, 0.1   # windows well above the ~3-6 ms the emulation takes: margin for a loaded host
@@ -53,7 +54,7 @@ def test_emulated_policy_is_measured_and_removed(cluster):
 def test_a_study_probe_gives_up_on_dropped_syns_and_leaves_no_time_wait(cluster):
     """tcp-crr with give_up: a request whose SYN is dropped is lost after give_up (not answered by the
     SYN the kernel would resend 1 s later), and connections end with RST (no TIME_WAIT at the client)."""
-    from netslo.probes import ProbeSpec
+    from netslo.traffic.probes import ProbeSpec
     c, server, client, port = cluster
     spec = ProbeSpec("tcp-crr", server.ip, port, count=200, interval=0.002, req_bytes=64, resp_bytes=64,
                      wait=0.3, give_up=0.1)
@@ -72,7 +73,7 @@ def test_a_study_probe_gives_up_on_dropped_syns_and_leaves_no_time_wait(cluster)
 def test_a_stateful_policy_is_measured_on_new_flows(cluster, monkeypatch):
     """A CNI that accepts ESTABLISHED traffic before any policy (Calico) still shows its deny: every
     request is a new connection. A probe on one long flow would see nothing: shown with tcp-rr."""
-    from netslo.providers import netns_policy
+    from netslo.providers.netns import policy as netns_policy
     stateless = netns_policy.chain_rules
     monkeypatch.setattr(netns_policy, "chain_rules", lambda p: ["-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"]
                         + stateless(p))

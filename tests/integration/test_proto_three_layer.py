@@ -4,10 +4,10 @@
 import numpy as np
 import pytest
 
-from netslo import threelayer
-from netslo.probes import ProbeSpec
-from netslo.providers.netns import NetnsCluster
-from netslo.samples import SampleSet
+from netslo.studies import threelayer
+from netslo.traffic.probes import ProbeSpec
+from netslo.providers.netns.cluster import NetnsCluster
+from netslo.stats.samples import SampleSet
 
 
 @pytest.fixture(scope="module")

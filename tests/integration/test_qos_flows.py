@@ -5,9 +5,10 @@ import time
 
 import pytest
 
-from netslo import sysctls
-from netslo.providers.netns import NetnsCluster
-from netslo.qos import background, bandwidth, conformance, experiments, shaping, tcpflow
+from netslo.studies.qos import sysctls
+from netslo.providers.netns.cluster import NetnsCluster
+from netslo.studies.qos import background, conformance, experiments, tcpflow
+from netslo.impair.shaping import bandwidth, qdiscs as shaping
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def test_background_flow_stops_on_sigterm_and_reports(env):
 
 def test_messages_report_cwnd_and_fct(env):
     c, server, ports, client = env
-    r = background.run(c, client, ["-m", "netslo.qos.tcpflow", "messages", "--target", f"{server.ip}:{ports['tcp']}",
+    r = background.run(c, client, ["-m", "netslo.studies.qos.tcpflow", "messages", "--target", f"{server.ip}:{ports['tcp']}",
                                    "--size", "100kB", "--count", "3", "--interval", "100ms", "--cc", "cubic"], 60)
     assert r["fields"] == list(tcpflow.MESSAGE_FIELDS) and len(r["rows"]) == 3
     assert all(0 < f < 1 for f in tcpflow.column(r, "fct_s"))
@@ -61,7 +62,7 @@ def test_interleaved_arms_each_see_their_own_slow_start_after_idle(env):
     key = experiments.SSAI_KEY
     with sysctls.kept(c, client, [key]):
         sysctls.write(c, client, {key: "0"})
-        r = background.run(c, client, ["-m", "netslo.qos.tcpflow", "messages",
+        r = background.run(c, client, ["-m", "netslo.studies.qos.tcpflow", "messages",
                                        "--target", f"{server.ip}:{ports['tcp']}", "--size", "100kB", "--count", "3",
                                        "--interval", "1200ms", "--arm", "cubic:1", "--arm", "cubic:0", "--arm", "bbr:1"],
                            60)

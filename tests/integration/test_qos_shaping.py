@@ -6,10 +6,11 @@ import time
 import numpy as np
 import pytest
 
-from netslo.errors import InfrastructureError, SpecError
-from netslo.probes import ProbeSpec
-from netslo.providers.netns import NetnsCluster
-from netslo.qos import background, bandwidth, priority, shaping
+from netslo.core.errors import InfrastructureError, SpecError
+from netslo.traffic.probes import ProbeSpec
+from netslo.providers.netns.cluster import NetnsCluster
+from netslo.studies.qos import background
+from netslo.impair.shaping import bandwidth, priority, qdiscs as shaping
 
 POLICY = priority.parse_policy({"link": "20mbit", "classes": [
     {"name": "ef", "dscp": ["EF"], "rate": "4mbit", "prio": 0},

@@ -19,23 +19,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _report_plugin_args() -> list[str]:
-    """``-p netslo.plugin.report`` unless an installed pytest11 entry point already loads it (pytest
+    """``-p netslo.gate.plugin.report`` unless an installed pytest11 entry point already loads it (pytest
     refuses one module registered under two names)."""
     from importlib.metadata import entry_points
     loaded = {ep.value for ep in entry_points(group="pytest11")}
-    return [] if "netslo.plugin.report" in loaded else ["-p", "netslo.plugin.report"]
+    return [] if "netslo.gate.plugin.report" in loaded else ["-p", "netslo.gate.plugin.report"]
 
 FAKE_TESTS = '''
 import os, zlib
 import numpy as np
 import pytest
-from netslo import slo as slo_mod
-from netslo.runner import Outcome
-from netslo.samples import SampleSet, empty
-from netslo.scenario import Scenario
-from netslo.stats import analyze
-from netslo.plugin.hooks import OUTCOME
-from netslo.plugin.report import record_rerun, suspected_regression
+from netslo.slo import spec as slo_mod
+from netslo.slo.runner import Outcome
+from netslo.stats.samples import SampleSet, empty
+from netslo.slo.scenario import Scenario
+from netslo.stats.analysis import analyze
+from netslo.gate.plugin.hooks import OUTCOME
+from netslo.gate.plugin.report import record_rerun, suspected_regression
 
 def _scales(name):
     return dict((k, float(v)) for k, v in (p.split("=") for p in os.environ.get(name, "").split(",") if p))
@@ -64,7 +64,7 @@ def measure(scenario, slo_spec, scale, seed_offset=0):
 
 @pytest.fixture
 def outcome(request, scenario, netslo_slo):
-    """Like netslo/plugin/cluster.py's: measure, and measure again when the plugin suspects a regression."""
+    """Like netslo/gate/plugin/cluster.py's: measure, and measure again when the plugin suspects a regression."""
     o = measure(scenario, netslo_slo, SCALE)
     request.node.stash[OUTCOME] = o
     why = suspected_regression(request.config, request.node.nodeid, o.samples)

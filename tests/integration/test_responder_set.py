@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from netslo.probes import ProbeSpec
+from netslo.traffic.probes import ProbeSpec
 from netslo.providers.base import RESPONDER_PORTS
-from netslo.providers.netns import NetnsCluster, pids_in_netns
-from netslo.procs import CHILD_CWD, child_env
+from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
+from netslo.core.procs import CHILD_CWD, child_env
 from tests.unit.local_responder import free_port
 
 
@@ -94,7 +94,7 @@ def test_the_ready_port_accepts_only_once_every_responder_is_ready(tmp_path):
     is missing, and it accepts connection after connection once all exist."""
     port = free_port()
     (tmp_path / "udp.ready").write_text("1")
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from netslo.responder_set import announce_ready; "
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from netslo.agent.responder_set import announce_ready; "
                              "announce_ready(['udp', 'tcp'], sys.argv[1], int(sys.argv[2]))", str(tmp_path), str(port)],
                             env=child_env(), cwd=CHILD_CWD)
     try:

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from netslo import runner, slo, stalls
-from netslo.errors import NotEnoughSamples, SpecError
-from netslo.forkserver import CHILD_NAME
-from netslo.providers.netns import NetnsCluster, pids_in_netns
-from netslo.scenario import Scenario
+from netslo.slo import runner, spec as slo, stalls
+from netslo.core.errors import NotEnoughSamples, SpecError
+from netslo.agent.forkserver import CHILD_NAME
+from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
+from netslo.slo.scenario import Scenario
 
 
 def _spec(thresholds, samples=300, max_samples=300):

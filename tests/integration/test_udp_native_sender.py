@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from netslo import stats, stream
-from netslo.probes import ProbeSpec, udp_native
-from netslo.providers.netns import NetnsCluster, pids_in_netns
-from netslo.samples import empty
+from netslo.stats import analysis as stats, stream
+from netslo.traffic.probes import ProbeSpec, udp_native
+from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
+from netslo.stats.samples import empty
 
 N = 3000
 INTERVAL = 0.0002
@@ -104,7 +104,7 @@ def test_native_sender_for_another_protocol_is_one_line():
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "--sender" in lines[0] and "udp" in lines[0], p.stderr
     with pytest.raises(ValueError, match=r"sender: value 'native' — expected 'python' \(the compiled sender is for protocol udp only, not tcp-rr\)"):
-        from netslo.probes import run
+        from netslo.traffic.probes import run
         run(ProbeSpec("tcp-rr", "127.0.0.1", 9, sender="native"))
 
 

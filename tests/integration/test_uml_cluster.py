@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from netslo.impair import capability
-from netslo.kernels import uml
-from netslo.probes import ProbeSpec
+from netslo.providers.netns import uml
+from netslo.traffic.probes import ProbeSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ def test_boot_environment_and_close():
 OWNER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from netslo.kernels.uml import UmlCluster
+from netslo.providers.netns.uml import UmlCluster
 c = UmlCluster(nodes=1)
 print(c.run_id, flush=True)
 time.sleep(300)
@@ -79,7 +79,7 @@ def test_owner_death_leaves_nothing(sig):
         if owner.poll() is None:
             owner.kill()
             owner.wait()
-    said = uml.reap()  # what `python -m netslo.agent reap` (via the netns reaper hook) does
+    said = uml.reap()  # what `python -m netslo reap` (via the netns reaper hook) does
     deadline = time.monotonic() + 5
     while _uml_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -101,7 +101,7 @@ def _boot_plain(tmp_path, preload: Path | None) -> str:
 def test_xstate_shim_lets_the_kernel_start_init_where_the_host_xsave_area_is_larger(tmp_path):
     """Hosts with AMX have an XSAVE area (11 008 B) larger than Debian's 6.1/6.12 UML kernels' buffer:
     without the shim the guest's init dies on 'ptrace set fp regs failed, errno = 14'; with it, init runs."""
-    from netslo.kernels import xstate_pad
+    from netslo.providers.netns import xstate_pad
     shim, why = xstate_pad.library()
     assert shim is not None, why
     plain = _boot_plain(tmp_path, None)
@@ -114,7 +114,7 @@ def test_xstate_shim_lets_the_kernel_start_init_where_the_host_xsave_area_is_lar
 GUEST_TESTS = '''
 import os
 import pytest
-from netslo.plugin.qos import netslo_uml_qos  # noqa: F401
+from netslo.gate.plugin.qos import netslo_uml_qos  # noqa: F401
 
 pytestmark = pytest.mark.cni
 
@@ -164,7 +164,7 @@ def test_gate_tests_that_need_netem_share_one_guest_and_it_is_gone_before_the_ot
 
 
 def test_a_dead_guest_is_booted_again_on_next_use():
-    from netslo.plugin.impair import NetemGuest
+    from netslo.gate.plugin.impair import NetemGuest
     guest = NetemGuest(2, "bridge")
     try:
         first = guest.up()
@@ -185,7 +185,7 @@ def test_a_guest_whose_server_lost_a_responder_is_booted_again_and_says_why(capl
     """A responder of the guest's server that exited (here killed) would refuse the next test's
     connections (an infrastructure error naming only the client): the next ``up()`` names the
     responder, its exit code and log, and boots a guest whose responders serve."""
-    from netslo.plugin.impair import NetemGuest
+    from netslo.gate.plugin.impair import NetemGuest
     guest = NetemGuest(2, "bridge")
     try:
         first = guest.up()
@@ -202,7 +202,7 @@ def test_a_guest_whose_server_lost_a_responder_is_booted_again_and_says_why(capl
             time.sleep(0.1)
             gone = first.responder_faults(guest.server)
         assert gone and gone[0].startswith("responder tcp in pod netem-server exited (code -9)"), gone
-        with caplog.at_level("INFO", logger="netslo.progress"):
+        with caplog.at_level("INFO", logger="netslo.core.progress"):
             second = guest.up()
         assert second is not first and second.alive() and not first.alive()
         assert "booted again before the next test: responder tcp in pod netem-server exited" in caplog.text
@@ -216,14 +216,14 @@ def test_a_guest_whose_server_lost_a_responder_is_booted_again_and_says_why(capl
 def test_a_guest_that_died_is_booted_again_and_says_so(caplog):
     """A guest whose kernel exited between two tests is booted again by the next ``up()``, which says
     so with the exit code and the guest's log (not silently: a dying guest is a finding)."""
-    from netslo.plugin.impair import NetemGuest
+    from netslo.gate.plugin.impair import NetemGuest
     guest = NetemGuest(2, "bridge")
     try:
         first = guest.up()
         first._proc.kill()
         first._proc.wait(timeout=10)
         assert not first.alive() and "exited (code -9)" in first.ended()
-        with caplog.at_level("INFO", logger="netslo.progress"):
+        with caplog.at_level("INFO", logger="netslo.core.progress"):
             second = guest.up()
         assert second is not first and second.alive()
         assert "booted again before the next test: the guest's kernel exited (code -9)" in caplog.text

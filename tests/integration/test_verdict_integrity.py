@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from netslo import runner
-from netslo import slo as slo_mod
-from netslo.providers.netns import NetnsCluster
-from netslo.scenario import Scenario
+from netslo.slo import runner
+from netslo.slo import spec as slo_mod
+from netslo.providers.netns.cluster import NetnsCluster
+from netslo.slo.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 SLO = ROOT / "netslo" / "gate" / "slo.yaml"
@@ -96,8 +96,8 @@ def test_total_loss_fails_every_threshold_with_its_reason(dead_path):
 
 SESSION = textwrap.dedent("""\
     import pytest
-    from netslo.plugin.gate import skip
-    from netslo.plugin.qos import expect_limitation
+    from netslo.gate.plugin.gate import skip
+    from netslo.gate.plugin.qos import expect_limitation
 
     pytestmark = pytest.mark.cni
 
@@ -128,7 +128,7 @@ def test_an_undeclared_skip_fails_the_session_a_declared_one_is_listed(tmp_path)
 
 LIMITATION = textwrap.dedent("""\
     import pytest
-    from netslo.plugin.qos import expect_limitation
+    from netslo.gate.plugin.qos import expect_limitation
 
     pytestmark = pytest.mark.cni
 

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from netslo.plugin import deselection
-from netslo.plugin.hooks import OPTIONS
+from netslo.gate.plugin import deselection
+from netslo.gate.plugin.hooks import OPTIONS
 
 
 def collect(plugin, options, items: list, cli: dict | None = None) -> tuple[list, list]:

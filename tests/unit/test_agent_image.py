@@ -1,7 +1,7 @@
-"""The agent image carries what the agent imports, and only that (netslo/manifests/agent/packages.txt).
+"""The agent image carries what the agent imports, and only that (netslo/agent/recipe/packages.txt).
 
 The list is checked against netslo's own source: every import statement of every netslo module the
-agent can reach from ``netslo.agent`` and ``netslo.agent_session`` (also imports inside functions:
+agent can reach from ``netslo.agent`` and ``netslo.agent.session`` (also imports inside functions:
 a command imports its module when it runs), following netslo's modules to the third-party ones they
 name, and the modules it loads by name (``importlib``: a string naming a netslo module). Imports
 inside the functions of a package's ``__init__`` are left out: there they are the lazy dispatch of
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from netslo import image, resources
-from netslo.errors import InfrastructureError
+from netslo.agent import image
+from netslo.core import resources
+from netslo.core.errors import InfrastructureError
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(resources.PACKAGE_DIR)
@@ -62,7 +63,7 @@ def _imported_names(name: str, path: Path, mods) -> set[str]:
     return names
 
 
-def agent_third_party(starts=("netslo.agent", "netslo.agent_session")) -> dict[str, set[str]]:
+def agent_third_party(starts=("netslo.agent", "netslo.agent.session")) -> dict[str, set[str]]:
     """Top-level third-party module -> the netslo modules reachable from ``starts`` that import it."""
     mods, seen, todo, found = _modules(), set(), list(starts), {}
     while todo:
@@ -92,10 +93,10 @@ def test_packages_txt_is_exactly_what_the_agent_imports():
 
 
 def test_the_walk_finds_an_import_inside_a_function_of_an_agent_module():
-    # (so the check above can fail: scapy is imported only inside netslo.qos's capture code, paho
-    # only by the MQTT probe, which netslo.probes loads by name)
+    # (so the check above can fail: scapy is imported only inside netslo.studies.qos's capture code, paho
+    # only by the MQTT probe, which netslo.traffic.probes loads by name)
     found = agent_third_party()
-    assert "scapy" in found and "netslo.probes.mqtt" in found.get("paho", ())
+    assert "scapy" in found and "netslo.traffic.probes.mqtt" in found.get("paho", ())
     assert "scipy" not in found    # the agent computes no confidence interval (soak progress: point estimates)
     assert "kubernetes" not in found and "matplotlib" not in found and "pytest" not in found
 
@@ -120,7 +121,7 @@ def test_the_build_context_pins_only_the_agent_packages(tmp_path):
     lines = [line for line in (ctx / "requirements.txt").read_text().splitlines() if not line.startswith("#")]
     assert sorted(image.canonical(line.split("==")[0]) for line in lines) == \
         sorted(map(image.canonical, image.agent_packages()))
-    assert (ctx / "netslo" / "manifests" / "agent" / "packages.txt").is_file()   # the Dockerfile reads it
+    assert (ctx / "netslo" / "agent" / "recipe" / "packages.txt").is_file()   # the Dockerfile reads it
 
 
 PINS_SH = Path(image.PACKAGES).with_name("pins.sh")

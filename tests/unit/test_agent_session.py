@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from netslo.agent_session import parse_reply, request_line
-from netslo.errors import InfrastructureError
-from netslo.providers.kube_session import AgentSessions
-from netslo.samples import SampleSet
+from netslo.agent.session import parse_reply, request_line
+from netslo.core.errors import InfrastructureError
+from netslo.providers.kube.session import AgentSessions
+from netslo.stats.samples import SampleSet
 from tests.unit.local_responder import free_port
 
 CLOSED_PORT = "127.0.0.1:9"
@@ -303,12 +303,13 @@ def test_a_detached_responder_keeps_serving_after_the_reply_and_holds_none_of_th
 
 @pytest.mark.parametrize("case", ["exits", "never ready"])
 def test_a_detached_command_that_fails_or_never_gets_ready_is_exit_1_with_its_log(tmp_path, case):
-    from netslo import detach
+    from netslo.agent import detach
+    from netslo.agent.cli import main
     ready, log = str(tmp_path / "r"), str(tmp_path / "l")
     argv = (["serve", "proxy", "--port", "1"] if case == "exits"          # no --upstream: a spec error
             else ["serve", "dns", "--port", "0", "--bind", "127.0.0.1"])  # serves, but no ready file
     t0 = time.monotonic()
-    pid, why = detach.start(argv, ready, log, timeout=1.0)
+    pid, why = detach.start(main, argv, ready, log, timeout=1.0)
     assert pid is None and time.monotonic() - t0 < 20
     if case == "exits":
         assert why.startswith("exited (") and "upstream" in why, why

@@ -10,12 +10,12 @@ import re
 import numpy as np
 import pytest
 
-from netslo import slo as slo_mod
+from netslo.slo import spec as slo_mod
 from netslo.report import allure as al
-from netslo.runner import Outcome
-from netslo.samples import SampleSet, empty
-from netslo.scenario import Scenario
-from netslo.stats import analyze
+from netslo.slo.runner import Outcome
+from netslo.stats.samples import SampleSet, empty
+from netslo.slo.scenario import Scenario
+from netslo.stats.analysis import analyze
 
 ENV = {"provider": "netns (emulated pod network)", "emulated": "yes", "datapath": "bridge (kindnet/host-gw-like)",
        "nodes": "2", "pod_mtu": "1500", "kernel": "host 6.1.0", "run_id": "abc123", "clock": "CLOCK_MONOTONIC µs"}
@@ -135,13 +135,13 @@ def category_of(status: str, message: str) -> str | None:
 
 
 @pytest.mark.parametrize("status,message,expected", [
-    ("failed", "netslo.runner.SloBreach: SLO breach: cross-node-udp-1k\n  rtt.p99 = 12ms (CI ...) > threshold 10ms", "SLO breach"),
-    ("broken", "netslo.errors.InfrastructureError: probe could not keep its schedule: median ...", "Infrastructure"),
-    ("broken", "netslo.errors.InfrastructureError: impairment not realized: delay 4.1ms measured, 10ms set", "Impairment not realized"),
+    ("failed", "netslo.slo.runner.SloBreach: SLO breach: cross-node-udp-1k\n  rtt.p99 = 12ms (CI ...) > threshold 10ms", "SLO breach"),
+    ("broken", "netslo.core.errors.InfrastructureError: probe could not keep its schedule: median ...", "Infrastructure"),
+    ("broken", "netslo.core.errors.InfrastructureError: impairment not realized: delay 4.1ms measured, 10ms set", "Impairment not realized"),
     ("skipped", "Skipped: netslo[tool]: iperf3 not installed", "Skipped, declared expected"),
     ("skipped", "Skipped: netslo[needs_netem]: no netem kernel", "Skipped, not declared (gate fails)"),
     ("skipped", "Skipped: some skip of another plugin", "Skipped, not declared (gate fails)"),
-    ("broken", "netslo.errors.NotEnoughSamples: SLO not judged (not enough samples): x\n  rtt.p99: not enough samples: n=20", "Not enough samples"),
+    ("broken", "netslo.core.errors.NotEnoughSamples: SLO not judged (not enough samples): x\n  rtt.p99: not enough samples: n=20", "Not enough samples"),
     ("broken", "ZeroDivisionError: division by zero", "Other test errors"),
     ("passed", "", None),
 ])

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from benchmarks.synthetic_samples import synthetic, synthetic_stream
-from netslo import order_stats, sample_file, samples, stats
-from netslo.samples import SampleSet
-from netslo.stats import (Analysis, Estimate, describe, ipdv, pdv, proportion, reorder_count,
-                          rfc3550_jitter)
+from netslo.stats import order_stats, sample_file, samples, analysis as stats
+from netslo.stats.samples import SampleSet
+from netslo.stats.analysis import (
+    Analysis, Estimate, describe, ipdv, pdv, proportion, reorder_count, rfc3550_jitter,
+)
 
 
 def reference_analyze(s: SampleSet, confidence: float = 0.95) -> Analysis:

@@ -11,7 +11,7 @@ import copy
 import pytest
 import yaml
 
-from netslo.errors import SpecError
+from netslo.core.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = yaml.safe_load((ROOT / "tests" / "corpus" / "bad_input.yaml").read_text())
@@ -100,7 +100,7 @@ def _set(doc, dotted: str, value):
 
 @pytest.mark.parametrize("case", [c for c in CASES if c["kind"] == "qos"], ids=lambda c: c["id"])
 def test_qos_spec_case(case):
-    from netslo.qos.spec import parse
+    from netslo.studies.qos.spec import parse
     doc = copy.deepcopy(yaml.safe_load((ROOT / "netslo" / "gate" / "slo-qos.yaml").read_text()))
     for dotted, value in case["set"].items():
         _set(doc, dotted, value)

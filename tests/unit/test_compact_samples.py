@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from benchmarks.synthetic_samples import synthetic, synthetic_rows, synthetic_stream
-from netslo import compact, sample_file, samples, stream
-from netslo.samples import SAMPLE_DTYPE, SampleSet
+from netslo.stats import compact, sample_file, samples, stream
+from netslo.stats.samples import SAMPLE_DTYPE, SampleSet
 
 
 def random_rows(rng, n: int) -> np.ndarray:

@@ -9,15 +9,18 @@ import struct
 import numpy as np
 import pytest
 
-from netslo import agent, dnswire, slo
-from netslo.dns_scenario import DnsScenario
-from netslo.errors import SpecError
-from netslo.probes import ProbeSpec, run
-from netslo.probes.dns import DnsOptions, read_resolv_conf, resolve_target
-from netslo.responders import dns as responder
-from netslo.runner import judge_all, probe_spec
-from netslo.samples import SampleSet, empty
-from netslo.stats import analyze
+from netslo.agent import cli as agent
+from netslo.stats.dns import rcode_name
+from netslo.traffic import dnswire
+from netslo.slo import spec as slo
+from netslo.studies.dns import DnsScenario
+from netslo.core.errors import SpecError
+from netslo.traffic.probes import ProbeSpec, run
+from netslo.traffic.probes.dns import DnsOptions, read_resolv_conf, resolve_target
+from netslo.traffic.responders import dns as responder
+from netslo.slo.runner import judge_all, probe_spec
+from netslo.stats.samples import SampleSet, empty
+from netslo.stats.analysis import analyze
 
 from .local_responder import free_port, serving
 
@@ -43,7 +46,7 @@ def test_response_round_trip_with_compressed_names():
     six = dnswire.parse(dnswire.response(dnswire.query(8, NAME, dnswire.QTYPE_AAAA), 0, ["fd00::1"]))
     assert six.addresses(dnswire.QTYPE_AAAA) == ["fd00::1"]
     nx = dnswire.parse(dnswire.response(q, dnswire.NXDOMAIN))
-    assert nx.rcode == dnswire.NXDOMAIN and nx.answers == [] and dnswire.rcode_name(nx.rcode) == "NXDOMAIN"
+    assert nx.rcode == dnswire.NXDOMAIN and nx.answers == [] and rcode_name(nx.rcode) == "NXDOMAIN"
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00" * 11, dnswire.query(1, "a", 1)[:-3],
@@ -200,7 +203,7 @@ def test_dns_checks_fail_when_lookups_fail_or_are_slow():
 
 
 def test_dns_metrics_are_unmeasurable_for_other_protocols():
-    from netslo.measurable import why_unmeasurable
+    from netslo.slo.measurable import why_unmeasurable
     assert "dns probe only" in why_unmeasurable("dns.p99", "udp", True)
     assert why_unmeasurable("dns.fail", "dns", False) is None
 
@@ -209,7 +212,7 @@ def test_dns_metrics_are_unmeasurable_for_other_protocols():
 
 def test_dns_scenario_reaches_the_probe_spec():
     from netslo.providers.base import Pod
-    from netslo.slo import Sampling
+    from netslo.slo.spec import Sampling
     sc = DnsScenario("cross-node", dns=DnsOptions(name=NAME))
     spec = probe_spec(sc, Pod("server", "node0", "10.0.0.9"), {"dns": 7053}, Sampling(), 10)
     assert (spec.host, spec.port, spec.dns.name, spec.protocol) == ("10.0.0.9", 7053, NAME, "dns")

@@ -4,7 +4,7 @@ reason, so a kind/existing report speaks only of the cluster under test; on the 
 from types import SimpleNamespace
 
 from netslo.gate import test_qos
-from netslo.plugin import qos as qos_plugin
+from netslo.gate.plugin import qos as qos_plugin
 from tests.unit.plugin_stub import collect
 
 

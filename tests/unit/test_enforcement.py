@@ -6,11 +6,13 @@ import threading
 import numpy as np
 import pytest
 
-from netslo import enforcement as en
-from netslo import policy_cost, slo
-from netslo.errors import InfrastructureError, SpecError
-from netslo.providers import kube_policy, netns_policy
-from netslo.samples import SAMPLE_DTYPE, SampleSet, empty
+from netslo.studies import enforcement as en
+from netslo.studies import policy_cost
+from netslo.slo import spec as slo
+from netslo.core.errors import InfrastructureError, SpecError
+from netslo.providers.kube import policy as kube_policy
+from netslo.providers.netns import policy as netns_policy
+from netslo.stats.samples import SAMPLE_DTYPE, SampleSet, empty
 
 MS = 1_000_000
 
@@ -172,7 +174,7 @@ def test_cost_steps():
 
 
 def test_a_study_without_objective_errors_on_the_embedded_provider_and_skips_on_a_real_cluster():
-    from netslo.plugin.studies import study_thresholds
+    from netslo.gate.plugin.studies import study_thresholds
     spec = slo.parse({"version": 1, "objectives": [
         {"name": "emb", "select": {"datapath": ["bridge"]}, "thresholds": {"svc_program.p50": "20ms"}}]})
 
@@ -194,7 +196,7 @@ class _Bursts:
         self.script, self.calls = list(script), 0
 
     def probe(self, client, spec):
-        from netslo.samples import empty
+        from netslo.stats.samples import empty
         lost, p50_us = self.script[min(self.calls, len(self.script) - 1)]
         self.calls += 1
         rows = empty(spec.count)

@@ -5,8 +5,9 @@ attachment per section; sysctl restore names what stayed."""
 import allure
 import pytest
 
-from netslo import evidence, sysctls
-from netslo.errors import InfrastructureError
+from netslo.core import evidence
+from netslo.studies.qos import sysctls
+from netslo.core.errors import InfrastructureError
 from netslo.report import allure as al
 
 TC = """qdisc noqueue 0: dev lo root refcnt 2

@@ -1,4 +1,4 @@
-"""The idle guard (netslo.idle_guard) and the sender's wait (timing.sleep_until): ticker threads run
+"""The idle guard (netslo.slo.idle_guard) and the sender's wait (timing.sleep_until): ticker threads run
 on every CPU while a slow-paced measurement and its time checks run, and only then; they stop when it
 ends; a send is never early. Real threads and clocks, a replayed probe."""
 
@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from netslo import idle_guard, runner, timing
-from netslo.idle_guard import IdleGuard
-from netslo.scenario import Scenario
+from netslo.slo import idle_guard, runner
+from netslo.traffic import clock as timing
+from netslo.slo.idle_guard import IdleGuard
+from netslo.slo.scenario import Scenario
 from tests.unit.test_stalls import MS, SERVER, SPEC, Replay, _run, _starved
 
 

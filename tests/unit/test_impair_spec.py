@@ -4,7 +4,7 @@ presets parse and carry their source; the netlink encoding and delay tables are 
 import numpy as np
 import pytest
 
-from netslo.errors import SpecError
+from netslo.core.errors import SpecError
 from netslo.impair import netem, verify
 from netslo.impair.spec import PRESETS, GilbertElliott, Impairment, json_schema, parse, preset
 

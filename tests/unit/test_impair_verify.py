@@ -7,10 +7,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from netslo.errors import InfrastructureError
+from netslo.core.errors import InfrastructureError
 from netslo.impair import netem, verify
 from netslo.impair.spec import PRESETS, preset
-from netslo.samples import SampleSet, empty
+from netslo.stats.samples import SampleSet, empty
 
 WIRE = verify.CALIBRATION_BYTES + verify.ETH_IP_UDP_OVERHEAD
 KERNELS = {"uml": verify.UML_TIMER_ALLOWANCE_S, "host": verify.TIMER_ALLOWANCE_S}

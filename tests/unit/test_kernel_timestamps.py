@@ -7,12 +7,13 @@ import socket
 import numpy as np
 import pytest
 
-from netslo import kstamps, stats
-from netslo.order_stats import seconds
+from netslo.traffic import kstamps
+from netslo.stats import analysis as stats
+from netslo.stats.order_stats import seconds
 from netslo.report.series import series
-from netslo.probes import ProbeSpec, tcp, udp, udp_native
-from netslo.responders import tcp as tcp_responder
-from netslo.responders import udp as udp_responder
+from netslo.traffic.probes import ProbeSpec, tcp, udp, udp_native
+from netslo.traffic.responders import tcp as tcp_responder
+from netslo.traffic.responders import udp as udp_responder
 
 from .local_responder import serving
 
@@ -119,7 +120,7 @@ def test_a_stamp_keyed_to_an_earlier_request_is_refused_even_before_its_answer_i
     no answer yet (a stall delayed its receive loop), and every TX stamp comes under the previous key.
     Each stamp lies after the next request's user-space send time, so none can be its row's: refused.
     The same stamps under their own keys are taken."""
-    from netslo.samples import empty
+    from netslo.stats.samples import empty
 
     class Clock:
         def refresh(self):

@@ -7,10 +7,10 @@ import socket
 import pytest
 import yaml
 
-from netslo.errors import InfrastructureError
-from netslo.providers import kube_reap
+from netslo.core.errors import InfrastructureError
+from netslo.providers.kube import reap as kube_reap
 from netslo.providers.existing import ExistingProvider
-from netslo.providers.kubeapi import KubeApi, _exit_code, _kind_key, kubeconfig_files
+from netslo.providers.kube.api import KubeApi, _exit_code, _kind_key, kubeconfig_files
 
 
 def test_missing_kubeconfig_is_one_line_naming_the_path(monkeypatch):

@@ -10,10 +10,9 @@ import json
 import pytest
 import yaml
 
-from netslo.errors import InfrastructureError, SpecError
+from netslo.core.errors import InfrastructureError, SpecError
 from netslo.providers import cni
-from netslo.providers.cni.install import (antrea_overlay, calico_overlay, cilium_values, helm_command,
-                                          render)
+from netslo.providers.cni.install import antrea_overlay, calico_overlay, cilium_values, helm_command, render
 
 
 @pytest.mark.parametrize("name", cni.CNIS)
@@ -29,15 +28,14 @@ def test_every_cni_data_file_is_pinned_and_valid(name):
 def test_unknown_cni_and_bad_data_files_are_spec_errors(tmp_path):
     with pytest.raises(SpecError, match="--netslo-cni: value 'weave'"):
         cni.load("weave")
-    (tmp_path / "cni").mkdir()
-    good = yaml.safe_load((cni.manifests_dir() / "cni" / "calico.yaml").read_text())
+    good = yaml.safe_load((cni.pins_dir() / "calico.yaml").read_text())
     good["source"]["url"] = "http://example.invalid/calico.yaml"
-    (tmp_path / "cni" / "calico.yaml").write_text(yaml.safe_dump(good))
+    (tmp_path / "calico.yaml").write_text(yaml.safe_dump(good))
     with pytest.raises(SpecError, match="source.url: value 'http://example.invalid/calico.yaml'"):
         cni.load("calico", tmp_path)
     good["source"]["url"] = "https://example.invalid/calico.yaml"
     good["source"]["sha256"] = "abc"
-    (tmp_path / "cni" / "calico.yaml").write_text(yaml.safe_dump(good))
+    (tmp_path / "calico.yaml").write_text(yaml.safe_dump(good))
     with pytest.raises(SpecError, match="source.sha256: value 'abc'"):
         cni.load("calico", tmp_path)
 
@@ -448,7 +446,7 @@ def test_cilium_given_the_api_servers_address_gets_it_as_helm_values(monkeypatch
 
 
 def test_the_api_servers_address_is_its_endpointslices_ipv4_one_first():
-    from netslo.providers.kubeapi import KubeApi
+    from netslo.providers.kube.api import KubeApi
 
     class Api:
         def __init__(self, slices):
@@ -484,13 +482,12 @@ def test_pods_scheduled_before_the_pod_network_ran_are_made_again_once_it_does()
 
 
 def test_staged_is_a_boolean_on_a_manifest_workload_after_the_first(tmp_path):
-    (tmp_path / "cni").mkdir()
     for name, bad in (("calico", "yes"), ("calico", None), ("cilium", True)):
-        d = yaml.safe_load((cni.manifests_dir() / "cni" / f"{name}.yaml").read_text())
+        d = yaml.safe_load((cni.pins_dir() / f"{name}.yaml").read_text())
         if bad is None:
             d["ready"][0]["staged"] = True        # nothing before it to wait for
         else:
             d["ready"][-1]["staged"] = bad
-        (tmp_path / "cni" / f"{name}.yaml").write_text(yaml.safe_dump(d))
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(d))
         with pytest.raises(SpecError, match="ready\\[\\].staged"):
             cni.load(name, tmp_path)

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netslo.errors import SpecError, Unsupported
+from netslo.core.errors import SpecError, Unsupported
 from netslo.impair import node_cli
-from netslo.providers import kube_manifests as km
+from netslo.providers.kube import manifests as km
 from netslo.providers.base import Pod
-from netslo.providers.kube_impair import KubeImpairer
+from netslo.providers.kube.impair import KubeImpairer
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "netslo" / "manifests" / "agent" / "impairment-daemonset.yaml"
+TEMPLATE = ROOT / "netslo" / "providers" / "kube" / "templates" / "impairment-daemonset.yaml"
 
 
 def _pod_spec(ds):
@@ -76,7 +76,7 @@ def test_daemonset_is_labelled_with_the_run_id_and_runs_on_every_node():
 def test_hand_run_template_is_the_generated_manifest():
     template = yaml.safe_load(TEMPLATE.read_text())
     generated = km.impairment_daemonset_manifest("manual", pull_policy="IfNotPresent")
-    assert template == generated, "netslo/manifests/agent/impairment-daemonset.yaml differs from the generated DaemonSet"
+    assert template == generated, "netslo/providers/kube/templates/impairment-daemonset.yaml differs from the generated DaemonSet"
     sc = _pod_spec(template)["containers"][0]["securityContext"]
     assert sorted(sc["capabilities"]["add"]) == ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"] and sc["privileged"] is False
 

@@ -14,12 +14,12 @@ import tarfile
 import pytest
 import yaml
 
-from netslo.errors import InfrastructureError, SpecError
-from netslo.providers import kind as kind_mod
-from netslo.providers import kube_manifests as km
+from netslo.core.errors import InfrastructureError, SpecError
+from netslo.providers.kind import cluster as kind_mod
+from netslo.providers.kube import manifests as km
 from netslo.providers import minikube as mk_mod
-from netslo.providers.kind import KIND_NODE_IMAGE, KindProvider
-from netslo.providers.kubeapi import KubeApi
+from netslo.providers.kind.cluster import KIND_NODE_IMAGE, KindProvider
+from netslo.providers.kube.api import KubeApi
 from netslo.providers.minikube import MinikubeProvider
 
 
@@ -74,7 +74,7 @@ def test_kind_config_dual_stack_and_ipv6(tmp_path):
 
 
 def test_pod_addresses_from_the_pod_status():
-    from netslo.providers.kube import pod_addresses
+    from netslo.providers.kube.cluster import pod_addresses
     assert pod_addresses({"podIP": "10.1.0.5", "podIPs": [{"ip": "10.1.0.5"}, {"ip": "fd00::5"}]}) == ("10.1.0.5", "fd00::5")
     assert pod_addresses({"podIP": "10.1.0.5"}) == ("10.1.0.5", "")
     assert pod_addresses({"podIP": "fd00::5", "podIPs": [{"ip": "fd00::5"}]}) == ("fd00::5", "fd00::5")
@@ -124,7 +124,7 @@ def test_kind_bad_options_are_one_line_spec_errors(tmp_path, kw, msg):
 
 
 def test_kind_without_the_binary_is_unsupported(tmp_path):
-    from netslo.errors import Unsupported
+    from netslo.core.errors import Unsupported
     with pytest.raises(Unsupported, match="kind not found"):
         KindProvider(kind="kind-not-installed-here", workdir=str(tmp_path)).up()
     with pytest.raises(Unsupported, match="kind not found"):
@@ -176,7 +176,7 @@ def test_kind_loads_a_new_cluster_from_the_agent_archive_and_a_kept_one_from_the
     ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nsandbox_image = "pause"\n', None),
     ('version = 9\n', None), ("not = toml = at all", None)])
 def test_kind_node_snapshotter_is_read_from_its_containerd_config(config, want):
-    from netslo.providers.kind_host import snapshotter_of
+    from netslo.providers.kind.host import snapshotter_of
     if want:
         assert snapshotter_of(config) == want
     else:
@@ -282,7 +282,7 @@ def test_kind_up_returns_its_cluster_once_kind_and_the_cni_succeed(tmp_path, mon
     "KindCluster.__init__() got multiple values for argument 'provider'")."""
     kind, log = _fake_kind(tmp_path)
     _fake_cni(monkeypatch)
-    monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: object())
+    monkeypatch.setattr(kind_mod, "KubeApi", lambda *a, **kw: object())
     monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
     p = KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w"), run_id="r1")
     c = p.up()
@@ -298,7 +298,7 @@ def test_kind_loads_the_agent_image_while_create_still_runs_once_the_nodes_runti
     asked = []
     monkeypatch.setattr(kind_mod.kind_host, "runtimes_up", lambda name, nodes: asked.append((name, nodes)) or runtimes)
     _fake_cni(monkeypatch)
-    monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: object())
+    monkeypatch.setattr(kind_mod, "KubeApi", lambda *a, **kw: object())
     monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
     KindProvider(cni="calico", nodes=2, kind=kind, workdir=str(tmp_path / "w")).up()
     calls = _calls(log)
@@ -359,7 +359,8 @@ def test_kind_applies_the_cni_configuration_while_create_still_runs_once_the_api
         if apply_fails and len(applies) == 1:
             raise InfrastructureError("apply CRD: 503 the server is currently unable to handle the request")
     _fake_cni(monkeypatch, on_apply, on_workloads)
-    monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: "final api")
+    monkeypatch.setattr(kind_mod, "KubeApi",   # the early kubeconfig's API, else the final one's
+                        lambda path, *a: _EarlyApi(path) if path.endswith(kind_mod.EARLY_KUBECONFIG) else "final api")
     monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
     notes = []
     monkeypatch.setattr(kind_mod.progress, "note", notes.append)
@@ -506,13 +507,13 @@ def test_minikube_bad_driver(tmp_path):
 def test_committed_kind_configs_match_what_the_provider_writes(cni, monkeypatch):
     monkeypatch.delenv("NETSLO_AGENT_ARCHIVE", raising=False)   # (its bind mount is the run's, not committed)
     from pathlib import Path
-    committed = (Path(__file__).resolve().parents[2] / "netslo" / "manifests" / "kind" / f"kind-{cni}.yaml").read_text()
+    committed = (Path(__file__).resolve().parents[2] / "netslo" / "providers" / "kind" / f"kind-{cni}.yaml").read_text()
     written = KindProvider(cni=cni, nodes=2, workdir="/nonexistent").config_yaml()
     assert yaml.safe_load(committed) == yaml.safe_load(written)
 
 
 def _owner_dir(tmp_path, monkeypatch):
-    from netslo.providers import kube_reap
+    from netslo.providers.kube import reap as kube_reap
     d = tmp_path / "owners"
     monkeypatch.setattr(kube_reap, "kind_owner_dir", lambda: d)
     return d
@@ -526,7 +527,7 @@ def test_kind_cluster_carries_an_owner_record_while_it_lives(tmp_path, monkeypat
     seen = {}
 
     _fake_cni(monkeypatch, on_apply=lambda api: seen.setdefault("record", json.loads((owners / "netslo.json").read_text())))
-    monkeypatch.setattr(kind_mod, "Kubectl", lambda *a, **kw: object())
+    monkeypatch.setattr(kind_mod, "KubeApi", lambda *a, **kw: object())
     monkeypatch.setattr(kind_mod.KubeCluster, "open", lambda self, timeout: self)
     p = KindProvider(cni="calico", kind=kind, workdir=str(tmp_path / "w"), run_id="r1")
     p.up()
@@ -541,7 +542,7 @@ def test_kind_up_deletes_the_cluster_a_killed_run_left(tmp_path, monkeypatch):
     owners.mkdir()
     dead = subprocess.Popen(["true"])
     dead.wait()
-    from netslo.providers.kube_reap import owner_record
+    from netslo.providers.kube.reap import owner_record
     (owners / "old.json").write_text(json.dumps({"cluster": "old", **owner_record(dead.pid)}))
     log = tmp_path / "kind.log"
     kind = tmp_path / "kind"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from netslo.errors import SpecError
-from netslo.providers import kube_manifests as km
+from netslo.core.errors import SpecError
+from netslo.providers.kube import manifests as km
 
 
 def test_run_scoped_namespace_is_labelled_with_the_run_id():

@@ -5,10 +5,10 @@ stand-in holding that ConfigMap (kind reads the real one: the gate's test_servic
 
 import pytest
 
-from netslo.errors import InfrastructureError, SpecError
-from netslo.providers import kube_proxy_sync as kps
+from netslo.core.errors import InfrastructureError, SpecError
+from netslo.providers.kube import proxy_sync as kps
 from netslo.providers.base import Pod
-from netslo.providers.kube_service_program import QUIET_MARGIN_S, KubeServiceProgram
+from netslo.providers.kube.service_program import QUIET_MARGIN_S, KubeServiceProgram
 
 KIND_CONFIG = """\
 apiVersion: kubeproxy.config.k8s.io/v1alpha1

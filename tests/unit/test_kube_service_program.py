@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from netslo.errors import SpecError
+from netslo.core.errors import SpecError
 from netslo.providers.base import Pod
-from netslo.providers.kube_service_program import MEMBER_LABEL, KubeServiceProgram
+from netslo.providers.kube.service_program import MEMBER_LABEL, KubeServiceProgram
 
 
 class Api:
@@ -61,7 +61,7 @@ def test_the_endpoint_change_patches_the_backend_label_in_and_out():
 
 
 def test_the_service_change_reserves_an_address_then_creates_and_deletes_the_service(monkeypatch):
-    import netslo.providers.kube_service_program as ksp
+    import netslo.providers.kube.service_program as ksp
     monkeypatch.setattr(ksp, "wait_deleted", lambda *a: None)
     c = _cluster()
     svc = KubeServiceProgram(c, BACKEND, 7001, "NodePort", CLIENT)

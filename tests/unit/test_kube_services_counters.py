@@ -2,7 +2,7 @@
 
 import pytest
 
-from netslo.providers.kube_services import parse_kube_proxy_counters
+from netslo.providers.kube.services import parse_kube_proxy_counters
 
 NS = "netslo-6b03990b57c5"
 SAVE = f"""\
@@ -41,8 +41,8 @@ class _RefusingCluster:
 
     def probe(self, pod, spec):
         import numpy as np
-        from netslo.errors import InfrastructureError
-        from netslo.samples import SampleSet, empty
+        from netslo.core.errors import InfrastructureError
+        from netslo.stats.samples import SampleSet, empty
         target = (spec.host, spec.port)
         self.calls.append(target)
         if self.refusals.get(target, 0) > 0:
@@ -56,7 +56,7 @@ class _RefusingCluster:
 def _services(cluster):
     from types import SimpleNamespace
     from netslo.providers.base import Pod
-    from netslo.providers.kube_services import KubeServices
+    from netslo.providers.kube.services import KubeServices
     svc = KubeServices.__new__(KubeServices)
     svc.cluster, svc.backend, svc.port = cluster, Pod("server", "n1", "10.244.0.5"), 7080
     svc.services = {"clusterip": SimpleNamespace(cluster_ip="10.96.0.10", node_ports={}),
@@ -76,7 +76,7 @@ def test_services_are_awaited_until_each_answers_from_the_client():
 
 
 def test_a_service_never_answering_is_an_infrastructure_error_naming_it():
-    from netslo.errors import InfrastructureError
+    from netslo.core.errors import InfrastructureError
     from netslo.providers.base import Pod
     cluster = _RefusingCluster({("10.96.0.10", 80): 10 ** 6})
     with pytest.raises(InfrastructureError, match=r"after 0\.5s \(kube-proxy has not programmed them\): clusterip "

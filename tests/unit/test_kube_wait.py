@@ -2,9 +2,10 @@
 
 import pytest
 
-from netslo.errors import InfrastructureError
-from netslo.providers.kube_wait import (Hopeless, daemonset_ready, deployment_ready, node_ready,
-                                        pod_ready, pod_summary, wait_until)
+from netslo.core.errors import InfrastructureError
+from netslo.providers.kube.wait import (
+    Hopeless, daemonset_ready, deployment_ready, node_ready, pod_ready, pod_summary, wait_until,
+)
 
 
 class FakeClock:
@@ -136,7 +137,7 @@ def _running(objs):
 
 
 def test_watch_until_starts_at_the_lists_resource_version_and_follows_events():
-    from netslo.providers.kube_wait import watch_until
+    from netslo.providers.kube.wait import watch_until
     api = FakeApi([_obj("p", "10", phase="Pending")], "10",
                   [[("MODIFIED", _obj("p", "11", phase="Pending")), ("MODIFIED", _obj("p", "12", phase="Running"))]])
     assert watch_until(api, "pod", "pod ns/p", 30, _running, namespace="ns", name="p") == "Running"
@@ -144,8 +145,8 @@ def test_watch_until_starts_at_the_lists_resource_version_and_follows_events():
 
 
 def test_watch_until_rewatches_from_the_last_version_and_relists_when_expired():
-    from netslo.providers.kube_wait import watch_until
-    from netslo.providers.kubeapi import Expired
+    from netslo.providers.kube.wait import watch_until
+    from netslo.providers.kube.api import Expired
     api = FakeApi([_obj("p", "10", phase="Pending")], "10", [
         [("MODIFIED", _obj("p", "15", phase="Pending")), ("BOOKMARK", {"metadata": {"resourceVersion": "20"}})],
         [Expired("gone")],
@@ -156,7 +157,7 @@ def test_watch_until_rewatches_from_the_last_version_and_relists_when_expired():
 
 
 def test_watch_until_deleted_objects_leave_the_view():
-    from netslo.providers.kube_wait import watch_until
+    from netslo.providers.kube.wait import watch_until
     api = FakeApi([_obj("ns1", "5", phase="Terminating")], "5", [[("DELETED", _obj("ns1", "6"))]])
     status = watch_until(api, "namespace", "deletion of ns1", 30,
                          lambda objs: ("ns1" not in objs, "deleted" if "ns1" not in objs else "there"),
@@ -165,7 +166,7 @@ def test_watch_until_deleted_objects_leave_the_view():
 
 
 def test_watch_until_deadline_names_component_status_and_explanation():
-    from netslo.providers.kube_wait import watch_until
+    from netslo.providers.kube.wait import watch_until
     clock = FakeClock()
     api = FakeApi([_obj("p", "1", phase="Pending")], "1", [], clock=clock)
     with pytest.raises(InfrastructureError) as e:
@@ -177,7 +178,7 @@ def test_watch_until_deadline_names_component_status_and_explanation():
 
 
 def test_watch_until_hopeless_state_ends_at_once_with_events():
-    from netslo.providers.kube_wait import wait_pods
+    from netslo.providers.kube.wait import wait_pods
     never = {"metadata": {"name": "p", "resourceVersion": "3"}, "status": {"phase": "Pending", "containerStatuses": [
         {"name": "agent", "state": {"waiting": {"reason": "ErrImageNeverPull", "message": "not present"}}}]}}
     api = FakeApi([_obj("p", "2", phase="Pending")], "2", [[("MODIFIED", never)]])
@@ -187,13 +188,13 @@ def test_watch_until_hopeless_state_ends_at_once_with_events():
 
 
 def test_nodes_wait_reports_each_node_not_ready():
-    from netslo.providers.kube_wait import wait_nodes_ready
+    from netslo.providers.kube.wait import wait_nodes_ready
     clock = FakeClock()
     node = {"metadata": {"name": "netslo-worker", "resourceVersion": "1"},
             "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
                                        "message": "container runtime network not ready: cni plugin not initialized"}]}}
     api = FakeApi([node], "1", [], clock=clock)
-    import netslo.providers.kube_wait as kw
+    import netslo.providers.kube.wait as kw
     with pytest.raises(InfrastructureError) as e:
         kw.watch_until(api, "node", "cluster nodes", 2, lambda objs: (False, kw.node_ready(objs["netslo-worker"])[1]),
                        clock=clock)
@@ -208,7 +209,7 @@ def _ready_pod(name, rv, ready):
 
 
 def test_pods_created_together_are_awaited_with_one_watch():
-    from netslo.providers.kube_wait import wait_pods
+    from netslo.providers.kube.wait import wait_pods
     api = FakeApi([_ready_pod("a", "1", False), _ready_pod("b", "1", True)], "1",
                   [[("MODIFIED", _ready_pod("c", "2", True)), ("MODIFIED", _ready_pod("a", "3", True))]])
     objs = wait_pods(api, "ns", ["a", "b"], "run=r", 60)
@@ -219,7 +220,7 @@ def test_pods_created_together_are_awaited_with_one_watch():
 def test_each_pod_is_told_once_as_soon_as_its_containers_run():
     """``on_running`` (the kube provider opens a pod's warm session there) hears of a pod once, when
     its container runs and before it is Ready; a pod still creating is not told."""
-    from netslo.providers.kube_wait import wait_pods
+    from netslo.providers.kube.wait import wait_pods
 
     def pod(name, rv, state, ready=False):
         p = _ready_pod(name, rv, ready)
@@ -234,7 +235,7 @@ def test_each_pod_is_told_once_as_soon_as_its_containers_run():
 
 
 def test_pods_not_ready_in_time_are_named_with_their_status():
-    from netslo.providers.kube_wait import wait_pods
+    from netslo.providers.kube.wait import wait_pods
     clock = FakeClock()
     api = FakeApi([_ready_pod("a", "1", True), _ready_pod("b", "1", False)], "1", [], clock=clock)
     with pytest.raises(InfrastructureError, match=r"^pods a, b, c in ns: not ready after 5s; last status: pod b: .*; "

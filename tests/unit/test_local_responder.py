@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from netslo.responders import mqtt
+from netslo.traffic.responders import mqtt
 
 from . import local_responder
 

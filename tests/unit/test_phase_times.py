@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from netslo import phase_times
-from netslo.plugin import timing
+from netslo.core import phase_times
+from netslo.gate.plugin import gate_time as timing
 
 
 @pytest.fixture(autouse=True)
@@ -101,14 +101,14 @@ def test_schedule_counts_for_the_outermost_kind_or_the_given_one():
 
 
 def test_a_probe_schedules_its_requests_times_the_period():
-    from netslo.probes import ProbeSpec
+    from netslo.traffic.probes import ProbeSpec
     from netslo.providers.base import Cluster
 
     class Canned(Cluster):   # a cluster whose agent answers with no samples: only the bookkeeping is tested
         provider = "canned"
 
         def exec_agent(self, pod, args, timeout):
-            from netslo.samples import SampleSet, empty
+            from netslo.stats.samples import SampleSet, empty
             return SampleSet(empty(0), {}).to_bytes()
     Canned.__abstractmethods__ = frozenset()
     pod = SimpleNamespace(name="client", node="node0")
@@ -117,7 +117,7 @@ def test_a_probe_schedules_its_requests_times_the_period():
 
 
 def test_time_left_leaves_out_the_once_per_session_cluster_set_up(monkeypatch):
-    from netslo.plugin.progress import TerminalProgress
+    from netslo.gate.plugin.progress import TerminalProgress
     h = TerminalProgress(config=None)
     h.done, h.total, h.spent = 2, 10, 86.0              # the first test paid an 80 s provider up
     monkeypatch.setattr(phase_times, "totals", lambda: {"provider up": {"seconds": 80.0, "calls": 1}})

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from netslo.resources import shipped_slo
+from netslo.core.resources import shipped_slo
 
-PLUGIN_MODULES = ["netslo.plugin.hooks", "netslo.plugin.gate", "netslo.plugin.report", "netslo.plugin.progress",
-                  "netslo.plugin.cluster", "netslo.plugin.impair", "netslo.plugin.protocols", "netslo.plugin.qos"]
+PLUGIN_MODULES = ["netslo.gate.plugin.hooks", "netslo.gate.plugin.gate", "netslo.gate.plugin.report", "netslo.gate.plugin.progress",
+                  "netslo.gate.plugin.cluster", "netslo.gate.plugin.impair", "netslo.gate.plugin.protocols", "netslo.gate.plugin.qos"]
 
 
 class _Group:
@@ -59,7 +59,7 @@ def test_nothing_generic_is_installed(tmp_path):
     """Outside the repository, the old top-level packages are gone; the plugin imports from netslo."""
     code = ("import importlib.util as u, sys; "
             "sys.exit(0 if u.find_spec('plugins') is None and u.find_spec('fixtures') is None "
-            "and u.find_spec('netslo.plugin.hooks') is not None else 1)")
+            "and u.find_spec('netslo.gate.plugin.hooks') is not None else 1)")
     assert subprocess.run([sys.executable, "-c", code], cwd=tmp_path).returncode == 0
 
 

@@ -8,10 +8,12 @@ import math
 import numpy as np
 
 from benchmarks.synthetic_samples import synthetic
-from netslo import agent, soak_progress, stream, wire
-from netslo.responders import udp as udp_responder
-from netslo.samples import SampleSet
-from netslo.units import format_duration, format_percent
+from netslo.agent import cli as agent
+from netslo.stats import soak_progress, stream
+from netslo.traffic import wire
+from netslo.traffic.responders import udp as udp_responder
+from netslo.stats.samples import SampleSet
+from netslo.core.units import format_duration, format_percent
 
 from .local_responder import serving
 
@@ -62,7 +64,7 @@ def test_progress_line_is_the_chunks_exact_statistics():
 def test_http_probe_streams_and_drops_finished_requests(tmp_path, monkeypatch):
     """http (keep-alive) through the agent to a file: chunks written while it runs (``late_responses``
     exists only in a streamed run), every request answered on loopback, arrival ranks a permutation."""
-    from netslo.responders import http as http_responder
+    from netslo.traffic.responders import http as http_responder
     out = tmp_path / "http.npz"
     with _serving(http_responder.serve, monkeypatch) as port:
         assert agent.main(["probe", "http", "--target", f"127.0.0.1:{port}", "--count", "1200", "--interval", "1ms",
@@ -80,8 +82,8 @@ def test_http_probe_streams_and_drops_finished_requests(tmp_path, monkeypatch):
 def test_ws_probe_streams_and_bounds_its_tcp_info_series(tmp_path, monkeypatch):
     """ws through the agent to a file: streamed chunks, every request answered on loopback, and
     beyond TCP_INFO_MAX_ROWS requests TCP_INFO is read after every k-th answer only."""
-    from netslo.probes import websocket as ws_probe
-    from netslo.responders import websocket as ws_responder
+    from netslo.traffic.probes import websocket as ws_probe
+    from netslo.traffic.responders import websocket as ws_responder
     monkeypatch.setattr(ws_probe, "TCP_INFO_MAX_ROWS", 300)
     out = tmp_path / "ws.npz"
     with _serving(ws_responder.serve, monkeypatch) as port:
@@ -96,7 +98,7 @@ def test_ws_probe_streams_and_bounds_its_tcp_info_series(tmp_path, monkeypatch):
 def test_mqtt_probe_streams_through_the_broker(tmp_path, monkeypatch):
     """mqtt-qos1 through netslo's broker to a file: streamed chunks, every publish delivered once and
     acknowledged, the ledger's counts equal to the rows'."""
-    from netslo.responders import mqtt as broker
+    from netslo.traffic.responders import mqtt as broker
     out = tmp_path / "mqtt.npz"
     with _serving(broker.serve, monkeypatch) as port:
         assert agent.main(["probe", "mqtt-qos1", "--target", f"127.0.0.1:{port}", "--count", "1200",

@@ -2,7 +2,7 @@
 
 import struct
 
-from netslo.probes import icmp
+from netslo.traffic.probes import icmp
 
 
 def test_checksum_of_rfc1071_example_and_self_check():

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from netslo import samples
-from netslo.interleave import interleaved, p50_shift
+from netslo.stats import samples
+from netslo.studies.interleave import interleaved, p50_shift
 
 
 class FakeCluster:
@@ -45,8 +45,8 @@ def _rows(rtt_ns, timer_ns):
 
 def _http_judging():
     """(SLO spec with an HTTP rtt.p99 of 30 ms, a fake cluster, the scenario) for ``interleave.judge``."""
-    from netslo import slo
-    from netslo.scenario import Scenario
+    from netslo.slo import spec as slo
+    from netslo.slo.scenario import Scenario
     spec = slo.parse({"version": 1, "objectives": [{"name": "h", "select": {"protocol": "http"},
                                                     "thresholds": {"rtt.p99": "30ms"}}]})
     c = FakeCluster()
@@ -55,7 +55,7 @@ def _http_judging():
 
 
 def test_a_failure_during_a_host_stall_is_judged_again_on_fresh_samples():
-    from netslo.interleave import judge
+    from netslo.studies.interleave import judge
     spec, c, scenario = _http_judging()
     stalled = _rows(50_000_000, np.where(np.arange(200) % 50 == 0, 40_000_000, 10_000))
     assert judge(c, scenario, stalled, spec, 0.003).failed                 # no remeasure given: fails
@@ -67,8 +67,8 @@ def test_a_failure_during_a_host_stall_is_judged_again_on_fresh_samples():
 
 def test_samples_whose_sender_fell_behind_are_taken_again_and_stay_an_error_when_it_never_keeps_pace():
     import pytest
-    from netslo import runner
-    from netslo.interleave import judge
+    from netslo.slo import runner
+    from netslo.studies.interleave import judge
     spec, c, scenario = _http_judging()
     lagging = _rows(500_000, 10_000_000)                                  # every send 10 ms late: off pace
     with pytest.raises(runner.OffPace, match=r"\(measurement 1\)$"):     # no remeasure given

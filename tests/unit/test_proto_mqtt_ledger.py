@@ -1,7 +1,8 @@
 """MQTT accounting per QoS: acknowledgements, deliveries, duplicates, foreign messages, loss split."""
 
-from netslo import payload, samples, stats
-from netslo.probes.mqtt import WARMUP_SEQ, Ledger, qos_of
+from netslo.traffic import payload
+from netslo.stats import samples, analysis as stats
+from netslo.traffic.probes.mqtt import WARMUP_SEQ, Ledger, qos_of
 
 import pytest
 

@@ -4,7 +4,7 @@ import zlib
 
 import pytest
 
-from netslo import payload
+from netslo.traffic import payload
 
 
 def test_ws_request_and_response_roundtrip_with_exact_sizes():

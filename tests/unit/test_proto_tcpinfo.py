@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from netslo import tcpinfo
+from netslo.traffic import tcpinfo
 
 
 def test_parse_reads_fields_at_their_offsets():

@@ -2,8 +2,9 @@
 
 import math
 
-from netslo import samples, threelayer
-from netslo.stats import Estimate
+from netslo.stats import samples
+from netslo.studies import threelayer
+from netslo.stats.analysis import Estimate
 
 T = threelayer.Transport(srtt_p50=300e-6, rttvar_p50=50e-6, min_rtt=40e-6, retrans=0, samples=500)
 

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from netslo import tlsca
-from netslo.errors import SpecError
-from netslo.responders import mqtt
+from netslo.traffic import tlsca
+from netslo.core.errors import SpecError
+from netslo.traffic.responders import mqtt
 
 
 def _handshake(server_dir, client_dir, name=tlsca.SERVER_NAME):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from netslo.errors import SpecError
-from netslo.qos import bandwidth as bw
+from netslo.core.errors import SpecError
+from netslo.impair.shaping import bandwidth as bw
 
 
 @pytest.mark.parametrize("text,bits", [("1M", 1e6), ("10M", 1e7), ("1G", 1e9), ("500k", 5e5), ("1Mi", 2**20),

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from netslo.qos import conformance as cf
+from netslo.studies.qos import conformance as cf
 
 
 def _bins(rates, width=0.1):

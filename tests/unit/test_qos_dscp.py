@@ -5,7 +5,8 @@ from scapy.layers.l2 import Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
-from netslo.qos import dscp_check as dc
+from netslo.studies.qos import dscp_check as dc
+from netslo.traffic.dscp_capture import _decode
 
 MARKER = bytes.fromhex("a1b2c3d4e5f6")
 
@@ -30,17 +31,17 @@ def _inner(tos):
 
 def test_decode_plain_frame():
     frame = bytes(Ether() / _inner(0xB8))
-    assert dc._decode(frame, MARKER) == (46, 2, None, 0xB8)
+    assert _decode(frame, MARKER) == (46, 2, None, 0xB8)
 
 
 def test_decode_vxlan_frame_outer_and_inner():
     frame = bytes(Ether() / IP(src="172.18.0.11", dst="172.18.0.10", tos=0x02) / UDP(sport=5555, dport=4789)
                   / VXLAN(vni=1) / Ether() / _inner(0xB9))
-    assert dc._decode(frame, MARKER) == (46, 2, 0x02, 0xB9)
+    assert _decode(frame, MARKER) == (46, 2, 0x02, 0xB9)
 
 
 def test_decode_ignores_foreign_frames():
-    assert dc._decode(bytes(Ether() / IP() / UDP() / Raw(b"hello")), MARKER) is None
+    assert _decode(bytes(Ether() / IP() / UDP() / Raw(b"hello")), MARKER) is None
 
 
 def test_report_selection():

@@ -1,7 +1,7 @@
 """The iperf3 cross-check's decision (``experiments.iperf3_agreement``), on scripted pairs: the
 measurements themselves are the gate's (netslo/gate/test_qos.py), this is what it does with them."""
 
-from netslo.qos import experiments
+from netslo.studies.qos import experiments
 
 SEC = {"tolerance": 0.10}
 

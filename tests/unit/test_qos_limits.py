@@ -2,8 +2,8 @@
 
 import pytest
 
-from netslo.errors import SpecError
-from netslo.qos import limits
+from netslo.core.errors import SpecError
+from netslo.studies.qos import limits
 
 
 def test_cilium_bandwidth_manager():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from netslo.errors import SpecError
-from netslo.qos import priority as pr
+from netslo.core.errors import SpecError
+from netslo.impair.shaping import priority as pr
 
 GOOD = {"link": "20mbit", "queue": "50ms", "classes": [
     {"name": "ef", "dscp": ["EF"], "rate": "4mbit", "prio": 0},

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netslo.errors import SpecError
-from netslo.qos import spec
+from netslo.core.errors import SpecError
+from netslo.studies.qos import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = yaml.safe_load((ROOT / "netslo" / "gate" / "slo-qos.yaml").read_text())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from netslo.qos import experiments, tcpflow
+from netslo.studies.qos import experiments, tcpflow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_slow_start_rounds():
     (["messages", "--target", "127.0.0.1:7001", "--arm", "bbr", "--cc", "cubic"], "--cc"),
 ])
 def test_cli_errors_are_one_line(args, field):
-    run = subprocess.run([sys.executable, "-m", "netslo.qos.tcpflow", *args], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "netslo.studies.qos.tcpflow", *args], capture_output=True, text=True,
                          cwd=str(ROOT), timeout=60)
     assert run.returncode == 2
     lines = run.stderr.strip().splitlines()
@@ -74,7 +74,7 @@ def test_mathis_bound_at_the_loss_a_flow_met():
 
 
 def test_mathis_at_loss_met_uses_the_flows_mss_and_errors_on_a_flow_that_lost_nothing():
-    from netslo.errors import InfrastructureError
+    from netslo.core.errors import InfrastructureError
     flow = {"cc": "cubic", "total_retrans": 36, "data_segs_out": 6961}
     bound, p = tcpflow.mathis_at_loss_met(flow, 0.05, "1.00%")
     assert p == tcpflow.loss_met(flow) and bound == tcpflow.mathis_bps(0.05, p)          # no MSS: 1448

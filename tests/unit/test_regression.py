@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from netslo.errors import SpecError
+from netslo.core.errors import SpecError
 from netslo.report import regression as reg
 from netslo.report.series import series
-from netslo.samples import SampleSet, empty
-from netslo.stats import analyze
+from netslo.stats.samples import SampleSet, empty
+from netslo.stats.analysis import analyze
 
 INTERVAL_NS = 2_000_000
 TEST_A = "netslo/gate/test_latency.py::test_latency_slo[same-node-udp-1k]"

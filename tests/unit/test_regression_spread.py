@@ -10,7 +10,7 @@ import pytest
 
 from netslo.report import regression as reg
 from netslo.report import run_spread
-from netslo.samples import SampleSet, empty
+from netslo.stats.samples import SampleSet, empty
 
 TESTS = [f"netslo/gate/test_latency.py::test_latency_slo[t{k:02d}]" for k in range(8)]
 

@@ -4,8 +4,9 @@ import os
 
 import numpy as np
 
-from netslo import samples, wire
-from netslo.responders.udp import FlowTable, handle
+from netslo.stats import samples
+from netslo.traffic import wire
+from netslo.traffic.responders.udp import FlowTable, handle
 
 
 def test_npz_roundtrip_keeps_rows_and_meta(tmp_path):

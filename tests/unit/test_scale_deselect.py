@@ -5,7 +5,7 @@ provider they always run."""
 from types import SimpleNamespace
 
 from netslo.gate import test_policy
-from netslo.plugin import studies
+from netslo.gate.plugin import studies
 from tests.unit.plugin_stub import collect
 
 

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from netslo import scratch
-from netslo.resources import IMPORT_ROOT
+from netslo.core import scratch
+from netslo.core.resources import IMPORT_ROOT
 
-CHILD = ("from netslo import scratch; import os; d = scratch.mkdtemp('exposure'); (d / 'ready').write_text('1'); "
+CHILD = ("from netslo.core import scratch; import os; d = scratch.mkdtemp('exposure'); (d / 'ready').write_text('1'); "
          "fd, p = scratch.mkstemp('mosquitto', '.conf'); os.close(fd); print(d); print(p)")
 
 

@@ -3,8 +3,8 @@
 
 import pytest
 
-from netslo.errors import InfrastructureError, Unsupported
-from netslo.plugin.gate import skip_unsupported
+from netslo.core.errors import InfrastructureError, Unsupported
+from netslo.gate.plugin.gate import skip_unsupported
 
 
 def test_unsupported_skips_with_its_category_or_the_given_one():

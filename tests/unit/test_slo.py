@@ -7,9 +7,9 @@ import jsonschema
 import pytest
 import yaml
 
-from netslo import slo
-from netslo.errors import SpecError
-from netslo.stats import Estimate
+from netslo.slo import spec as slo
+from netslo.core.errors import SpecError
+from netslo.stats.analysis import Estimate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,8 +83,8 @@ def test_selectors_match_globs_and_lists():
 
 def test_udp_sender_default_reaches_udp_probes_only():
     from netslo.providers.base import Pod
-    from netslo.runner import probe_spec
-    from netslo.scenario import Scenario
+    from netslo.slo.runner import probe_spec
+    from netslo.slo.scenario import Scenario
     spec = slo.parse({"version": 1, "defaults": {"udp_sender": "native"},
                       "objectives": [{"name": "a", "thresholds": {"rtt.p50": "1ms"}}]})
     server = Pod("srv", "node0", "10.0.0.2")

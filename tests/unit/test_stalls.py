@@ -1,4 +1,4 @@
-"""Stalls (netslo.stalls): a held-then-released run of requests is a path freeze, a slow path or a
+"""Stalls (netslo.slo.stalls): a held-then-released run of requests is a path freeze, a slow path or a
 queue that builds and drains is not; which requests a client's own stalls touched; and the verdict
 after stalls (runner.settle_stalls): a failing run over a stall is measured again, twice at most; when
 the last one still fails only because the client was descheduled it is an infrastructure error naming
@@ -9,10 +9,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from netslo import runner, samples, slo, stalls
-from netslo.errors import InfrastructureError
+from netslo.slo import runner, spec as slo, stalls
+from netslo.stats import samples
+from netslo.core.errors import InfrastructureError
 from netslo.providers.base import Pod
-from netslo.scenario import Scenario
+from netslo.slo.scenario import Scenario
 
 MS = 1_000_000
 
@@ -64,7 +65,7 @@ def test_unanswered_requests_do_not_make_a_freeze():
 
 
 def _analysis(s):
-    from netslo.stats import analyze
+    from netslo.stats.analysis import analyze
     return analyze(s)
 
 

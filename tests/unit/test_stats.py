@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from netslo import samples, stats
+from netslo.stats import samples, analysis as stats
 
 
 def test_nearest_rank_rule_on_small_arrays():

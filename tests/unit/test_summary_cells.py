@@ -4,7 +4,7 @@ percentage and every delay as a duration: a DNS failure rate once read "0Âµs (0Â
 import pytest
 
 from netslo.report.summary import check_cell
-from netslo.slo import FRACTION_METRICS
+from netslo.slo.spec import FRACTION_METRICS
 
 
 def _check(metric, value, lo, hi, threshold):

@@ -7,9 +7,9 @@ import socket
 import numpy as np
 import pytest
 
-from netslo.probes import ProbeSpec, check_give_up, check_source_ports, tcp
-from netslo.errors import SpecError
-from netslo.responders import tcp as tcp_responder
+from netslo.traffic.probes import ProbeSpec, check_give_up, check_source_ports, tcp
+from netslo.core.errors import SpecError
+from netslo.traffic.responders import tcp as tcp_responder
 
 from .local_responder import serving
 

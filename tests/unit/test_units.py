@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from netslo import units
-from netslo.errors import SpecError
+from netslo.core import units
+from netslo.core.errors import SpecError
 
 
 @pytest.mark.parametrize("text,seconds", [("250us", 250e-6), ("5ms", 5e-3), ("1.5s", 1.5), ("2min", 120.0),

@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from netslo import measurable, skips
-from netslo import slo as slo_mod
-from netslo.errors import SpecError
+from netslo.slo import measurable, skips
+from netslo.slo import spec as slo_mod
+from netslo.core.errors import SpecError
 from netslo.report import tally as tally_mod
-from netslo.stats import Estimate, percentile_ci_ranks, percentile_estimate
+from netslo.stats.analysis import Estimate, percentile_ci_ranks, percentile_estimate
 
 
 @pytest.mark.parametrize("metric,need", [("rtt.p50", 6), ("rtt.p90", 36), ("rtt.p99", 368), ("rtt.p99.9", 3688),

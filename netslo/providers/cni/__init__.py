@@ -1,4 +1,4 @@
-"""CNI installers for real clusters: Calico, Cilium, Antrea, pinned in ``manifests/cni/<name>.yaml``.
+"""CNI installers for real clusters: Calico, Cilium, Antrea, pinned in ``<name>.yaml`` beside this module.
 
 Each data file names the version, the release URL of the upstream manifest or Helm chart (fetched at
 install time, never stored in this repo), its sha256, the pod/service subnets to give the cluster, the
@@ -37,8 +37,8 @@ from pathlib import Path
 
 import yaml
 
-from ... import resources
-from ...errors import InfrastructureError, SpecError
+from netslo.core import resources
+from netslo.core.errors import InfrastructureError, SpecError
 
 log = logging.getLogger("netslo.cni")
 
@@ -51,10 +51,11 @@ LOCAL_BUILD_SUFFIX = ".local-build"   # beside a mirror file built from source: 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
-def manifests_dir() -> Path:
-    """The ``manifests/`` shipped in the netslo package (or $NETSLO_MANIFESTS)."""
-    env = os.environ.get("NETSLO_MANIFESTS")
-    return Path(env) if env else resources.data("manifests")
+def pins_dir() -> Path:
+    """The folder of the pinned CNI data files, ``<name>.yaml``: the ones shipped beside this module,
+    or ``$NETSLO_CNI_PINS``."""
+    env = os.environ.get("NETSLO_CNI_PINS")
+    return Path(env) if env else resources.data("providers", "cni")
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Workload:
 
 @dataclass(frozen=True)
 class CniSpec:
-    """One pinned CNI (see manifests/cni/*.yaml)."""
+    """One pinned CNI (see providers/cni/*.yaml)."""
 
     name: str
     version: str
@@ -100,10 +101,10 @@ def _need(d: dict, key: str, where: str, typ=str):
 
 
 def load(name: str, directory: Path | None = None) -> CniSpec:
-    """Read and validate manifests/cni/<name>.yaml."""
+    """Read and validate the pinned data file ``<name>.yaml`` (``pins_dir()``, or ``directory``)."""
     if name not in CNIS:
         raise SpecError("--netslo-cni", name, f"one of {', '.join(CNIS)}")
-    path = (directory or manifests_dir()) / "cni" / f"{name}.yaml"
+    path = (directory or pins_dir()) / f"{name}.yaml"
     where = str(path)
     try:
         d = yaml.safe_load(path.read_text())

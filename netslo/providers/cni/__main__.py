@@ -4,7 +4,7 @@
 
 Without ``--file`` the file comes from where an install would take it ($NETSLO_CNI_MIRROR, the cache,
 else the release URL: needs a network that reaches it). Prints ``sha256  NAME VERSION SOURCE`` and
-whether it matches the data file; ``--record`` writes it into manifests/cni/NAME.yaml when none is
+whether it matches the data file; ``--record`` writes it into netslo/providers/cni/NAME.yaml when none is
 recorded (a recorded digest that differs is never overwritten: exit 1).
 """
 
@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import CNIS, fetch, load, source
+from netslo.providers.cni import CNIS, fetch, load, source
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,9 +31,12 @@ from pathlib import Path
 
 import yaml
 
-from ...errors import InfrastructureError
-from ..kube_wait import wait_nodes_ready, wait_workload
-from . import WORKLOAD_KINDS, CniSpec, digest_status, encapsulation as check_encapsulation, fetch, source as cni_source
+from netslo.core.errors import InfrastructureError
+from netslo.providers.kube.wait import wait_nodes_ready, wait_workload
+from netslo.providers.cni import (
+    WORKLOAD_KINDS, CniSpec, digest_status, encapsulation as check_encapsulation, fetch,
+    source as cni_source,
+)
 
 log = logging.getLogger("netslo.cni")
 

@@ -23,14 +23,14 @@ that spread and so only flags large effects.
 ``python -m netslo.report.regression --baseline B --current C`` compares two results directories
 (or results.json files; B may be a directory of past runs) and exits 1 on a regression.
 
-Modules: ``policy`` (settings, verdict names), ``runs`` (loading), ``blocks`` (block bootstrap),
+Modules: ``decision`` (the decision policy: settings, verdict names), ``runs`` (loading), ``blocks`` (block bootstrap),
 ``comparison`` (one test x metric, gate index, Holm), ``canaries`` (host noise), ``report`` (the whole
 comparison, re-measurement), ``markdown`` (regression.md), ``cli``.
 """
 
 from importlib import import_module
 
-# name -> submodule, imported on first use (PEP 562): the pytest plugin needs only the policy and the
+# name -> submodule, imported on first use (PEP 562): the pytest plugin needs only the decision policy and the
 # run container until a baseline is given, so loading it does not import scipy. (``markdown`` is the
 # submodule; its function is ``markdown.markdown``.)
 _EXPORTS = {
@@ -38,7 +38,7 @@ _EXPORTS = {
     "canaries": ("host_noise", "index_canary", "spread_canary"),
     "cli": ("main",),
     "comparison": ("Comparison", "compare_index", "compare_metric", "compare_spread", "holm", "run_value"),
-    "policy": ("BOOTSTRAP", "DEFAULT_METRICS", "GROUPS", "HOST_NOISE", "IMPROVED", "INSUFFICIENT", "MAX_BLOCKS",
+    "decision": ("BOOTSTRAP", "DEFAULT_METRICS", "GROUPS", "HOST_NOISE", "IMPROVED", "INSUFFICIENT", "MAX_BLOCKS",
                "MIN_TAIL", "NOT_CONFIRMED", "REGRESSED", "SPREAD", "UNCHANGED", "Policy", "policy_from_text"),
     "report": ("Report", "compare", "confirm", "suspected"),
     "runs": ("Run", "load", "results_files"),

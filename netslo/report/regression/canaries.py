@@ -7,12 +7,12 @@ import math
 
 import numpy as np
 
-from .. import run_spread
-from ..series import split_metric
-from .blocks import nearest_rank
-from .comparison import Comparison, by_session
-from .policy import Policy
-from .runs import Run
+from netslo.report import run_spread
+from netslo.report.series import split_metric
+from netslo.report.regression.blocks import nearest_rank
+from netslo.report.regression.comparison import Comparison, by_session
+from netslo.report.regression.decision import Policy
+from netslo.report.regression.runs import Run
 
 
 def host_noise(base_parts: list[np.ndarray], cur_parts: list[np.ndarray], policy: Policy) -> dict:

@@ -6,15 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from ... import units
-from ...helptext import help_text
-from .policy import DEFAULT_METRICS, Policy, policy_from_text
-from .report import compare
-from .runs import load, results_files
+from netslo.core import units
+from netslo.core.helptext import help_text
+from netslo.report.regression.decision import DEFAULT_METRICS, Policy, policy_from_text
+from netslo.report.regression.report import compare
+from netslo.report.regression.runs import load, results_files
 
 
 def main(argv=None) -> int:
-    from . import __doc__ as package_doc
+    from netslo.report.regression import __doc__ as package_doc
     ap = argparse.ArgumentParser(prog="python -m netslo.report.regression", description=package_doc.split("\n\n")[0])
     ap.add_argument("--baseline", required=True, help="results.json, results dir, or a dir of past runs")
     ap.add_argument("--current", required=True, help="results.json or results dir of the run to judge")
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     ap.add_argument("--resamples", default=None, help=f"bootstrap resamples, default {Policy.n_boot}")
     ap.add_argument("--quiet", action="store_true", help="print only the verdict line")
     a = ap.parse_args(argv)
-    from ...errors import SpecError
+    from netslo.core.errors import SpecError
     try:
         policy = policy_from_text(a.metrics, a.min_effect, a.min_abs, a.min_loss, a.alpha, a.block, a.resamples)
         base, cur = load(a.baseline), load(a.current)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...samples import timestamps
+from netslo.stats.samples import timestamps
 
 CONVERTED = {"rtt": "rtt_app", "ipdv": "ipdv_app"}
 UNCHANGED = ("rtt_app", "ipdv_app", "timer_error", "loss")   # the same definition in every set

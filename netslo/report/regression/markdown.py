@@ -6,10 +6,12 @@ import math
 
 import numpy as np
 
-from ... import units
-from .. import run_spread
-from .comparison import Comparison
-from .policy import BOOTSTRAP, HOST_NOISE, IMPROVED, INSUFFICIENT, NOT_CONFIRMED, REGRESSED, SPREAD, UNCHANGED
+from netslo.core import units
+from netslo.report import run_spread
+from netslo.report.regression.comparison import Comparison
+from netslo.report.regression.decision import (
+    BOOTSTRAP, HOST_NOISE, IMPROVED, INSUFFICIENT, NOT_CONFIRMED, REGRESSED, SPREAD, UNCHANGED,
+)
 
 
 def _fmt(value: float, unit: str, signed: bool = False) -> str:

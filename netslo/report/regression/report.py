@@ -10,14 +10,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import run_spread
-from ..series import series, split_metric
-from .blocks import block_requests
-from .canaries import explained_by_host, host_noise, index_canary, spread_canary
-from .comparison import compare_index, compare_metric, compare_spread, holm
-from .definitions import Definitions
-from .policy import HOST_NOISE, IMPROVED, INSUFFICIENT, NOT_CONFIRMED, REGRESSED, SPREAD, Policy
-from .runs import Run
+from netslo.report import run_spread
+from netslo.report.series import series, split_metric
+from netslo.report.regression.blocks import block_requests
+from netslo.report.regression.canaries import explained_by_host, host_noise, index_canary, spread_canary
+from netslo.report.regression.comparison import compare_index, compare_metric, compare_spread, holm
+from netslo.report.regression.definitions import Definitions
+from netslo.report.regression.decision import (
+    HOST_NOISE, IMPROVED, INSUFFICIENT, NOT_CONFIRMED, REGRESSED, SPREAD, Policy,
+)
+from netslo.report.regression.runs import Run
 
 
 @dataclass
@@ -83,7 +85,7 @@ class Report:
 
     def to_markdown(self) -> str:
         """regression.md: verdict, the regressions table, then every comparison (for $GITHUB_STEP_SUMMARY)."""
-        from .markdown import markdown
+        from netslo.report.regression.markdown import markdown
         return markdown(self)
 
     def write(self, directory) -> tuple[Path, Path]:

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...samples import SampleSet
+from netslo.stats.samples import SampleSet
 
 
 @dataclass

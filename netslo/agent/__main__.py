@@ -1,0 +1,7 @@
+"""``python -m netslo.agent``: see ``netslo.agent.cli``."""
+
+import sys
+
+from netslo.agent.cli import main
+
+sys.exit(main())

@@ -1,0 +1,24 @@
+"""Read a YAML file for a spec parser: every problem is a one-line SpecError naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from netslo.core.errors import SpecError
+
+
+def read(path, option: str):
+    """The parsed document of ``path``; ``option`` names the CLI option that chose the file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError(option, str(path), f"a readable YAML file ({e.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "?"
+        raise SpecError(where, getattr(e, "problem", str(e)), "valid YAML", where=str(path)) from None

@@ -1,0 +1,63 @@
+"""Fixtures of the DNS gate (netslo/gate/test_dns.py): which DNS server the lookups ask, and the
+scenarios measured against it.
+
+Import the fixtures you use into a test module (``from netslo.gate.plugin.dns import ...``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from netslo.slo import runner
+from netslo.core.errors import Unsupported
+from netslo.gate.plugin.gate import skip_unsupported
+from netslo.gate.plugin.protocols import with_sampling
+
+
+@dataclasses.dataclass(frozen=True)
+class DnsServer:
+    """Where the lookups go: the emulated responder in the responder pod (embedded provider) or the
+    cluster's DNS named in each client pod's /etc/resolv.conf (``cluster_dns``)."""
+
+    pod: object
+    ports: dict
+    cluster_dns: bool
+
+    def describe(self) -> str:
+        if self.cluster_dns:
+            return "DNS server: the cluster's DNS from the client pod's /etc/resolv.conf (CoreDNS/kube-dns Service)"
+        return (f"DNS server: emulated authoritative responder (netslo.traffic.responders.dns) in pod {self.pod.name} on "
+                f"{self.pod.node}, not CoreDNS")
+
+
+@pytest.fixture(scope="session")
+def netslo_dns_server(netslo_cluster, netslo_responder):
+    """The session's ``DnsServer``: the embedded provider starts the emulated responder beside the
+    other responders; every other provider asks the cluster's own DNS."""
+    pod, _ports = netslo_responder
+    if netslo_cluster.provider != "netns":
+        if hasattr(netslo_cluster, "await_cluster_dns"):   # a new cluster's CoreDNS starts after its CNI
+            netslo_cluster.await_cluster_dns()
+        return DnsServer(pod, {}, cluster_dns=True)
+    try:
+        return DnsServer(pod, netslo_cluster.start_responders(pod, ("dns",)), cluster_dns=False)
+    except Unsupported as e:
+        skip_unsupported(e)
+
+
+@pytest.fixture(scope="session")
+def netslo_dns_measure(netslo_cluster, netslo_client_for, netslo_dns_server, netslo_slo):
+    """measure(scenario, count, max_count) -> runner.Outcome of a ``DnsScenario`` against the
+    session's DNS server (``cluster_dns`` set to match it), the server named in the outcome's notes."""
+    def get(scenario, count: int, max_count: int | None = None):
+        scenario = dataclasses.replace(scenario, cluster_dns=netslo_dns_server.cluster_dns)
+        try:
+            out = runner.run(netslo_cluster, netslo_client_for(scenario.placement), netslo_dns_server.pod,
+                             netslo_dns_server.ports, scenario, with_sampling(netslo_slo, count, max_count))
+        except Unsupported as e:
+            skip_unsupported(e)
+        out.notes.append(netslo_dns_server.describe())
+        return out
+
+    return get

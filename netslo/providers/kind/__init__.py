@@ -1,0 +1,2 @@
+"""kind clusters: the provider (``cluster``), the host side of its nodes (``host``) and the kind
+configs it writes (``kind-<cni>.yaml``)."""

@@ -1,0 +1,393 @@
+"""SLO spec: YAML -> validated model (JSON Schema exported), and the verdict policy.
+
+File format (units are mandatory)::
+
+    version: 1
+    defaults:                 # how each scenario is sampled
+      samples: 1000           # first batch of requests
+      max_samples: 4000       # bound on extra sampling when a verdict is inconclusive
+      interval: 2ms           # open-loop send period
+      confidence: 95%         # CI level for every statistic
+      wait: 1s                # how long to wait for answers after the last request
+      udp_sender: python      # or native: udp requests from the compiled send loop (high rates)
+      trials: 40              # trials of a change study (policy_enforce/policy_allow/svc_program/svc_endpoint)
+    objectives:
+      - name: udp-latency
+        select: {protocol: [udp], placement: [same-node, cross-node], profile: [1k]}  # omitted = any
+                              # also datapath, and family: ipv4 | ipv6 (the scenario's IP family)
+        thresholds: {rtt.p50: 1ms, rtt.p99: 10ms, ipdv.p99: 5ms, loss: 1%}
+      - name: policy-on-calico
+        select: {datapath: calico}
+        trials: 12            # a change study's trials for this objective (default: defaults.trials)
+        thresholds: {policy_enforce.p50: 500ms}
+
+Every threshold is an upper bound (metric <= value). Verdict per threshold, from the metric's CI
+[lo, hi]: **pass** when hi <= threshold, **fail** when lo > threshold, otherwise **inconclusive**:
+the runner samples more (in batches of ``samples``, up to ``max_samples`` in total) and, if still
+inconclusive, decides on the point estimate and says so in the message — but only where the CI has
+both bounds: a percentile needs enough answered samples for that (two-sided 95 %: P50 6, P99 368,
+P99.9 3688; ``samples_needed``), and a check that still lacks a bound when sampling runs out is
+**insufficient**: the test errors, naming n and the n it needs. It never passes on a point estimate.
+A metric with no data at all (every request lost) fails its check with the reason.
+
+Change studies (``netslo.studies.enforcement``, ``netslo.studies.policy_cost``) have metrics of their own, judged on
+``trials`` trials (a percentile those cannot bound is rejected at load) or on fixed interleaved rounds;
+a scenario gets only the metrics of its ``study`` label (``STUDY_OF``).
+
+``allow_skips: [CATEGORY, ...]`` declares skips of those categories expected (``netslo.slo.skips``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+from dataclasses import dataclass
+
+import jsonschema
+
+from netslo.slo import skips
+from netslo.core import units, yamlfile
+from netslo.core.errors import SpecError
+from netslo.core.families import FAMILIES
+from netslo.traffic.probes import SENDERS
+from netslo.stats.analysis import Estimate
+
+DELAY_SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "ipdv", "ipdv_app", "ipdv_up", "ipdv_down", "pdv",
+                "server_time", "timer_error", "dns")   # dns: lookup time of the dns probe
+DELAY_STATS = ("min", "mean", "p50", "p90", "p99", "p99.9", "max")
+FRACTION_METRICS = ("loss", "loss_up", "loss_down", "dup", "reorder", "dns.fail", "dns.retry")
+POINT_DELAY_METRICS = ("rfc3550",)
+SELECT_KEYS = ("protocol", "placement", "profile", "datapath", "family")
+# Series of one value per trial of a change study (netslo.studies.enforcement), seconds; a percentile of them is
+# bounded by ``defaults.trials`` trials, not by the probe's samples. Mean is not offered: a trial not
+# done within its window is censored (+inf), and a mean of censored values means nothing.
+TRIAL_SERIES = ("policy_enforce", "policy_allow", "svc_program", "svc_endpoint")
+TRIAL_STATS = ("min", "p50", "p90", "p99", "p99.9", "max")
+SHIFT_METRICS = ("policy_cost.p50", "policy_cost.p99")   # RTT percentile shift, most decoy policies vs none
+# the study a metric belongs to (a scenario's 'study' label); metrics absent here belong to probe scenarios
+STUDY_OF = {"policy_enforce": "policy", "policy_allow": "policy", "policy_cost": "policy-cost",
+            "svc_program": "service", "svc_endpoint": "service-endpoint"}
+
+_DURATION_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*(ns|us|µs|ms|s|sec|min)\s*$"
+_PERCENT_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%\s*$"
+_DELAY_METRIC_RE = (r"^((" + "|".join(DELAY_SERIES) + r")\.(" + "|".join(s.replace(".", r"\.") for s in DELAY_STATS)
+                    + r")|" + "|".join(POINT_DELAY_METRICS) + r")$")
+_FRACTION_METRIC_RE = r"^(" + "|".join(m.replace(".", r"\.") for m in FRACTION_METRICS) + r")$"
+_STUDY_METRIC_RE = (r"^((" + "|".join(TRIAL_SERIES) + r")\.(" + "|".join(s.replace(".", r"\.") for s in TRIAL_STATS)
+                    + r")|" + "|".join(m.replace(".", r"\.") for m in SHIFT_METRICS) + r")$")
+
+
+def json_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of an SLO file; ``python -m netslo slo-schema`` prints it."""
+    selector = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://netslo.invalid/schema/slo-v1.json",
+        "title": "netslo SLO file",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["version", "objectives"],
+        "properties": {
+            "version": {"const": 1},
+            "defaults": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "samples": {"type": "integer", "minimum": 20, "maximum": 10_000_000},
+                    "max_samples": {"type": "integer", "minimum": 20, "maximum": 10_000_000},
+                    "interval": {"$ref": "#/$defs/duration"},
+                    "confidence": {"$ref": "#/$defs/percent"},
+                    "wait": {"$ref": "#/$defs/duration"},
+                    "trials": {"type": "integer", "minimum": 5, "maximum": 100_000,
+                               "description": "trials of a change study (policy enforcement, Service "
+                                              "programming); bounds which percentiles of them can be judged"},
+                    "udp_sender": {"enum": list(SENDERS),
+                                   "description": "who sends udp requests: the Python loop or the compiled "
+                                                  "one (high rates; built on first use with cc)"},
+                },
+            },
+            "objectives": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/objective"}},
+            "allow_skips": {"type": "array", "items": {"enum": sorted(skips.CATEGORIES)}, "uniqueItems": True,
+                            "description": "skip categories this gate declares expected (netslo.slo.skips)"},
+        },
+        "$defs": {
+            "duration": {"type": "string", "pattern": _DURATION_RE,
+                         "description": "a duration with a unit, e.g. '250us', '5ms', '1.5s'"},
+            "percent": {"type": "string", "pattern": _PERCENT_RE,
+                        "description": "a percentage with '%', e.g. '0.5%'"},
+            "objective": {
+                "type": "object", "additionalProperties": False, "required": ["name", "thresholds"],
+                "properties": {
+                    "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+                    "trials": {"type": "integer", "minimum": 5, "maximum": 100_000,
+                               "description": "trials of the change study this objective judges (default: "
+                                              "defaults.trials), e.g. fewer on a cluster whose changes take seconds"},
+                    "select": {"type": "object", "additionalProperties": False,
+                               "properties": {k: selector for k in SELECT_KEYS}},
+                    "thresholds": {
+                        "type": "object", "minProperties": 1, "additionalProperties": False,
+                        "patternProperties": {_DELAY_METRIC_RE: {"$ref": "#/$defs/duration"},
+                                              _FRACTION_METRIC_RE: {"$ref": "#/$defs/percent"},
+                                              _STUDY_METRIC_RE: {"$ref": "#/$defs/duration"}},
+                    },
+                },
+            },
+        },
+    }
+
+
+def _path(err: jsonschema.ValidationError) -> str:
+    out = ""
+    for p in err.absolute_path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _expected(err: jsonschema.ValidationError) -> tuple[str, object, str]:
+    """(field, value, expected form) of a schema error, phrased for people."""
+    where, v, schema = _path(err), err.instance, err.schema
+    kind = err.validator
+    if kind == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(v) - set(allowed)) if isinstance(v, dict) else []
+        if "patternProperties" in schema:
+            form = ("a known metric: <series>.<stat> with series " + "/".join(DELAY_SERIES) + " and stat "
+                    + "/".join(DELAY_STATS) + " (a duration), or " + "/".join(FRACTION_METRICS + POINT_DELAY_METRICS)
+                    + ", or a study metric " + "/".join(TRIAL_SERIES) + " with stat " + "/".join(TRIAL_STATS)
+                    + " or " + "/".join(SHIFT_METRICS) + " (a duration)")
+        else:
+            form = "one of the keys " + ", ".join(allowed)
+        key = extra[0] if extra else "?"
+        return (f"{where}.{key}" if where != "(top level)" else key), key, form
+    if kind == "required":
+        missing = [r for r in schema["required"] if r not in (v or {})]
+        return where, None, f"a mapping with the key '{missing[0] if missing else '?'}'"
+    if kind == "pattern" or (kind == "type" and "pattern" in schema):
+        return where, v, schema.get("description", f"text matching {schema.get('pattern')}")
+    if kind == "const":
+        return where, v, f"{schema['const']!r}"
+    if kind == "type":
+        return where, v, f"a value of type {schema['type']}"
+    if kind in ("minimum", "maximum"):
+        return where, v, f"a number in {schema.get('minimum', '-inf')}..{schema.get('maximum', 'inf')}"
+    if kind in ("minItems", "minProperties"):
+        return where, v, "at least one entry"
+    return where, v, err.message
+
+
+# ---- the model -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Threshold:
+    """metric <= limit. ``limit`` in seconds for delay metrics, a fraction 0..1 for loss-like ones."""
+
+    metric: str
+    limit: float
+    text: str          # as written in the file, e.g. '5ms'
+    objective: str
+    trials: int = 0    # a change study's metric: the trials it is judged on (objective's, else defaults.trials)
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    select: dict       # key -> tuple of allowed values (glob patterns)
+    thresholds: tuple  # of Threshold
+
+    def matches(self, labels: dict) -> bool:
+        return all(any(fnmatch.fnmatchcase(str(labels.get(k, "")), pat) for pat in pats)
+                   for k, pats in self.select.items())
+
+
+@dataclass(frozen=True)
+class Sampling:
+    samples: int = 1000
+    max_samples: int = 4000
+    interval: float = 0.002
+    confidence: float = 0.95
+    wait: float = 1.0
+    udp_sender: str = "python"   # python | native (netslo.traffic.probes.udp_native)
+    trials: int = 40             # trials of a change study (netslo.studies.enforcement)
+
+
+@dataclass
+class SloSpec:
+    """A validated SLO file."""
+
+    sampling: Sampling
+    objectives: list
+    source: str = "<memory>"
+    allow_skips: frozenset = frozenset()
+
+    def thresholds_for(self, labels: dict) -> list[Threshold]:
+        """Every threshold of every objective whose selector matches the scenario labels and whose
+        metric the scenario measures (a study's metrics only for the labels' ``study``, ``STUDY_OF``)."""
+        study = labels.get("study")
+        return [t for o in self.objectives if o.matches(labels) for t in o.thresholds
+                if STUDY_OF.get(t.metric.partition(".")[0]) == study]
+
+
+def parse(doc, source: str = "<memory>") -> SloSpec:
+    """Validate a loaded YAML document; SpecError (one line, prefixed with source) when invalid."""
+    validator = jsonschema.Draft202012Validator(json_schema())
+    errors = sorted(validator.iter_errors(doc), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        best = jsonschema.exceptions.best_match(errors)
+        raise SpecError(*_expected(best), where=source)
+    try:
+        d = doc.get("defaults", {}) or {}
+        base = Sampling()
+        sampling = Sampling(
+            samples=d.get("samples", base.samples),
+            max_samples=d.get("max_samples", max(base.max_samples, d.get("samples", base.samples))),
+            interval=units.duration(d["interval"], "defaults.interval") if "interval" in d else base.interval,
+            confidence=units.percent(d["confidence"], "defaults.confidence") if "confidence" in d else base.confidence,
+            wait=units.duration(d["wait"], "defaults.wait") if "wait" in d else base.wait,
+            udp_sender=d.get("udp_sender", base.udp_sender),
+            trials=d.get("trials", base.trials))
+        if sampling.max_samples < sampling.samples:
+            raise SpecError("defaults.max_samples", sampling.max_samples, f"a number >= defaults.samples ({sampling.samples})")
+        if not 0.5 <= sampling.confidence < 1.0:
+            raise SpecError("defaults.confidence", d.get("confidence"), "a percentage from 50% to below 100%")
+        if sampling.interval <= 0:
+            raise SpecError("defaults.interval", d.get("interval"), "a duration > 0, e.g. '2ms'")
+        objectives, names = [], set()
+        for i, o in enumerate(doc["objectives"]):
+            if o["name"] in names:
+                raise SpecError(f"objectives[{i}].name", o["name"], "a name not used by another objective")
+            names.add(o["name"])
+            select = {k: tuple([v] if isinstance(v, str) else v) for k, v in (o.get("select") or {}).items()}
+            for pat in select.get("family", ()):
+                if not fnmatch.filter(FAMILIES, pat):   # a typo would match nothing and gate nothing
+                    raise SpecError(f"objectives[{i}].select.family", pat, f"{' or '.join(FAMILIES)} (or a glob matching one)")
+            ths = []
+            trials = o.get("trials", sampling.trials)
+            for metric, text in o["thresholds"].items():
+                field_name = f"objectives[{i}].thresholds.{metric}"
+                limit = units.percent(text, field_name) if metric in FRACTION_METRICS else units.duration(text, field_name)
+                study = metric.partition(".")[0] in TRIAL_SERIES
+                if study:
+                    _check_trials(metric, text, field_name, trials, sampling.confidence,
+                                  f"objectives[{i}].trials" if "trials" in o else "defaults.trials")
+                ths.append(Threshold(metric, limit, text, o["name"], trials if study else 0))
+            objectives.append(Objective(o["name"], select, tuple(ths)))
+    except SpecError as e:
+        raise e.located(source) from None
+    return SloSpec(sampling, objectives, source, frozenset(doc.get("allow_skips") or ()))
+
+
+def _check_trials(metric: str, text: str, field_name: str, trials: int, confidence: float, source: str) -> None:
+    """SpecError when ``metric`` is a percentile that ``trials`` trials (set by ``source``) cannot bound."""
+    need = samples_needed(metric, confidence)
+    if need > trials:
+        raise SpecError(field_name, text, f"a statistic {trials} trials ({source}) bound at "
+                        f"{confidence:.0%} confidence: P{percentile_of(metric):g} needs {need} trials "
+                        f"(raise {source}, or use p50/p90/max)")
+
+
+def load(path) -> SloSpec:
+    """Read and validate an SLO YAML file; every problem is a one-line SpecError naming the file."""
+    return parse(yamlfile.read(path, "--netslo-slo"), str(path))
+
+
+# ---- verdicts ------------------------------------------------------------------------------------
+
+PASS, FAIL, INCONCLUSIVE, INSUFFICIENT = "pass", "fail", "inconclusive", "insufficient"
+
+
+def percentile_of(metric: str) -> float | None:
+    """99.0 for 'rtt.p99', None for metrics that are not percentiles."""
+    stat = metric.partition(".")[2]
+    return float(stat[1:]) if stat.startswith("p") and stat[1:].replace(".", "", 1).isdigit() else None
+
+
+def samples_needed(metric: str, confidence: float) -> int:
+    """Fewest answered samples for which percentile ``metric`` has a CI with both bounds at
+    ``confidence`` (two-sided): the upper bound of P_q exists once (q/100)^n <= (1-confidence)/2.
+    1 for metrics that are not percentiles."""
+    q = percentile_of(metric)
+    if q is None:
+        return 1
+    from netslo.stats.analysis import percentile_ci_ranks
+    p = max(q, 100.0 - q) / 100.0
+    n = max(1, math.ceil(math.log((1.0 - confidence) / 2.0) / math.log(p)) - 2)
+    while True:
+        lo, hi = percentile_ci_ranks(n, q, confidence)
+        if lo >= 1 and hi <= n:
+            return n
+        n += 1
+
+
+@dataclass(frozen=True)
+class Check:
+    """One threshold judged against one estimate."""
+
+    threshold: Threshold
+    estimate: Estimate
+    verdict: str               # pass | fail | inconclusive | insufficient
+    by_point: bool = False     # decided on the point estimate after sampling ran out
+    note: str = ""             # why the check has no data or no bound (missing data, too few samples)
+
+    def line(self) -> str:
+        fmt = units.format_percent if self.estimate.unit == "1" else units.format_duration
+        e, t = self.estimate, self.threshold
+        if self.note:
+            return f"{t.metric}: {self.note} [{self.verdict}; threshold {t.text}, objective {t.objective}]"
+        ci = f"{fmt(e.lo)}–{fmt(e.hi)}" if math.isfinite(e.lo) and math.isfinite(e.hi) else \
+            f"{fmt(e.lo)}–{fmt(e.hi)} (too few samples to bound)"
+        op = {PASS: "<=", FAIL: ">", INCONCLUSIVE: "~"}[self.verdict]
+        note = " — inconclusive at max samples, decided on the point estimate" if self.by_point else ""
+        return (f"{t.metric} = {fmt(e.value)} (CI {ci}, n={e.n}) {op} threshold {t.text} "
+                f"[objective {t.objective}]{note}")
+
+
+def judge(estimate: Estimate, threshold: Threshold) -> str:
+    """pass if the whole CI meets the threshold, fail if the whole CI breaks it, else inconclusive."""
+    if math.isnan(estimate.value):
+        return FAIL
+    if estimate.hi <= threshold.limit:
+        return PASS
+    if estimate.lo > threshold.limit:
+        return FAIL
+    return INCONCLUSIVE
+
+
+def decide(estimate: Estimate, threshold: Threshold, confidence: float = 0.95) -> Check:
+    """Final verdict when no more samples may be taken: CI first; then the point estimate, only
+    when the CI has both bounds; else INSUFFICIENT, naming n and the n the percentile needs."""
+    v = judge(estimate, threshold)
+    if v != INCONCLUSIVE:
+        return Check(threshold, estimate, v)
+    if not (math.isfinite(estimate.lo) and math.isfinite(estimate.hi)):
+        need = samples_needed(threshold.metric, confidence)
+        q = percentile_of(threshold.metric)
+        what = f"P{q:g}" if q is not None else threshold.metric
+        return Check(threshold, estimate, INSUFFICIENT,
+                     note=f"not enough samples: n={estimate.n} answered samples cannot bound {what} at "
+                          f"{confidence:.0%} confidence; it needs at least {need}")
+    return Check(threshold, estimate, PASS if estimate.value <= threshold.limit else FAIL, by_point=True)
+
+
+def missing(threshold: Threshold, reason: str) -> Check:
+    """The check of a measurable metric that has no data: it fails, and says why."""
+    unit = "1" if threshold.metric in FRACTION_METRICS else "s"
+    return Check(threshold, Estimate(math.nan, -math.inf, math.inf, 0, unit), FAIL, note=reason)
+
+
+def sample_warnings(spec: SloSpec) -> list[str]:
+    """Thresholds that ``max_samples`` can never bound (percentiles needing more answered samples)."""
+    out = []
+    for o in spec.objectives:
+        for t in o.thresholds:
+            if STUDY_OF.get(t.metric.partition(".")[0]):
+                continue   # judged on trials (checked at load) or on fixed interleaved rounds
+            need = samples_needed(t.metric, spec.sampling.confidence)
+            if need > spec.sampling.max_samples:
+                out.append(f"{spec.source}: objective {o.name}: {t.metric} needs at least {need} answered "
+                           f"samples at {spec.sampling.confidence:.0%} confidence, but max_samples is "
+                           f"{spec.sampling.max_samples}: it will end as 'not enough samples'")
+    return out
+
+
+def schema_json() -> str:
+    return json.dumps(json_schema(), indent=2)
