@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netslo.stats import analysis as stats
-from netslo.report.series import series
-from netslo.stats.samples import SampleSet
 from benchmarks.veth import VethPair
+from netslo.report.series import series
+from netslo.stats import analysis as stats
+from netslo.stats.samples import SampleSet
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

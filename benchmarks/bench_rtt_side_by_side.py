@@ -37,8 +37,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.veth import VethPair  # noqa: E402
-from netslo.stats import analysis as stats  # noqa: E402
 from netslo.report.series import series  # noqa: E402
+from netslo.stats import analysis as stats  # noqa: E402
 from netslo.stats.samples import SampleSet  # noqa: E402
 
 SIZE = 64

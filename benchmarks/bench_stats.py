@@ -25,12 +25,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.synthetic_samples import synthetic
 from netslo.report import plots
 from netslo.report import regression as reg
 from netslo.report.series import series
 from netslo.stats.analysis import analyze
-from benchmarks.synthetic_samples import synthetic
-
 
 ROOT = Path(__file__).resolve().parent.parent
 COST_SIZES = (10_000, 100_000, 1_000_000, 10_000_000)

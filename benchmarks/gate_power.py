@@ -38,11 +38,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from netslo.stats import analysis as stats  # noqa: E402
-from netslo.stats.delays import series_ns  # noqa: E402
 from netslo.report import regression as reg  # noqa: E402
 from netslo.report.run_spread import INDEX_TEST  # noqa: E402
 from netslo.report.series import received, rtt_by_seq  # noqa: E402
+from netslo.stats import analysis as stats  # noqa: E402
+from netslo.stats.delays import series_ns  # noqa: E402
 from netslo.stats.samples import SampleSet, empty  # noqa: E402
 
 SHIFTS = ("scale10", "tail10", "add1ms", "tail1ms", "loss05")

@@ -26,9 +26,8 @@ import scipy.stats
 
 from benchmarks.synthetic_samples import synthetic_rows, synthetic_stream
 from netslo.stats import compact, sample_file
-from netslo.stats.samples import SampleSet
 from netslo.stats.analysis import analyze
-
+from netslo.stats.samples import SampleSet
 
 
 def _status_mb(field: str) -> float:

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from netslo.gate.plugin.qos import netslo_bandwidth_pods, netslo_qos_spec  # noqa: F401
+from netslo.gate.test_qos import _bandwidth_pods
 from netslo.impair.shaping import bandwidth
 from netslo.studies.qos import conformance, experiments, tcpflow
-from netslo.gate.test_qos import _bandwidth_pods
 
 FULL_S = 4.0
 STEADY_S = 2.0

@@ -23,8 +23,8 @@ import os
 import numpy as np
 from scipy import stats as sps
 
-from netslo.slo import runner
 from netslo.core import units
+from netslo.slo import runner
 from netslo.slo.scenario import Scenario, matrix
 
 SCENARIOS = (matrix(protocols=("udp", "tcp-rr"), profiles=("1k",)) + matrix(protocols=("udp",), profiles=("64b",))

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 from netslo.impair.spec import parse
-from netslo.traffic.probes.bulk import bulk
 from netslo.studies.qos import tcpflow
+from netslo.traffic.probes.bulk import bulk
 
 LOSS_GRID = ("0.01%", "0.1%", "1%", "3%")
 FULL_S, OMIT_S = 6.0, 1.0

@@ -22,8 +22,8 @@ import os
 import numpy as np
 import pytest
 
-from netslo.studies.qos import experiments, tcpflow
 from netslo.stats.analysis import mann_whitney
+from netslo.studies.qos import experiments, tcpflow
 
 SEC = {"size": 100_000, "count": 12, "interval": 1.0}
 BOTH = ("egress", "ingress")

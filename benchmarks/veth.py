@@ -14,8 +14,9 @@ class VethPair:
     The names follow the netslo run-id scheme, so ``python -m netslo reap`` removes a killed run's pair."""
 
     def __init__(self):
-        from netslo.providers.netns.cluster import STATE_ROOT
         import os
+
+        from netslo.providers.netns.cluster import STATE_ROOT
         self.rid = secrets.token_hex(3)
         self.a, self.b = f"nsl-{self.rid}-a", f"nsl-{self.rid}-b"
         (STATE_ROOT / self.rid).mkdir(parents=True, exist_ok=True)
@@ -40,8 +41,9 @@ class VethPair:
         return p
 
     def close(self) -> None:
-        from netslo.providers.netns.cluster import STATE_ROOT, _kill_all, pids_in_netns
         import shutil
+
+        from netslo.providers.netns.cluster import STATE_ROOT, _kill_all, pids_in_netns
         for p in self.procs:
             p.kill()
             p.wait()

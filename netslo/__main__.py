@@ -22,8 +22,8 @@ import os
 import sys
 
 from netslo import __version__
-from netslo.slo import spec as slo
 from netslo.core.errors import InfrastructureError, SpecError, Unsupported
+from netslo.slo import spec as slo
 
 
 def main(argv=None) -> int:
@@ -106,9 +106,9 @@ def _reap(args) -> list[str]:
     machine's namespaces, processes and user-mode-linux guests."""
     lines = []
     if args.kubeconfig or args.context:
+        from netslo.core.units import duration
         from netslo.providers.kube import reap as kube_reap
         from netslo.providers.kube.api import KubeApi
-        from netslo.core.units import duration
         max_age = duration(args.max_age, "--max-age")
         lines += kube_reap.reap(KubeApi(args.kubeconfig, args.context), dry_run=args.dry_run,
                                 max_age=max_age, wait=True)

@@ -24,7 +24,8 @@
                                               (a node's links for the QoS studies; see netslo.impair.shaping.node_cli)
 
 ``probe`` writes raw samples (npz of compact chunks, see ``netslo.stats.sample_file``) to a file, streamed
-while it runs, or, with ``--out -``, to stdout at the end: results never travel as log text. Bad options give one line on stderr and exit code 2.
+while it runs, or, with ``--out -``, to stdout at the end: results never travel as log text. Bad options
+give one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ import sys
 from dataclasses import replace
 
 from netslo.core import units
-from netslo.traffic.endpoint import parse_target
-from netslo.core.families import ANY
 from netslo.core.errors import SpecError
+from netslo.core.families import ANY
+from netslo.traffic.endpoint import parse_target
 from netslo.traffic.probes import MODULES, SENDERS, SOURCE_PORTS
 from netslo.traffic.responders.kinds import KINDS
 
@@ -161,9 +162,9 @@ def _probe(args) -> int:
     """Run a probe. To a file, rows are streamed as compact chunks while the probe runs (memory
     stays bounded however long it runs); to stdout they are kept compact and written at the end.
     ``--progress``: one line per chunk on stderr (``netslo.stats.soak_progress``)."""
-    from netslo.traffic import probes
     from netslo.stats import sample_file, stream
     from netslo.stats.soak_progress import ProgressSink
+    from netslo.traffic import probes
     spec = probe_spec(args)
 
     def sink(inner):
@@ -229,6 +230,7 @@ def main(argv=None) -> int:
         return node_cli.main(argv[1:])
     if argv[:2] == ["sockets", "--comm"] and len(argv) == 3:   # a pod's broker, read in its own namespace
         import json
+
         from netslo.traffic.tcpinfo import sockets_of
         print(json.dumps(sockets_of(argv[2])))
         return 0

@@ -27,8 +27,8 @@ import sys
 import time
 from typing import Callable
 
-from netslo.core.errors import SpecError
 from netslo.agent.forkserver import run_child
+from netslo.core.errors import SpecError
 
 PROTOCOLS = ("udp", "tcp", "http")     # the responders that need no options (the others: ``serve``)
 # Well-known responder ports inside every responder pod (same on every provider). Here, not beside the

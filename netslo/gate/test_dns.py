@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from netslo.studies.dns import DnsScenario
 from netslo.gate.plugin.dns import netslo_dns_measure, netslo_dns_server  # noqa: F401  (fixtures)
 from netslo.gate.plugin.hooks import OUTCOME
+from netslo.studies.dns import DnsScenario
 from netslo.traffic.probes.dns import DnsOptions
 
 pytestmark = pytest.mark.cni

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from netslo.slo import runner
 from netslo.core.errors import InfrastructureError
+from netslo.gate.plugin.hooks import OUTCOME
 from netslo.impair.spec import PRESETS, parse
-from netslo.traffic.probes.bulk import bulk
-from netslo.studies.qos import experiments, tcpflow
+from netslo.slo import runner
 from netslo.slo.scenario import Scenario
 from netslo.stats.analysis import analyze, mann_whitney
-from netslo.gate.plugin.hooks import OUTCOME
+from netslo.studies.qos import experiments, tcpflow
+from netslo.traffic.probes.bulk import bulk
 
 pytestmark = [pytest.mark.cni, pytest.mark.needs_netem]
 

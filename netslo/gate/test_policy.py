@@ -21,11 +21,11 @@ the node, not per-packet cost).
 
 import pytest
 
-from netslo.studies import enforcement, policy_cost
 from netslo.core.errors import Unsupported
 from netslo.gate.plugin.cluster import plan_pods, planned_pod
 from netslo.gate.plugin.gate import skip_unsupported
 from netslo.gate.plugin.studies import study_thresholds
+from netslo.studies import enforcement, policy_cost
 
 pytestmark = pytest.mark.cni
 

@@ -14,18 +14,16 @@ import threading
 import numpy as np
 import pytest
 
+from netslo.core.errors import NotEnoughSamples, Unsupported
+from netslo.gate.plugin.hooks import OPTIONS, OUTCOME
+from netslo.providers.exposure import DESCRIPTION, EXPOSURES
+from netslo.slo import spec as slo_mod
+from netslo.slo.scenario import ExposedScenario, Scenario
 from netslo.studies import threelayer
 from netslo.studies.interleave import interleaved, judge, p50_shift
 from netslo.studies.interleave import rtt as rtt_of
-from netslo.core.errors import Unsupported
-from netslo.providers.exposure import DESCRIPTION, EXPOSURES
-from netslo.slo.scenario import ExposedScenario
-from netslo.traffic.probes import ProbeSpec
-from netslo.slo.scenario import Scenario
 from netslo.studies.workloads import SEND_INTERVALS, count_for, label, sweep
-from netslo.slo import spec as slo_mod
-from netslo.core.errors import NotEnoughSamples
-from netslo.gate.plugin.hooks import OPTIONS, OUTCOME
+from netslo.traffic.probes import ProbeSpec
 
 pytestmark = pytest.mark.cni
 

@@ -12,18 +12,25 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from netslo.gate.plugin.qos import (
-    netslo_bandwidth_pods, netslo_cluster_dscp, netslo_dscp_matrix, bandwidth_plan, expect_limitation,
-    netslo_qos_pods, netslo_qos_report, netslo_qos_spec, netslo_uml_qos,
-)
 from netslo.core.errors import InfrastructureError
-from netslo.impair.spec import parse as parse_impairment
-from netslo.providers.netns.cluster import DATAPATHS
-from netslo.impair.shaping import bandwidth, priority
-from netslo.studies.qos import conformance, dscp_check, experiments, limits, tcpflow
-from netslo.stats.analysis import mann_whitney
 from netslo.gate.plugin.gate import skip
 from netslo.gate.plugin.hooks import OUTCOME
+from netslo.gate.plugin.qos import (
+    bandwidth_plan,
+    expect_limitation,
+    netslo_bandwidth_pods,
+    netslo_cluster_dscp,
+    netslo_dscp_matrix,
+    netslo_qos_pods,
+    netslo_qos_report,
+    netslo_qos_spec,
+    netslo_uml_qos,
+)
+from netslo.impair.shaping import bandwidth, priority
+from netslo.impair.spec import parse as parse_impairment
+from netslo.providers.netns.cluster import DATAPATHS
+from netslo.stats.analysis import mann_whitney
+from netslo.studies.qos import conformance, dscp_check, experiments, limits, tcpflow
 
 pytestmark = pytest.mark.cni
 

@@ -15,12 +15,12 @@ clusters it is a real Service that kube-proxy or the CNI programs.
 
 import pytest
 
-from netslo.studies import enforcement
 from netslo.core.errors import Unsupported
 from netslo.gate.plugin.cluster import plan_pods, planned_pod
 from netslo.gate.plugin.gate import skip_unsupported
 from netslo.gate.plugin.studies import study_thresholds
 from netslo.providers.service_program import SERVICE_TYPES
+from netslo.studies import enforcement
 
 pytestmark = pytest.mark.cni
 

@@ -46,12 +46,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from netslo.stats import analysis as stats
 from netslo.core import units
 from netslo.core.errors import InfrastructureError
-from netslo.traffic.probes import ProbeSpec
-from netslo.stats.samples import SampleSet
 from netslo.impair.spec import Impairment
+from netslo.stats import analysis as stats
+from netslo.stats.samples import SampleSet
+from netslo.traffic.probes import ProbeSpec
 
 # Fixed allowance for kernel timer/scheduling error on top of the quantile CIs: 0.2 ms on the host
 # kernel; 0.5 ms inside user-mode-linux, whose one-way timing error is larger: realized minus configured
@@ -190,7 +190,7 @@ def loss_counts(samples: SampleSet, direction: str) -> tuple[int, int]:
 
 def binomial_interval(n: int, p: float, confidence: float = COUNT_CONFIDENCE) -> tuple[int, int]:
     """Two-sided acceptance interval [lo, hi] of the count of Binom(n, p)."""
-    from scipy import stats as sps   # here: the pytest plugin imports this module, most sessions never call this
+    from scipy import stats as sps  # here: the pytest plugin imports this module, most sessions never call this
     a = (1 - confidence) / 2
     return int(sps.binom.ppf(a, n, p)), int(sps.binom.ppf(1 - a, n, p))
 
@@ -210,7 +210,7 @@ def expected_delays(imp: Impairment, base: np.ndarray, wire_bytes: int, interval
     Without rate: the drawn delay (table or uniform). With rate, netem keeps order and serialises:
     send_i = max(send_{i-1}, t_i + delay_i) + bytes*8/rate, so the added delay is send_i - t_i.
     Packets that skip the delay (reorder) add nothing."""
-    from netslo.impair.netem import delay_model   # here: netem brings pyroute2, which the pytest plugin's load need not
+    from netslo.impair.netem import delay_model  # here: netem brings pyroute2, which the pytest plugin's load need not
     rng = np.random.default_rng(seed)
     add = delay_model(imp, n, seed)
     if len(add) == 1:

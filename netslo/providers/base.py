@@ -10,12 +10,13 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 
-from netslo.core.errors import InfrastructureError, Unsupported
-from netslo.core.families import IPV4, check as check_family, host_port
-from netslo.core.phase_times import scheduled, timed_call
-from netslo.traffic.probes import ProbeSpec
 from netslo.agent.responder_set import RESPONDER_PORTS  # noqa: F401  (the providers' name for them)
+from netslo.core.errors import InfrastructureError, Unsupported
+from netslo.core.families import IPV4, host_port
+from netslo.core.families import check as check_family
+from netslo.core.phase_times import scheduled, timed_call
 from netslo.stats.samples import SampleSet
+from netslo.traffic.probes import ProbeSpec
 
 
 @dataclass

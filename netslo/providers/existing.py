@@ -15,8 +15,8 @@ import os
 
 from netslo.core.errors import SpecError
 from netslo.providers.kube import manifests as km
-from netslo.providers.kube.cluster import KubeCluster
 from netslo.providers.kube.api import KubeApi, check_kubeconfig
+from netslo.providers.kube.cluster import KubeCluster
 
 
 class ExistingProvider:

@@ -35,10 +35,11 @@ import yaml
 
 from netslo.core.errors import InfrastructureError, SpecError, Unsupported
 from netslo.providers import cni as cni_mod
+from netslo.providers.cni.install import install as install_cni
+from netslo.providers.cni.install import render
 from netslo.providers.kube import manifests as km
-from netslo.providers.cni.install import install as install_cni, render
-from netslo.providers.kube.cluster import KubeCluster
 from netslo.providers.kube.api import KubeApi
+from netslo.providers.kube.cluster import KubeCluster
 from netslo.providers.tool import run_tool
 
 MINIKUBE_VERSION = "v1.37.0"

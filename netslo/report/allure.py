@@ -20,10 +20,10 @@ from pathlib import Path
 from netslo import __version__
 from netslo.core import evidence, units
 from netslo.core.phase_times import timed_call
-from netslo.stats.samples import timestamps, timestamps_missing
-from netslo.slo.spec import FAIL, PASS
 from netslo.report import plots
-from netslo.report.series import rtt_by_seq, received, series, split_metric
+from netslo.report.series import received, rtt_by_seq, series, split_metric
+from netslo.slo.spec import FAIL, PASS
+from netslo.stats.samples import timestamps, timestamps_missing
 
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 PACKAGES = ("pytest", "allure-pytest", "numpy", "scipy", "matplotlib", "pyroute2", "pytest-benchmark")
@@ -183,11 +183,14 @@ def stats_table_html(outcome) -> str:
             f"<td>{html.escape(verdict)}</td></tr>")
     counts = ", ".join(f"{k}={v}" for k, v in outcome.analysis.counts.items())
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(outcome.scenario.id)} statistics</title>
-<style>body{{font:13px sans-serif;margin:12px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
-td:first-child,th:first-child{{text-align:left}}tr.pass td{{background:#eaf7ea}}tr.fail td{{background:#fbe3e3}}tr.inc td{{background:#fff6d9}}</style>
+<style>body{{font:13px sans-serif;margin:12px}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
+td:first-child,th:first-child{{text-align:left}}tr.pass td{{background:#eaf7ea}}
+tr.fail td{{background:#fbe3e3}}tr.inc td{{background:#fff6d9}}</style>
 </head><body><h3>{html.escape(outcome.scenario.id)}: {html.escape(outcome.verdict.upper())}</h3>
 <p>Delays from raw samples; percentiles by nearest rank; CI = distribution-free order-statistic interval
-({'%g%%' % (conf * 100) if conf else 'SLO file confidence'}); loss-like fractions with Clopper–Pearson CIs. Counts: {html.escape(counts)}.</p>
+({'%g%%' % (conf * 100) if conf else 'SLO file confidence'}); loss-like fractions with Clopper–Pearson CIs.
+Counts: {html.escape(counts)}.</p>
 <table><thead><tr><th>statistic</th><th>value</th><th>CI</th><th>n</th><th>threshold</th><th>objective</th><th>verdict</th></tr></thead>
 <tbody>{''.join(rows)}</tbody></table></body></html>"""
 

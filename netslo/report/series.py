@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from netslo.slo.spec import FRACTION_METRICS
 from netslo.stats import delays
 from netslo.stats.delays import ChunkDelays
 from netslo.stats.order_stats import seconds
 from netslo.stats.samples import SampleSet
-from netslo.slo.spec import FRACTION_METRICS
 
 NS = 1e-9
 DELAY_SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "ipdv", "ipdv_app", "ipdv_up", "ipdv_down", "pdv",

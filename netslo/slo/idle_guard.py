@@ -61,7 +61,8 @@ class IdleGuard:
 
     def describe(self) -> str:
         """For the environment line of a report."""
-        return f"this machine's CPUs {','.join(map(str, self.cpus))} ticked every {self.tick_s * 1e3:g} ms during sends >= {MIN_PERIOD_S * 1e3:g} ms apart"
+        return (f"this machine's CPUs {','.join(map(str, self.cpus))} ticked every {self.tick_s * 1e3:g} ms "
+                f"during sends >= {MIN_PERIOD_S * 1e3:g} ms apart")
 
 
 def guarded(period_s: float | None) -> bool:

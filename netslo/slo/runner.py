@@ -8,21 +8,27 @@ import time
 from dataclasses import dataclass, field, replace
 
 from netslo.core import progress
-from netslo.slo import spec as slo_mod
-from netslo.stats.delays import ChunkDelays
 from netslo.core.errors import InfrastructureError, NotEnoughSamples, SpecError, Unsupported
-from netslo.slo.measurable import missing_reason, why_unmeasurable
-from netslo.traffic.probes import ProbeSpec
-from netslo.providers.base import Cluster, Pod
-from netslo.stats.samples import SampleSet
-from netslo.slo.scenario import RESPONDER_OF, Scenario
-from netslo.slo.idle_guard import IdleGuard, guarded
 from netslo.core.phase_times import timed_call
+from netslo.core.units import format_duration
+from netslo.providers.base import Cluster, Pod
+from netslo.slo import spec as slo_mod
+from netslo.slo.idle_guard import IdleGuard, guarded
+from netslo.slo.measurable import missing_reason, why_unmeasurable
+from netslo.slo.scenario import RESPONDER_OF, Scenario
 from netslo.slo.stalls import (
-    HOST_STALL_S, QUIET_LIMIT_S, host_stall, stall_level, untouched, wait_for_quiet_host, why_remeasure,
+    HOST_STALL_S,
+    QUIET_LIMIT_S,
+    host_stall,
+    stall_level,
+    untouched,
+    wait_for_quiet_host,
+    why_remeasure,
 )
 from netslo.stats.analysis import Analysis, analyze
-from netslo.core.units import format_duration
+from netslo.stats.delays import ChunkDelays
+from netslo.stats.samples import SampleSet
+from netslo.traffic.probes import ProbeSpec
 
 # The sender "could not keep pace" when its median timer error exceeds this many send periods (or
 # 1 ms, whichever is larger): the schedule was not open-loop any more, so the run is not trusted.

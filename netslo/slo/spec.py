@@ -46,12 +46,12 @@ from dataclasses import dataclass
 
 import jsonschema
 
-from netslo.slo import skips
 from netslo.core import units, yamlfile
 from netslo.core.errors import SpecError
 from netslo.core.families import FAMILIES
-from netslo.traffic.probes import SENDERS
+from netslo.slo import skips
 from netslo.stats.analysis import Estimate
+from netslo.traffic.probes import SENDERS
 
 DELAY_SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "ipdv", "ipdv_app", "ipdv_up", "ipdv_down", "pdv",
                 "server_time", "timer_error", "dns")   # dns: lookup time of the dns probe

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netslo.stats.samples import SampleSet
+from netslo.core.units import format_duration
 from netslo.slo.spec import FRACTION_METRICS
 from netslo.stats.analysis import Analysis
-from netslo.core.units import format_duration
+from netslo.stats.samples import SampleSet
 
 HOST_STALL_S = 0.010
 STALL_SHARE = 0.5           # stall_level: this share of the smallest delay threshold broken ...

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netslo.core.phase_times import timed_call
 from netslo.stats import delays
 from netslo.stats.delays import ChunkDelays
 from netslo.stats.dns import lookup_counts
 from netslo.stats.order_stats import Moments, OrderStatistics, nearest_rank, point_rank, seconds  # noqa: F401 (nearest_rank: stats' API)
-from netslo.core.phase_times import timed_call
 from netslo.stats.samples import SampleSet
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)

@@ -12,9 +12,9 @@ import sys
 
 import numpy as np
 
+from netslo.core.units import format_duration, format_percent
 from netslo.stats.delays import ChunkDelays
 from netslo.stats.order_stats import nearest_rank, seconds
-from netslo.core.units import format_duration, format_percent
 
 
 def line(chunk, sent_before: int, lost_before: int) -> tuple[str, int]:

@@ -22,7 +22,6 @@ import numpy as np
 from netslo.stats import compact
 from netslo.stats.samples import SampleSet, empty
 
-
 RETIRE_EVERY = 1024         # requests a probe sends between checks for final blocks
 BLOCK_ROWS = 1 << 16        # rows per block (and per chunk written): 4.8 MB of rows, ~10 ms to encode
 QUEUED_BLOCKS = 1           # final blocks waiting for the writer thread at most (then the probe waits)

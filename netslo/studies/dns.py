@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from netslo.core.errors import SpecError
-from netslo.traffic.probes.dns import RESOLV_CONF, DNS_PORT, DnsOptions
 from netslo.slo.scenario import PLACEMENTS, Scenario
+from netslo.traffic.probes.dns import DNS_PORT, RESOLV_CONF, DnsOptions
 
 CASES = ("lookup", "search")
 

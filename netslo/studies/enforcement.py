@@ -61,11 +61,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from netslo.slo import spec as slo_mod
 from netslo.core.errors import InfrastructureError
-from netslo.traffic.probes import IN_TURN, ProbeSpec
-from netslo.stats.samples import SampleSet
+from netslo.slo import spec as slo_mod
 from netslo.stats.analysis import Estimate, percentile_estimate
+from netslo.stats.samples import SampleSet
+from netslo.traffic.probes import IN_TURN, ProbeSpec
 
 STOP, RESUME = "stop", "resume"
 START_S = 0.3            # s from a warm agent's start to its first request, with margin (~0.05 s measured)

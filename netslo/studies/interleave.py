@@ -15,10 +15,10 @@ import numpy as np
 from netslo.core import progress
 from netslo.slo import runner
 from netslo.slo import spec as slo_mod
-from netslo.stats.delays import series_seconds
 from netslo.slo.runner import Outcome, check_pace, judge_all, require_measurable
-from netslo.stats.samples import SampleSet
 from netslo.stats.analysis import Estimate, analyze, bootstrap_quantile_diff
+from netslo.stats.delays import series_seconds
+from netslo.stats.samples import SampleSet
 
 
 def interleaved(cluster, client, specs: dict, rounds: int = 3, between=None, before=None) -> dict[str, SampleSet]:

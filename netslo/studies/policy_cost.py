@@ -3,7 +3,8 @@
 The server pod is isolated with one policy admitting the client; ``counts`` decoy policies
 (``Policies.decoys``: they select the server, admit no real pod) are added per alternative. A tcp-crr
 probe (a new connection per request: a stateful CNI evaluates policy on a flow's first packet, so a
-long flow would not meet the policies at all) measures RTT for each count in interleaved rounds (``netslo.studies.interleave``: slow host drift
+long flow would not meet the policies at all) measures RTT for each count in interleaved rounds
+(``netslo.studies.interleave``: slow host drift
 hits every count alike). Per step (each count against the previous one, and the largest against
 none) the report gives the P50 and P99 shift with a percentile-bootstrap CI
 (``stats.bootstrap_quantile_diff``). SLO metrics ``policy_cost.p50`` / ``policy_cost.p99``: the shift
@@ -28,13 +29,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from netslo.slo import spec as slo_mod
 from netslo.core.errors import InfrastructureError
+from netslo.core.units import format_duration, format_percent
+from netslo.providers.policy import Policies
+from netslo.slo import spec as slo_mod
+from netslo.stats.analysis import Estimate, bootstrap_quantile_diff
 from netslo.studies.enforcement import probe_spec
 from netslo.studies.interleave import interleaved, rtt
-from netslo.providers.policy import Policies
-from netslo.stats.analysis import Estimate, bootstrap_quantile_diff
-from netslo.core.units import format_duration, format_percent
 
 COUNTS = (0, 100, 1000)
 QUANTILES = (50.0, 99.0)

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from netslo.stats.samples import SampleSet
 from netslo.stats.analysis import Estimate, analyze, describe
+from netslo.stats.samples import SampleSet
 
 K_RTTVAR = 2.0
 MIN_GRANULARITY = 2e-6  # s: tcpi_min_rtt and the application clock readings are in whole µs / ns

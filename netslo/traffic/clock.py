@@ -17,7 +17,7 @@ FINAL_SLEEP_S = 0.002
 async def sleep_until(t_ns: int) -> None:
     """asyncio sleep until CLOCK_MONOTONIC ``t_ns`` (ns): waits longer than ``2 * FINAL_SLEEP_S`` end
     ``FINAL_SLEEP_S`` early and the rest is slept again."""
-    import asyncio   # only its callers' event loop needs it; importing this module stays light
+    import asyncio  # only its callers' event loop needs it; importing this module stays light
     while (left := (t_ns - now_ns()) / 1e9) > 0:
         await asyncio.sleep(left - FINAL_SLEEP_S if left > 2 * FINAL_SLEEP_S else left)
 

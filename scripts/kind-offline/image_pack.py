@@ -204,9 +204,9 @@ def timestamp_pyc(dirs) -> list[str]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    l = sub.add_parser("layer")
-    l.add_argument("--file", action="append", default=[])
-    l.add_argument("args", nargs="+", help="[ROOTFS_DIR] OUT.tar")
+    layer = sub.add_parser("layer")
+    layer.add_argument("--file", action="append", default=[])
+    layer.add_argument("args", nargs="+", help="[ROOTFS_DIR] OUT.tar")
     i = sub.add_parser("image")
     i.add_argument("--tag", required=True)
     i.add_argument("--layer", action="append", required=True)

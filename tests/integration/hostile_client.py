@@ -40,7 +40,8 @@ def udp_blob():
 
 
 def scapy_burst():
-    from scapy.all import IP, UDP as SUDP, Raw, fragment, send  # imported inside the pod namespace
+    from scapy.all import IP, Raw, fragment, send  # imported inside the pod namespace
+    from scapy.all import UDP as SUDP
     pkts = [IP(dst=ip) / SUDP(dport=UDP, sport=rng.randrange(1024, 65535), chksum=rng.getrandbits(16)) / Raw(udp_blob()),
             IP(dst=ip, ihl=rng.choice([5, 6]), flags="MF", frag=rng.randrange(0, 100)) / SUDP(dport=UDP) / Raw(rng.randbytes(64)),
             fragment(IP(dst=ip) / SUDP(dport=UDP) / Raw(wire.pack_udp(wire.UDP_REQ, 7, 7, size=3000)), fragsize=512)[0]]

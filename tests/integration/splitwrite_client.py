@@ -13,8 +13,8 @@ import time
 
 from netslo.stats import samples
 from netslo.traffic import wire
-from netslo.traffic.sockopts import set_nodelay
 from netslo.traffic.clock import now_ns
+from netslo.traffic.sockopts import set_nodelay
 
 WARMUP = 30
 

@@ -18,12 +18,12 @@ import subprocess
 
 import pytest
 
+from netslo.core.units import format_percent
+from netslo.providers.netns.cluster import NetnsCluster
+from netslo.stats.analysis import analyze
 from netslo.traffic import dnswire
 from netslo.traffic.probes import ProbeSpec
 from netslo.traffic.probes.dns import DnsOptions
-from netslo.providers.netns.cluster import NetnsCluster
-from netslo.stats.analysis import analyze
-from netslo.core.units import format_percent
 
 NAME = "server.netslo.svc.cluster.local"
 TIMEOUT_S = 0.5
@@ -157,7 +157,8 @@ def test_unknown_name_fails_with_nxdomain(dns_pods):
 def test_gate_check_fails_on_the_race(dns_pods):
     """End to end through the runner: the shipped kind of objective (dns.retry, dns.p50) breaks
     under the race, and the message names the metric; without the race it is met."""
-    from netslo.slo import runner, spec as slo
+    from netslo.slo import runner
+    from netslo.slo import spec as slo
     from netslo.studies.dns import DnsScenario
     c, srv, cli, port = dns_pods
     spec = slo.parse({"version": 1, "defaults": {"samples": LOOKUPS, "max_samples": LOOKUPS, "interval": "10ms",

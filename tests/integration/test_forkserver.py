@@ -12,9 +12,9 @@ import pytest
 
 from netslo.agent import forkserver
 from netslo.core.errors import InfrastructureError
-from netslo.traffic.probes import ProbeSpec
-from netslo.providers.netns.cluster import NETNS_DIR, NetnsCluster, pids_in_netns
 from netslo.core.procs import CHILD_CWD, child_env
+from netslo.providers.netns.cluster import NETNS_DIR, NetnsCluster, pids_in_netns
+from netslo.traffic.probes import ProbeSpec
 from tests.unit.test_agent_session import ignored_signals
 
 

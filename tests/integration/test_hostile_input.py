@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
 from netslo.stats import analysis as stats
 from netslo.traffic.probes import ProbeSpec
-from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
 
 HERE = Path(__file__).resolve().parent
 FLOOD_SECONDS = 6.0

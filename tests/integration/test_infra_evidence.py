@@ -13,9 +13,9 @@ import pytest
 
 from netslo.core.errors import InfrastructureError
 from netslo.impair import capability
-from netslo.traffic.probes import ProbeSpec
-from netslo.providers.netns.cluster import NetnsCluster
 from netslo.impair.shaping import qdiscs as shaping
+from netslo.providers.netns.cluster import NetnsCluster
+from netslo.traffic.probes import ProbeSpec
 
 PLACES = ("client pod client", "client node node1", "server node node0", "server pod server")
 COMMANDS = ("tc -s qdisc", "iptables-save -c", "ip -br link", "ip neigh", "ip route")

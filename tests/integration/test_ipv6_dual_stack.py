@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from pyroute2 import NetNS
 
-from netslo.stats import analysis as stats
 from netslo.core.errors import InfrastructureError, Unsupported
 from netslo.impair import verify
-from netslo.traffic.probes import ProbeSpec, udp_native
 from netslo.providers.netns.cluster import DATAPATHS, NetnsCluster
 from netslo.slo.runner import target
 from netslo.slo.scenario import Scenario
+from netslo.stats import analysis as stats
+from netslo.traffic.probes import ProbeSpec, udp_native
 
 EF = 0xB8
 COUNT = 200

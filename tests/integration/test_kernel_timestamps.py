@@ -5,12 +5,12 @@ stamps at both ends and say so, and each request's kernel RTT lies inside its us
 import numpy as np
 import pytest
 
-from netslo.traffic import kstamps
-from netslo.stats import analysis as stats
 from netslo.impair import capability
 from netslo.providers.netns import uml
-from netslo.traffic.probes import ProbeSpec
 from netslo.providers.netns.cluster import NetnsCluster
+from netslo.stats import analysis as stats
+from netslo.traffic import kstamps
+from netslo.traffic.probes import ProbeSpec
 
 N = 2000
 

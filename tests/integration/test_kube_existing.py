@@ -17,10 +17,10 @@ import time
 import pytest
 
 from netslo.core.errors import InfrastructureError, SpecError
-from netslo.traffic.probes import ProbeSpec
-from netslo.providers.kube import manifests as km
 from netslo.providers.existing import ExistingProvider
+from netslo.providers.kube import manifests as km
 from netslo.providers.kube.wait import wait_workload
+from netslo.traffic.probes import ProbeSpec
 
 from . import kube_target
 

@@ -20,10 +20,10 @@ import pytest
 
 from netslo.core.errors import InfrastructureError, Unsupported
 from netslo.impair import capability
+from netslo.impair.shaping import priority
 from netslo.impair.spec import parse
 from netslo.providers.kube import manifests as km
 from netslo.providers.kube.impair import KubeImpairer
-from netslo.impair.shaping import priority
 
 from . import kube_target
 from .test_kube_existing import cluster, leftovers, provider  # noqa: F401  (cluster: module-scoped, leftovers checked)

@@ -16,8 +16,8 @@ import pytest
 
 from netslo.providers.kube import manifests as km
 from netslo.providers.kube import reap as kube_reap
-from netslo.providers.kube.wait import wait_deleted
 from netslo.providers.kube.api import KubeApi
+from netslo.providers.kube.wait import wait_deleted
 
 from . import kube_target
 from .test_kube_existing import leftovers, provider

@@ -7,9 +7,9 @@ import shutil
 import pytest
 from scipy import stats as sps
 
+from netslo.providers.netns.cluster import NetnsCluster
 from netslo.stats import analysis as stats
 from netslo.traffic.probes import ProbeSpec
-from netslo.providers.netns.cluster import NetnsCluster
 
 pytestmark = pytest.mark.skipif(shutil.which("iptables") is None, reason="needs iptables (Debian package iptables)")
 

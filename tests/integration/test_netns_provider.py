@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pyroute2 import NetNS, netns
 
-from netslo.stats import analysis as stats
 from netslo.core.errors import SpecError
-from netslo.traffic.probes import ProbeSpec
 from netslo.providers.netns.cluster import DATAPATHS, NetnsCluster, reap
+from netslo.stats import analysis as stats
+from netslo.traffic.probes import ProbeSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 

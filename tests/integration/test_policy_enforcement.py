@@ -6,12 +6,12 @@ import subprocess
 import numpy as np
 import pytest
 
-from netslo.studies import enforcement as en
-from netslo.studies import policy_cost
-from netslo.slo import spec as slo
 from netslo.core.errors import InfrastructureError
 from netslo.providers.netns.cluster import NetnsCluster
 from netslo.providers.policy import Policies
+from netslo.slo import spec as slo
+from netslo.studies import enforcement as en
+from netslo.studies import policy_cost
 
 TRIALS, WINDOW = 6, 0.1   # windows well above the ~3-6 ms the emulation takes: margin for a loaded host
 SVC_WINDOW = 0.15   # the emulated Service takes ~20 ms (iptables and a conntrack flush on every node): margin for load

@@ -4,11 +4,11 @@ rule and the proxy process."""
 
 import pytest
 
-from netslo.stats import analysis as stats
 from netslo.providers.exposure import EXPOSURES
-from netslo.providers.netns.services import NODE_PORT_LOCAL, NetnsServices
-from netslo.traffic.probes import ProbeSpec
 from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
+from netslo.providers.netns.services import NODE_PORT_LOCAL, NetnsServices
+from netslo.stats import analysis as stats
+from netslo.traffic.probes import ProbeSpec
 
 
 @pytest.mark.parametrize("datapath", ["bridge", "routed"])

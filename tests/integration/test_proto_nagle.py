@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from netslo.slo import spec as slo
-from netslo.traffic import tcpinfo
-from netslo.studies.interleave import judge, p50_shift
-from netslo.traffic.probes import ProbeSpec
 from netslo.core.procs import CHILD_CWD
-from netslo.providers.netns.cluster import NETNS_DIR, NetnsCluster, pids_in_netns
 from netslo.core.resources import IMPORT_ROOT, shipped_slo
-from netslo.stats.samples import SampleSet
+from netslo.providers.netns.cluster import NETNS_DIR, NetnsCluster, pids_in_netns
+from netslo.slo import spec as slo
 from netslo.slo.scenario import Scenario
+from netslo.stats.samples import SampleSet
+from netslo.studies.interleave import judge, p50_shift
+from netslo.traffic import tcpinfo
+from netslo.traffic.probes import ProbeSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("mosquitto") is None and not os.path.exists("/usr/sbin/mosquitto"),
                                 reason="needs mosquitto (Debian package mosquitto)")

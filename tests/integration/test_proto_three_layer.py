@@ -4,10 +4,10 @@
 import numpy as np
 import pytest
 
-from netslo.studies import threelayer
-from netslo.traffic.probes import ProbeSpec
 from netslo.providers.netns.cluster import NetnsCluster
 from netslo.stats.samples import SampleSet
+from netslo.studies import threelayer
+from netslo.traffic.probes import ProbeSpec
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,11 @@ import os
 
 import pytest
 
+from netslo.core.errors import InfrastructureError
+from netslo.providers.netns.cluster import NetnsCluster
 from netslo.stats import analysis as stats
 from netslo.traffic import tlsca
-from netslo.core.errors import InfrastructureError
 from netslo.traffic.probes import ProbeSpec
-from netslo.providers.netns.cluster import NetnsCluster
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from netslo.studies.qos import sysctls
+from netslo.impair.shaping import bandwidth
+from netslo.impair.shaping import qdiscs as shaping
 from netslo.providers.netns.cluster import NetnsCluster
-from netslo.studies.qos import background, conformance, experiments, tcpflow
-from netslo.impair.shaping import bandwidth, qdiscs as shaping
+from netslo.studies.qos import background, conformance, experiments, sysctls, tcpflow
 
 
 @pytest.fixture(scope="module")

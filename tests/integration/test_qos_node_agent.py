@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from netslo.traffic.probes import ProbeSpec
-from netslo.providers.netns.cluster import NetnsCluster
 from netslo.impair.shaping import bandwidth, node_cli, priority
 from netslo.impair.shaping.node_links import LocalNodeLinks
+from netslo.providers.netns.cluster import NetnsCluster
+from netslo.traffic.probes import ProbeSpec
 
 POLICY = priority.parse_policy({"link": "20mbit", "classes": [
     {"name": "ef", "dscp": ["EF"], "rate": "4mbit", "prio": 0},

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from netslo.core.errors import InfrastructureError, SpecError
-from netslo.traffic.probes import ProbeSpec
+from netslo.impair.shaping import bandwidth, priority
+from netslo.impair.shaping import qdiscs as shaping
 from netslo.providers.netns.cluster import NetnsCluster
 from netslo.studies.qos import background
-from netslo.impair.shaping import bandwidth, priority, qdiscs as shaping
+from netslo.traffic.probes import ProbeSpec
 
 POLICY = priority.parse_policy({"link": "20mbit", "classes": [
     {"name": "ef", "dscp": ["EF"], "rate": "4mbit", "prio": 0},

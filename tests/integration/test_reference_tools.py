@@ -20,9 +20,9 @@ import time
 import numpy as np
 import pytest
 
+from netslo.providers.netns.cluster import NetnsCluster
 from netslo.stats import analysis as stats
 from netslo.traffic.probes import ProbeSpec
-from netslo.providers.netns.cluster import NetnsCluster
 
 APP_OVERHEAD_MAX = 500e-6
 NETWORK_OVER_PING_MAX = 100e-6

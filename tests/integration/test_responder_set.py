@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from netslo.traffic.probes import ProbeSpec
+from netslo.core.procs import CHILD_CWD, child_env
 from netslo.providers.base import RESPONDER_PORTS
 from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
-from netslo.core.procs import CHILD_CWD, child_env
+from netslo.traffic.probes import ProbeSpec
 from tests.unit.local_responder import free_port
 
 

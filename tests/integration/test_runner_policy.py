@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from netslo.slo import runner, spec as slo, stalls
-from netslo.core.errors import NotEnoughSamples, SpecError
 from netslo.agent.forkserver import CHILD_NAME
+from netslo.core.errors import NotEnoughSamples, SpecError
 from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
+from netslo.slo import runner, stalls
+from netslo.slo import spec as slo
 from netslo.slo.scenario import Scenario
 
 

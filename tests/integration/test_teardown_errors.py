@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from netslo.studies.qos import sysctls
 from netslo.core.errors import InfrastructureError
 from netslo.impair import capability, netem
+from netslo.impair.shaping import qdiscs as shaping
 from netslo.impair.spec import parse
 from netslo.providers.netns.cluster import NetnsCluster
-from netslo.impair.shaping import qdiscs as shaping
+from netslo.studies.qos import sysctls
 from tests.integration.test_netem_verify import env  # noqa: F401  (host netem, else user-mode-linux)
 
 ROOT = Path(__file__).resolve().parents[2]

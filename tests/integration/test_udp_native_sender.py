@@ -12,10 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from netslo.stats import analysis as stats, stream
-from netslo.traffic.probes import ProbeSpec, udp_native
 from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
+from netslo.stats import analysis as stats
+from netslo.stats import stream
 from netslo.stats.samples import empty
+from netslo.traffic.probes import ProbeSpec, udp_native
 
 N = 3000
 INTERVAL = 0.0002

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from netslo.providers.netns.cluster import NetnsCluster
 from netslo.slo import runner
 from netslo.slo import spec as slo_mod
-from netslo.providers.netns.cluster import NetnsCluster
 from netslo.slo.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]

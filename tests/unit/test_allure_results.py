@@ -10,12 +10,12 @@ import re
 import numpy as np
 import pytest
 
-from netslo.slo import spec as slo_mod
 from netslo.report import allure as al
+from netslo.slo import spec as slo_mod
 from netslo.slo.runner import Outcome
-from netslo.stats.samples import SampleSet, empty
 from netslo.slo.scenario import Scenario
 from netslo.stats.analysis import analyze
+from netslo.stats.samples import SampleSet, empty
 
 ENV = {"provider": "netns (emulated pod network)", "emulated": "yes", "datapath": "bridge (kindnet/host-gw-like)",
        "nodes": "2", "pod_mtu": "1500", "kernel": "host 6.1.0", "run_id": "abc123", "clock": "CLOCK_MONOTONIC µs"}

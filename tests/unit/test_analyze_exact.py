@@ -9,11 +9,19 @@ import numpy as np
 import pytest
 
 from benchmarks.synthetic_samples import synthetic, synthetic_stream
-from netslo.stats import order_stats, sample_file, samples, analysis as stats
-from netslo.stats.samples import SampleSet
+from netslo.stats import analysis as stats
+from netslo.stats import order_stats, sample_file, samples
 from netslo.stats.analysis import (
-    Analysis, Estimate, describe, ipdv, pdv, proportion, reorder_count, rfc3550_jitter,
+    Analysis,
+    Estimate,
+    describe,
+    ipdv,
+    pdv,
+    proportion,
+    reorder_count,
+    rfc3550_jitter,
 )
+from netslo.stats.samples import SampleSet
 
 
 def reference_analyze(s: SampleSet, confidence: float = 0.95) -> Analysis:

@@ -1,12 +1,11 @@
 """The bad-input corpus (tests/corpus/bad_input.yaml): every case ends in one line naming the field,
 the value and the expected form, with a usage exit code, and the gate creates nothing first."""
 
+import copy
 import os
 import subprocess
 import sys
 from pathlib import Path
-
-import copy
 
 import pytest
 import yaml

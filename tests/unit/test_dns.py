@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 
 from netslo.agent import cli as agent
-from netslo.stats.dns import rcode_name
-from netslo.traffic import dnswire
-from netslo.slo import spec as slo
-from netslo.studies.dns import DnsScenario
 from netslo.core.errors import SpecError
+from netslo.slo import spec as slo
+from netslo.slo.runner import judge_all, probe_spec
+from netslo.stats.analysis import analyze
+from netslo.stats.dns import rcode_name
+from netslo.stats.samples import SampleSet, empty
+from netslo.studies.dns import DnsScenario
+from netslo.traffic import dnswire
 from netslo.traffic.probes import ProbeSpec, run
 from netslo.traffic.probes.dns import DnsOptions, read_resolv_conf, resolve_target
 from netslo.traffic.responders import dns as responder
-from netslo.slo.runner import judge_all, probe_spec
-from netslo.stats.samples import SampleSet, empty
-from netslo.stats.analysis import analyze
 
 from .local_responder import free_port, serving
 

@@ -6,13 +6,13 @@ import threading
 import numpy as np
 import pytest
 
-from netslo.studies import enforcement as en
-from netslo.studies import policy_cost
-from netslo.slo import spec as slo
 from netslo.core.errors import InfrastructureError, SpecError
 from netslo.providers.kube import policy as kube_policy
 from netslo.providers.netns import policy as netns_policy
+from netslo.slo import spec as slo
 from netslo.stats.samples import SAMPLE_DTYPE, SampleSet, empty
+from netslo.studies import enforcement as en
+from netslo.studies import policy_cost
 
 MS = 1_000_000
 

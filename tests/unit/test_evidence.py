@@ -6,9 +6,9 @@ import allure
 import pytest
 
 from netslo.core import evidence
-from netslo.studies.qos import sysctls
 from netslo.core.errors import InfrastructureError
 from netslo.report import allure as al
+from netslo.studies.qos import sysctls
 
 TC = """qdisc noqueue 0: dev lo root refcnt 2
  Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)

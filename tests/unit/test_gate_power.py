@@ -11,6 +11,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import gate_power  # noqa: E402
+
 from netslo.report.series import received, rtt_by_seq, series  # noqa: E402
 
 

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from netslo.slo import idle_guard, runner
-from netslo.traffic import clock as timing
 from netslo.slo.idle_guard import IdleGuard
 from netslo.slo.scenario import Scenario
+from netslo.traffic import clock as timing
 from tests.unit.test_stalls import MS, SERVER, SPEC, Replay, _run, _starved
 
 

@@ -7,15 +7,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from netslo.core import families
-from netslo.slo import skips, spec as slo
 from netslo.agent.cli import _parser, probe_spec
+from netslo.core import families
 from netslo.core.errors import SpecError, Unsupported
 from netslo.gate import test_latency
 from netslo.gate.plugin import family_select as families_plugin
 from netslo.gate.plugin.hooks import NetsloOptions
 from netslo.providers.base import Pod
 from netslo.providers.netns.cluster import _target_ip
+from netslo.slo import skips
+from netslo.slo import spec as slo
 from netslo.slo.scenario import Scenario, matrix
 from netslo.traffic.sockopts import IPV6_TCLASS, tos_from_ancillary
 from tests.unit.plugin_stub import collect

@@ -7,10 +7,10 @@ import socket
 import numpy as np
 import pytest
 
-from netslo.traffic import kstamps
+from netslo.report.series import series
 from netslo.stats import analysis as stats
 from netslo.stats.order_stats import seconds
-from netslo.report.series import series
+from netslo.traffic import kstamps
 from netslo.traffic.probes import ProbeSpec, tcp, udp, udp_native
 from netslo.traffic.responders import tcp as tcp_responder
 from netslo.traffic.responders import udp as udp_responder

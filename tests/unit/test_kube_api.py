@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from netslo.core.errors import InfrastructureError
-from netslo.providers.kube import reap as kube_reap
 from netslo.providers.existing import ExistingProvider
+from netslo.providers.kube import reap as kube_reap
 from netslo.providers.kube.api import KubeApi, _exit_code, _kind_key, kubeconfig_files
 
 

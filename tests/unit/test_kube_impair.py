@@ -11,8 +11,8 @@ import yaml
 
 from netslo.core.errors import SpecError, Unsupported
 from netslo.impair import node_cli
-from netslo.providers.kube import manifests as km
 from netslo.providers.base import Pod
+from netslo.providers.kube import manifests as km
 from netslo.providers.kube.impair import KubeImpairer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from netslo.core.errors import InfrastructureError, SpecError
-from netslo.providers.kind import cluster as kind_mod
-from netslo.providers.kube import manifests as km
 from netslo.providers import minikube as mk_mod
+from netslo.providers.kind import cluster as kind_mod
 from netslo.providers.kind.cluster import KIND_NODE_IMAGE, KindProvider
+from netslo.providers.kube import manifests as km
 from netslo.providers.kube.api import KubeApi
 from netslo.providers.minikube import MinikubeProvider
 

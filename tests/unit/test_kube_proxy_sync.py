@@ -6,8 +6,8 @@ stand-in holding that ConfigMap (kind reads the real one: the gate's test_servic
 import pytest
 
 from netslo.core.errors import InfrastructureError, SpecError
-from netslo.providers.kube import proxy_sync as kps
 from netslo.providers.base import Pod
+from netslo.providers.kube import proxy_sync as kps
 from netslo.providers.kube.service_program import QUIET_MARGIN_S, KubeServiceProgram
 
 KIND_CONFIG = """\

@@ -41,6 +41,7 @@ class _RefusingCluster:
 
     def probe(self, pod, spec):
         import numpy as np
+
         from netslo.core.errors import InfrastructureError
         from netslo.stats.samples import SampleSet, empty
         target = (spec.host, spec.port)
@@ -55,6 +56,7 @@ class _RefusingCluster:
 
 def _services(cluster):
     from types import SimpleNamespace
+
     from netslo.providers.base import Pod
     from netslo.providers.kube.services import KubeServices
     svc = KubeServices.__new__(KubeServices)

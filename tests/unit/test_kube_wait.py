@@ -4,7 +4,13 @@ import pytest
 
 from netslo.core.errors import InfrastructureError
 from netslo.providers.kube.wait import (
-    Hopeless, daemonset_ready, deployment_ready, node_ready, pod_ready, pod_summary, wait_until,
+    Hopeless,
+    daemonset_ready,
+    deployment_ready,
+    node_ready,
+    pod_ready,
+    pod_summary,
+    wait_until,
 )
 
 
@@ -145,8 +151,8 @@ def test_watch_until_starts_at_the_lists_resource_version_and_follows_events():
 
 
 def test_watch_until_rewatches_from_the_last_version_and_relists_when_expired():
-    from netslo.providers.kube.wait import watch_until
     from netslo.providers.kube.api import Expired
+    from netslo.providers.kube.wait import watch_until
     api = FakeApi([_obj("p", "10", phase="Pending")], "10", [
         [("MODIFIED", _obj("p", "15", phase="Pending")), ("BOOKMARK", {"metadata": {"resourceVersion": "20"}})],
         [Expired("gone")],

@@ -101,8 +101,8 @@ def test_schedule_counts_for_the_outermost_kind_or_the_given_one():
 
 
 def test_a_probe_schedules_its_requests_times_the_period():
-    from netslo.traffic.probes import ProbeSpec
     from netslo.providers.base import Cluster
+    from netslo.traffic.probes import ProbeSpec
 
     class Canned(Cluster):   # a cluster whose agent answers with no samples: only the bookkeeping is tested
         provider = "canned"

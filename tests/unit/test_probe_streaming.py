@@ -9,11 +9,11 @@ import numpy as np
 
 from benchmarks.synthetic_samples import synthetic
 from netslo.agent import cli as agent
+from netslo.core.units import format_duration, format_percent
 from netslo.stats import soak_progress, stream
+from netslo.stats.samples import SampleSet
 from netslo.traffic import wire
 from netslo.traffic.responders import udp as udp_responder
-from netslo.stats.samples import SampleSet
-from netslo.core.units import format_duration, format_percent
 
 from .local_responder import serving
 

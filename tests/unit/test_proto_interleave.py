@@ -67,6 +67,7 @@ def test_a_failure_during_a_host_stall_is_judged_again_on_fresh_samples():
 
 def test_samples_whose_sender_fell_behind_are_taken_again_and_stay_an_error_when_it_never_keeps_pace():
     import pytest
+
     from netslo.slo import runner
     from netslo.studies.interleave import judge
     spec, c, scenario = _http_judging()

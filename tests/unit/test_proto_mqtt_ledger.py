@@ -1,10 +1,11 @@
 """MQTT accounting per QoS: acknowledgements, deliveries, duplicates, foreign messages, loss split."""
 
-from netslo.traffic import payload
-from netslo.stats import samples, analysis as stats
-from netslo.traffic.probes.mqtt import WARMUP_SEQ, Ledger, qos_of
-
 import pytest
+
+from netslo.stats import analysis as stats
+from netslo.stats import samples
+from netslo.traffic import payload
+from netslo.traffic.probes.mqtt import WARMUP_SEQ, Ledger, qos_of
 
 
 def _ledger(n=4, qos=1, run=42):

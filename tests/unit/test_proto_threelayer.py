@@ -3,8 +3,8 @@
 import math
 
 from netslo.stats import samples
-from netslo.studies import threelayer
 from netslo.stats.analysis import Estimate
+from netslo.studies import threelayer
 
 T = threelayer.Transport(srtt_p50=300e-6, rttvar_p50=50e-6, min_rtt=40e-6, retrans=0, samples=500)
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from netslo.traffic import tlsca
 from netslo.core.errors import SpecError
+from netslo.traffic import tlsca
 from netslo.traffic.responders import mqtt
 
 

@@ -12,8 +12,8 @@ import pytest
 from netslo.core.errors import SpecError
 from netslo.report import regression as reg
 from netslo.report.series import series
-from netslo.stats.samples import SampleSet, empty
 from netslo.stats.analysis import analyze
+from netslo.stats.samples import SampleSet, empty
 
 INTERVAL_NS = 2_000_000
 TEST_A = "netslo/gate/test_latency.py::test_latency_slo[same-node-udp-1k]"

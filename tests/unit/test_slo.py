@@ -7,8 +7,8 @@ import jsonschema
 import pytest
 import yaml
 
-from netslo.slo import spec as slo
 from netslo.core.errors import SpecError
+from netslo.slo import spec as slo
 from netslo.stats.analysis import Estimate
 
 ROOT = Path(__file__).resolve().parents[2]

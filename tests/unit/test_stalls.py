@@ -9,11 +9,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from netslo.slo import runner, spec as slo, stalls
-from netslo.stats import samples
 from netslo.core.errors import InfrastructureError
 from netslo.providers.base import Pod
+from netslo.slo import runner, stalls
+from netslo.slo import spec as slo
 from netslo.slo.scenario import Scenario
+from netslo.stats import samples
 
 MS = 1_000_000
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from netslo.stats import samples, analysis as stats
+from netslo.stats import analysis as stats
+from netslo.stats import samples
 
 
 def test_nearest_rank_rule_on_small_arrays():

@@ -7,8 +7,8 @@ import socket
 import numpy as np
 import pytest
 
-from netslo.traffic.probes import ProbeSpec, check_give_up, check_source_ports, tcp
 from netslo.core.errors import SpecError
+from netslo.traffic.probes import ProbeSpec, check_give_up, check_source_ports, tcp
 from netslo.traffic.responders import tcp as tcp_responder
 
 from .local_responder import serving

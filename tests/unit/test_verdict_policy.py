@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from netslo.slo import measurable, skips
-from netslo.slo import spec as slo_mod
 from netslo.core.errors import SpecError
 from netslo.report import tally as tally_mod
+from netslo.slo import measurable, skips
+from netslo.slo import spec as slo_mod
 from netslo.stats.analysis import Estimate, percentile_ci_ranks, percentile_estimate
 
 

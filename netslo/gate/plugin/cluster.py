@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from netslo.core import phase_times, progress
-from netslo.slo import runner
-from netslo.slo import spec as slo_mod
 from netslo.core.errors import InfrastructureError, NotEnoughSamples, Unsupported
 from netslo.gate.plugin.gate import skip, skip_unsupported
-from netslo.providers import make_provider
 from netslo.gate.plugin.hooks import OPTIONS, OUTCOME
 from netslo.gate.plugin.report import record_rerun, suspected_regression
+from netslo.providers import make_provider
+from netslo.slo import runner
+from netslo.slo import spec as slo_mod
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +30,8 @@ def netslo_cluster(netslo_options):
     """The cluster of this session; everything it created is removed at the end (also on Ctrl-C)."""
     o = netslo_options
     try:
-        with progress.phase(f"provider {o.provider} up ({', '.join(f'{k}={v}' for k, v in o.provider_options.items() if v is not None)})"), \
+        options = ', '.join(f'{k}={v}' for k, v in o.provider_options.items() if v is not None)
+        with progress.phase(f"provider {o.provider} up ({options})"), \
                 phase_times.timed("provider up"):
             c = make_provider(o.provider, **o.provider_options).up()
     except (Unsupported, InfrastructureError) as e:   # a cluster that cannot come up is an error, never a skip

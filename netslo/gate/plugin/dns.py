@@ -9,10 +9,10 @@ import dataclasses
 
 import pytest
 
-from netslo.slo import runner
 from netslo.core.errors import Unsupported
 from netslo.gate.plugin.gate import skip_unsupported
 from netslo.gate.plugin.protocols import with_sampling
+from netslo.slo import runner
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,11 +16,11 @@ import re
 
 import pytest
 
-from netslo.slo import skips
 from netslo.core.errors import InfrastructureError, NotEnoughSamples, SpecError, Unsupported
 from netslo.gate.plugin.hooks import OPTIONS, RESULTS, active
 from netslo.report import summary as summary_mod
 from netslo.report import tally as tally_mod
+from netslo.slo import skips
 
 TALLY = pytest.StashKey[tally_mod.Tally]()
 DESELECTED = pytest.StashKey[set]()

@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from netslo.slo import skips
-from netslo.slo import spec as slo_mod
-from netslo.core.families import MODES, families_of
 from netslo.core.errors import InfrastructureError, NotEnoughSamples, SpecError, Unsupported
+from netslo.core.families import MODES, families_of
+from netslo.core.resources import shipped_slo
+from netslo.core.units import format_duration
 from netslo.gate.plugin.rootdir import check_rootdir
 from netslo.providers import DATAPATHS, PROVIDERS, make_provider
-from netslo.core.resources import shipped_slo
 from netslo.report.results import ResultsWriter
+from netslo.slo import skips
+from netslo.slo import spec as slo_mod
 from netslo.slo.runner import SloBreach
-from netslo.core.units import format_duration
 
 # Order matters: a module must be registered before another one imports it (assertion rewriting).
 pytest_plugins = ["netslo.gate.plugin.gate", "netslo.gate.plugin.deselection", "netslo.gate.plugin.report", "netslo.gate.plugin.progress",

@@ -29,14 +29,14 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from netslo.core import progress
-from netslo.core.phase_times import timed_call
-from netslo.slo import spec as slo_mod
 from netslo.core.errors import SpecError, Unsupported
-from netslo.gate.plugin.gate import skip, skip_unsupported
+from netslo.core.phase_times import timed_call
 from netslo.core.resources import shipped_slo
+from netslo.gate.plugin.gate import skip, skip_unsupported
+from netslo.gate.plugin.hooks import OPTIONS
 from netslo.impair import capability, verify
 from netslo.impair.spec import Impairment, parse
-from netslo.gate.plugin.hooks import OPTIONS
+from netslo.slo import spec as slo_mod
 
 DEFAULT_IMPAIR_SLO = shipped_slo("slo-impairments.yaml")
 ENV_KEY = pytest.StashKey[list]()

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from netslo.core import phase_times
-from netslo.gate.plugin.hooks import active
 from netslo.core.progress import log as progress_log
+from netslo.gate.plugin.hooks import active
 
 HANDLER = pytest.StashKey["TerminalProgress"]()
 

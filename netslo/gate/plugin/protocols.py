@@ -10,13 +10,13 @@ import os
 
 import pytest
 
-from netslo.slo import runner
-from netslo.traffic import tlsca
 from netslo.core.errors import Unsupported
 from netslo.gate.plugin.cluster import made_with_pods, make_with_pods, plan_pods
 from netslo.gate.plugin.gate import skip_unsupported
 from netslo.gate.plugin.hooks import OPTIONS
+from netslo.slo import runner
 from netslo.studies.workloads import label
+from netslo.traffic import tlsca
 
 EXTRA_KINDS = ("ws", "tls", "mqtt")
 INGRESS_POD = "server-ingress"   # Kubernetes: the ingress proxy's pod (KubeServices' name for it)

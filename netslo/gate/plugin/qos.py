@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from netslo.core.errors import SpecError, Unsupported
+from netslo.core.resources import shipped_slo
 from netslo.gate.plugin.cluster import plan_pods, planned_pod
 from netslo.gate.plugin.deselection import deselect
 from netslo.gate.plugin.gate import expect_failure, skip, skip_unsupported
@@ -33,7 +34,6 @@ from netslo.gate.plugin.hooks import OPTIONS, write_result_file
 from netslo.impair.shaping import bandwidth
 from netslo.studies.qos import limits
 from netslo.studies.qos import spec as qos_spec_mod
-from netslo.core.resources import shipped_slo
 
 DEFAULT_QOS_SLO = shipped_slo("slo-qos.yaml")
 
@@ -210,8 +210,8 @@ def netslo_cluster_dscp(netslo_cluster, netslo_responder, netslo_client_for, net
 def netslo_uml_qos(pytestconfig):
     """(cluster, server, ports, client) in user-mode-linux with real netem (the session's 2-node bridge
     guest, shared with the impairment module: ``netem_guest``); skip with the reason."""
-    from netslo.impair import capability
     from netslo.gate.plugin.impair import netem_guest
+    from netslo.impair import capability
     ok, why = capability.uml_available()
     if not ok:
         skip("needs_netem", f"needs netem (user-mode-linux): {why}")

@@ -25,13 +25,13 @@ from types import SimpleNamespace
 import pytest
 
 from netslo.core.errors import SpecError
+from netslo.core.helptext import help_text
+from netslo.core.units import format_duration, format_percent
+from netslo.gate.plugin.gate import excused_missing
+from netslo.gate.plugin.hooks import GROUP, OPTIONS, OUTCOME, RESULTS, active
 from netslo.report import regression as regression_mod
 from netslo.report import summary as summary_mod
 from netslo.report.series import DELAY_SERIES, series
-from netslo.core.units import format_duration, format_percent
-from netslo.gate.plugin.gate import excused_missing
-from netslo.core.helptext import help_text
-from netslo.gate.plugin.hooks import GROUP, OPTIONS, OUTCOME, RESULTS, active
 
 STATE = pytest.StashKey["ReportState"]()
 
@@ -91,7 +91,7 @@ def pytest_addoption(parser):
 def _parse_severity(text: str | None) -> dict:
     if not text:
         return {}
-    from netslo.report.allure import SEVERITIES   # matplotlib with it: only when the option is given
+    from netslo.report.allure import SEVERITIES  # matplotlib with it: only when the option is given
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, level = part.partition("=")
@@ -220,6 +220,7 @@ def netslo_record_outcome(request):
             _record_benchmark(request.node, outcome, state, suffix=f"::{name}")
         if _allure_on(config):
             import allure
+
             from netslo.report import allure as allure_mod
             with allure.step(f"{name}: {outcome.verdict}"):
                 allure_mod.attach_files(outcome, prefix=f"{name}: ")

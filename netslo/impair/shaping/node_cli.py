@@ -170,6 +170,7 @@ def _capture(pods: _Pods, doc: dict) -> list:
 
 def _send(netns: str, plan: dict) -> None:
     import time
+
     from netslo.traffic.dscp_capture import raw_sender, send_marked
     tx = raw_sender(netns)
     try:

@@ -36,7 +36,8 @@ import abc
 import contextlib
 
 from netslo.core import netns_access
-from netslo.impair.shaping import bandwidth, priority, qdiscs as shaping
+from netslo.impair.shaping import bandwidth, priority
+from netslo.impair.shaping import qdiscs as shaping
 
 HERE = "/proc/self/ns/net"     # the namespace of the process itself (a hostNetwork node agent: the node's)
 

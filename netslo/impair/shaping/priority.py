@@ -44,10 +44,10 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
 
 from netslo.core import netns_access, units
-from netslo.traffic.dscp import DSCP_NAMES, tos_byte
 from netslo.core.errors import InfrastructureError, SpecError
 from netslo.impair import teardown
 from netslo.impair.shaping.qdiscs import clear_root
+from netslo.traffic.dscp import DSCP_NAMES, tos_byte
 
 ROOT, PARENT = 0x10000, 0x10001
 CONTROL = 0x10002           # class 1:2, the cluster's control traffic (see ``control``), beside 1:1

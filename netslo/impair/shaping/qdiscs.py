@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pyroute2.netlink.exceptions import NetlinkError
 
 from netslo.core.errors import InfrastructureError, Unsupported
-from netslo.impair import teardown
 from netslo.core.netns_access import path_of
+from netslo.impair import teardown
 
 BURST_MTUS = 4
 ROOT_HANDLE = 0x10000

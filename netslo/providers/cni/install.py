@@ -32,11 +32,19 @@ from pathlib import Path
 import yaml
 
 from netslo.core.errors import InfrastructureError
-from netslo.providers.kube.wait import wait_nodes_ready, wait_workload
 from netslo.providers.cni import (
-    WORKLOAD_KINDS, CniSpec, digest_status, encapsulation as check_encapsulation, fetch,
+    WORKLOAD_KINDS,
+    CniSpec,
+    digest_status,
+    fetch,
+)
+from netslo.providers.cni import (
+    encapsulation as check_encapsulation,
+)
+from netslo.providers.cni import (
     source as cni_source,
 )
+from netslo.providers.kube.wait import wait_nodes_ready, wait_workload
 
 log = logging.getLogger("netslo.cni")
 

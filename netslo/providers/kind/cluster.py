@@ -44,20 +44,25 @@ from pathlib import Path
 import yaml
 
 from netslo.core import families, progress
-from netslo.core.phase_times import timed_call
 from netslo.core.errors import InfrastructureError, SpecError, Unsupported
+from netslo.core.phase_times import timed_call
 from netslo.core.procs import CHILD_CWD, child_env
-from netslo.providers.kube.reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
-from netslo.providers.tool import run_tool
 from netslo.providers import cni as cni_mod
-from netslo.providers.kube import manifests as km
+from netslo.providers.base import PathPoint, Pod
 from netslo.providers.cni.install import (
-    Installing, apply_staged, apply_workloads, await_datapath, await_staged, prepare,
+    Installing,
+    apply_staged,
+    apply_workloads,
+    await_datapath,
+    await_staged,
+    prepare,
 )
 from netslo.providers.kind import host as kind_host
-from netslo.providers.base import PathPoint, Pod
-from netslo.providers.kube.cluster import KubeCluster
+from netslo.providers.kube import manifests as km
 from netslo.providers.kube.api import KubeApi
+from netslo.providers.kube.cluster import KubeCluster
+from netslo.providers.kube.reap import reap_kind_clusters, remove_kind_owner, write_kind_owner
+from netslo.providers.tool import run_tool
 
 KIND_VERSION = "v0.33.0"  # go install sigs.k8s.io/kind@v0.33.0
 # The v1.34 image published with kind v0.33.0 (digest from its release notes): same minor as the

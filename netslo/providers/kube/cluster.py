@@ -21,19 +21,25 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from netslo.agent.responder_set import ready_file
 from netslo.core import progress
 from netslo.core.errors import InfrastructureError, SpecError
+from netslo.core.families import IPV4, IPV6, family_of
 from netslo.core.phase_times import timed_call
-from netslo.agent.responder_set import ready_file
+from netslo.providers.base import RESPONDER_PORTS, Cluster, Pod
 from netslo.providers.kube import manifests as km
 from netslo.providers.kube import reap as kube_reap
-from netslo.providers.base import RESPONDER_PORTS, Cluster, Pod
-from netslo.providers.kube.wait import (
-    Hopeless, pod_summary, wait_deleted, wait_endpoints, wait_nodes_ready, wait_pods, watch_until,
-)
-from netslo.providers.kube.session import AgentSessions
 from netslo.providers.kube.api import KubeApi, tail
-from netslo.core.families import IPV4, IPV6, family_of
+from netslo.providers.kube.session import AgentSessions
+from netslo.providers.kube.wait import (
+    Hopeless,
+    pod_summary,
+    wait_deleted,
+    wait_endpoints,
+    wait_nodes_ready,
+    wait_pods,
+    watch_until,
+)
 
 log = logging.getLogger("netslo.kube")
 

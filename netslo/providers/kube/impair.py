@@ -29,9 +29,9 @@ import json
 from netslo.core.errors import InfrastructureError, SpecError, Unsupported
 from netslo.core.phase_times import timed_call
 from netslo.providers.kube import manifests as km
+from netslo.providers.kube.api import tail
 from netslo.providers.kube.session import AgentSessions
 from netslo.providers.kube.wait import wait_workload
-from netslo.providers.kube.api import tail
 
 DIRECTIONS = ("egress", "ingress")
 EXIT_UNSUPPORTED = 3

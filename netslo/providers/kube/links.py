@@ -29,7 +29,8 @@ import threading
 import time
 
 from netslo.core.errors import InfrastructureError
-from netslo.impair.shaping import node_cli, node_links, priority, qdiscs as shaping
+from netslo.impair.shaping import node_cli, node_links, priority
+from netslo.impair.shaping import qdiscs as shaping
 from netslo.providers.kube import manifests as km
 
 SPAWN_DIR = "/tmp"          # the agent container's memory-backed /tmp

@@ -12,9 +12,9 @@ import secrets
 import time
 
 from netslo import __version__
+from netslo.agent.responder_set import PROTOCOLS, READY_PORT
 from netslo.core.errors import SpecError
 from netslo.core.netns_access import PROC_SYS_DIR
-from netslo.agent.responder_set import PROTOCOLS, READY_PORT
 from netslo.providers.base import RESPONDER_PORTS
 from netslo.providers.service_program import check_type
 
@@ -207,7 +207,8 @@ HOST_NETNS_TYPE = "DirectoryOrCreate"
 # Root, because the pod namespaces under /var/run/netns belong to the host's root user; but only three
 # capabilities: NET_ADMIN (qdiscs, filters, the ifb link, netfilter rules), SYS_ADMIN (setns into a pod's
 # network namespace) and NET_RAW (the QoS module's per-hop DSCP capture: AF_PACKET sockets on the node's
-# and pods' interfaces, and the raw socket that sends the marked packets). Not privileged, no privilege escalation, read-only root filesystem, the runtime's seccomp
+# and pods' interfaces, and the raw socket that sends the marked packets). Not privileged, no privilege
+# escalation, read-only root filesystem, the runtime's seccomp
 # profile (it allows setns/unshare only to holders of SYS_ADMIN).
 IMPAIR_CAPABILITIES = ("NET_ADMIN", "SYS_ADMIN", "NET_RAW")
 IMPAIR_SECURITY_CONTEXT = {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "privileged": False,

@@ -8,8 +8,8 @@ policy's, so an implementation that walks policies in name order meets every dec
 
 from __future__ import annotations
 
-from netslo.providers.kube import manifests as km
 from netslo.providers.base import Pod
+from netslo.providers.kube import manifests as km
 from netslo.providers.policy import Policies
 
 POLICY_LABEL = "netslo.io/policy"

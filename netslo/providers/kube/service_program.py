@@ -24,10 +24,10 @@ import ipaddress
 import random
 
 from netslo.core.errors import InfrastructureError
+from netslo.providers.base import Pod
 from netslo.providers.kube import manifests as km
 from netslo.providers.kube import proxy_sync as kube_proxy_sync
 from netslo.providers.kube.wait import wait_deleted
-from netslo.providers.base import Pod
 from netslo.providers.service_program import ServiceProgram, check_change, check_type
 
 NODE_PORTS = (30000, 32767)

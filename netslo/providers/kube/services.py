@@ -20,9 +20,9 @@ import time
 from typing import Callable
 
 from netslo.core.errors import InfrastructureError, Unsupported
-from netslo.providers.exposure import EXPOSURES, check_name
-from netslo.providers.base import RESPONDER_PORTS, Pod
 from netslo.core.families import host_port
+from netslo.providers.base import RESPONDER_PORTS, Pod
+from netslo.providers.exposure import EXPOSURES, check_name
 
 SERVICE_PORT = 80
 AWAIT_S = 30.0        # s a new Service may take to answer (kube-proxy's sync) before it is an error

@@ -44,8 +44,8 @@ from pathlib import Path
 
 from pyroute2 import netns
 
-from netslo.core import evidence, netns_access, scratch
 from netslo.agent import forkserver
+from netslo.core import evidence, netns_access, scratch
 from netslo.core.errors import InfrastructureError, SpecError, Unsupported
 from netslo.core.families import IPV4, IPV6, families_of
 from netslo.core.phase_times import timed_call

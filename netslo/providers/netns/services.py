@@ -19,10 +19,10 @@ import sys
 import time
 
 from netslo.core import scratch
-from netslo.core.errors import InfrastructureError, SpecError, Unsupported
-from netslo.providers.base import RESPONDER_PORTS, Pod
-from netslo.providers.exposure import EXPOSURES, check_name
+from netslo.core.errors import InfrastructureError, Unsupported
 from netslo.core.families import host_port
+from netslo.providers.base import RESPONDER_PORTS, Pod
+from netslo.providers.exposure import check_name
 
 CHAIN = "NETSLO-SVC"
 MASQ_MARK = "0x4000/0x4000"

@@ -36,11 +36,11 @@ import time
 from pathlib import Path
 
 from netslo.core.errors import InfrastructureError, SpecError, Unsupported
-from netslo.impair import capability
 from netslo.core.phase_times import timed_call
-from netslo.providers.base import Cluster, Pod
 from netslo.core.procs import LIVE_RUNS, owned_elsewhere_or_here
 from netslo.core.resources import IMPORT_ROOT
+from netslo.impair import capability
+from netslo.providers.base import Cluster, Pod
 from netslo.providers.netns import xstate_pad
 
 STATE_ROOT = Path("/run/netslo")

@@ -8,7 +8,8 @@ For every test present in both runs and every metric (default rtt.p50, rtt.p99, 
   regression = Holm-adjusted p < alpha over all comparisons of the session (family-wise error rate)
 
 The bootstrap resamples non-overlapping **blocks** of consecutive requests spanning ``block_s`` of the
-send schedule (default 0.2 s = 100 requests at a 2 ms interval), because delays on a shared host come in bursts: an i.i.d. bootstrap (and the
+send schedule (default 0.2 s = 100 requests at a 2 ms interval), because delays on a shared host come in
+bursts: an i.i.d. bootstrap (and the
 Mann-Whitney U test, which also assumes independent samples) treats one 50 ms scheduling stall as 25
 independent slow requests and calls run-to-run noise significant. With a baseline of several runs the
 blocks of all runs are pooled (a block never spans two runs). The Mann-Whitney U p-value (one-sided,

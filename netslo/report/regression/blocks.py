@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
+from netslo.report.regression.decision import GROUPS, MAX_BLOCKS, MIN_TAIL
 from netslo.stats import analysis as stats
 from netslo.stats.samples import SampleSet
-from netslo.report.regression.decision import GROUPS, MAX_BLOCKS, MIN_TAIL
 
 
 class BlockSide:

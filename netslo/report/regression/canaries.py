@@ -8,11 +8,11 @@ import math
 import numpy as np
 
 from netslo.report import run_spread
-from netslo.report.series import split_metric
 from netslo.report.regression.blocks import nearest_rank
 from netslo.report.regression.comparison import Comparison, by_session
 from netslo.report.regression.decision import Policy
 from netslo.report.regression.runs import Run
+from netslo.report.series import split_metric
 
 
 def host_noise(base_parts: list[np.ndarray], cur_parts: list[np.ndarray], policy: Policy) -> dict:

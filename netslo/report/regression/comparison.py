@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from netslo.stats import analysis as stats
 from netslo.report import run_spread
-from netslo.report.series import split_metric
 from netslo.report.regression.blocks import BlockSide, enough, nearest_rank
 from netslo.report.regression.decision import BOOTSTRAP, INSUFFICIENT, SPREAD, UNCHANGED, Policy
 from netslo.report.regression.runs import Run
+from netslo.report.series import split_metric
+from netslo.stats import analysis as stats
 
 
 @dataclass

@@ -10,7 +10,14 @@ from netslo.core import units
 from netslo.report import run_spread
 from netslo.report.regression.comparison import Comparison
 from netslo.report.regression.decision import (
-    BOOTSTRAP, HOST_NOISE, IMPROVED, INSUFFICIENT, NOT_CONFIRMED, REGRESSED, SPREAD, UNCHANGED,
+    BOOTSTRAP,
+    HOST_NOISE,
+    IMPROVED,
+    INSUFFICIENT,
+    NOT_CONFIRMED,
+    REGRESSED,
+    SPREAD,
+    UNCHANGED,
 )
 
 

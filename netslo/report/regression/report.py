@@ -11,15 +11,21 @@ from pathlib import Path
 import numpy as np
 
 from netslo.report import run_spread
-from netslo.report.series import series, split_metric
 from netslo.report.regression.blocks import block_requests
 from netslo.report.regression.canaries import explained_by_host, host_noise, index_canary, spread_canary
 from netslo.report.regression.comparison import compare_index, compare_metric, compare_spread, holm
-from netslo.report.regression.definitions import Definitions
 from netslo.report.regression.decision import (
-    HOST_NOISE, IMPROVED, INSUFFICIENT, NOT_CONFIRMED, REGRESSED, SPREAD, Policy,
+    HOST_NOISE,
+    IMPROVED,
+    INSUFFICIENT,
+    NOT_CONFIRMED,
+    REGRESSED,
+    SPREAD,
+    Policy,
 )
+from netslo.report.regression.definitions import Definitions
 from netslo.report.regression.runs import Run
+from netslo.report.series import series, split_metric
 
 
 @dataclass

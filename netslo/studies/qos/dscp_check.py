@@ -36,19 +36,16 @@ from __future__ import annotations
 
 import json
 import secrets
-import select
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from netslo.core import netns_access
-from netslo.traffic.dscp import DSCP_NAMES, dscp_of, tos_byte
 from netslo.core.errors import InfrastructureError, Unsupported
 from netslo.core.procs import CHILD_CWD, child_env
 from netslo.providers.base import PathPoint
+from netslo.traffic.dscp import DSCP_NAMES, dscp_of, tos_byte
 from netslo.traffic.dscp_capture import capture
 
 NETNS_DIR = Path("/run/netns")
@@ -209,8 +206,8 @@ def matrix(datapath: str, cases: list, marks, per_mark: int, rewrite_to: int) ->
     Variants: plain; rewrite (iptables DSCP target --set-dscp ``rewrite_to`` in the server node's
     mangle POSTROUTING); tos-inherit (VXLAN devices copy the inner DSCP to the outer header).
     Returns {"placement/variant": [verdict dicts]} plus the rule's packet count for rewrite."""
-    from netslo.providers.netns.cluster import NetnsCluster
     from netslo.impair.shaping.qdiscs import netfilter_rule
+    from netslo.providers.netns.cluster import NetnsCluster
     out = {}
     with NetnsCluster(nodes=2, datapath=datapath) as c:
         server = c.add_pod("dscp-server", "node0")

@@ -25,17 +25,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from netslo.core import phase_times
-from netslo.slo import runner
-from netslo.studies.qos import sysctls
-from netslo.stats.delays import series_seconds
 from netslo.core.errors import InfrastructureError
 from netslo.core.families import host_port
-from netslo.traffic.probes import ProbeSpec
-from netslo.stats.samples import SampleSet
+from netslo.impair.shaping import priority
+from netslo.impair.shaping import qdiscs as shaping
+from netslo.slo import runner
 from netslo.slo.scenario import Scenario
 from netslo.stats.analysis import analyze
-from netslo.studies.qos import background, conformance, tcpflow
-from netslo.impair.shaping import priority, qdiscs as shaping
+from netslo.stats.delays import series_seconds
+from netslo.stats.samples import SampleSet
+from netslo.studies.qos import background, conformance, sysctls, tcpflow
+from netslo.traffic.probes import ProbeSpec
 
 IPERF3_PORT = 5201
 BULK = "bulk flows and pod commands"   # the phase_times kind of the flows and helpers here

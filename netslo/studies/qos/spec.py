@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-from netslo.slo import spec as slo_mod
 from netslo.core import units, yamlfile
-from netslo.traffic.dscp import tos_byte
 from netslo.core.errors import SpecError
 from netslo.impair.shaping import bandwidth, priority
+from netslo.slo import spec as slo_mod
+from netslo.traffic.dscp import tos_byte
 
 CCS = ("cubic", "bbr", "reno")
 

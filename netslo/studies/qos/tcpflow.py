@@ -50,9 +50,9 @@ import time
 from dataclasses import dataclass
 
 from netslo.core import units
-from netslo.traffic import wire
 from netslo.core.errors import InfrastructureError, SpecError
 from netslo.core.families import socket_family
+from netslo.traffic import wire
 from netslo.traffic.sockopts import set_tos
 
 FRAME_BYTES = 1024 * 1024
@@ -326,8 +326,8 @@ def mathis_at_loss_met(flow_summary: dict, rtt_s: float, configured: str) -> tup
 
 
 def main(argv=None) -> int:
-    from netslo.traffic.endpoint import parse_target
     from netslo.traffic.dscp import tos_byte
+    from netslo.traffic.endpoint import parse_target
     p = argparse.ArgumentParser(prog="python -m netslo.studies.qos.tcpflow", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="mode", required=True)
     s = sub.add_parser("send")

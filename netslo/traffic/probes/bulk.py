@@ -20,8 +20,8 @@ import sys
 import time
 
 from netslo.core import phase_times, units
-from netslo.traffic import wire
 from netslo.core.families import host_port, socket_family
+from netslo.traffic import wire
 
 FRAME_BYTES = 4 * 1024 * 1024
 TCP_INFO_LEN = 232
@@ -113,8 +113,8 @@ def main(argv=None) -> int:
     p.add_argument("--sndbuf", default=None)
     p.add_argument("--sample", default="100ms")
     args = p.parse_args(argv)
-    from netslo.traffic.endpoint import parse_target
     from netslo.core.errors import SpecError
+    from netslo.traffic.endpoint import parse_target
     try:
         host, port = parse_target(args.target)
         duration = units.duration(args.duration, "--duration")

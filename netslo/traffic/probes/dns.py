@@ -35,9 +35,9 @@ import time
 from array import array
 from dataclasses import dataclass
 
-from netslo.traffic import dnswire
-from netslo.stats import samples, stream
 from netslo.core.errors import SpecError
+from netslo.stats import samples, stream
+from netslo.traffic import dnswire
 from netslo.traffic.clock import now_ns, pin_cpu, set_timer_slack
 from netslo.traffic.probes import ProbeSpec
 
@@ -363,6 +363,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     finally:
         r.close()
     meta = spec.meta()
-    meta.update(timestamps="user", server=f"[{target[0]}]:{target[1]}" if ":" in target[0] else f"{target[0]}:{target[1]}", dns=vars(opts) | {"search": list(opts.search)},
+    server = f"[{target[0]}]:{target[1]}" if ":" in target[0] else f"{target[0]}:{target[1]}"
+    meta.update(timestamps="user", server=server, dns=vars(opts) | {"search": list(opts.search)},
                 names=r.names, per_row={k: list(v) for k, v in r.per_row.items()}, dns_errors=r.errors)
     return rows.finish(meta)

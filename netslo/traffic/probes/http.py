@@ -14,12 +14,12 @@ import socket
 
 import aiohttp
 
+from netslo.core.families import url_host
 from netslo.stats import samples, stream
 from netslo.traffic import tlsca
-from netslo.core.families import url_host
-from netslo.traffic.sockopts import set_nodelay, set_tos
 from netslo.traffic.clock import now_ns, pin_cpu, sleep_until
 from netslo.traffic.probes import ProbeSpec
+from netslo.traffic.sockopts import set_nodelay, set_tos
 
 
 def _socket_factory(spec: ProbeSpec):

@@ -25,12 +25,12 @@ import select
 import socket
 import struct
 
-from netslo.stats import samples
 from netslo.core.errors import SpecError, Unsupported
 from netslo.core.families import IPV6, family_of
-from netslo.traffic.sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
+from netslo.stats import samples
 from netslo.traffic.clock import now_ns, pin_cpu, set_timer_slack
 from netslo.traffic.probes import ProbeSpec
+from netslo.traffic.sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
 
 ECHO_REQUEST, ECHO_REPLY = 8, 0
 ECHO_REQUEST6, ECHO_REPLY6 = 128, 129

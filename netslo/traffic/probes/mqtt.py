@@ -23,12 +23,12 @@ import os
 import select
 import struct
 
-from netslo.traffic import payload, tcpinfo
-from netslo.stats import samples, stream
 from netslo.core.errors import InfrastructureError, SpecError
-from netslo.traffic.sockopts import set_nodelay, set_tos
+from netslo.stats import samples, stream
+from netslo.traffic import payload, tcpinfo
 from netslo.traffic.clock import now_ns, pin_cpu, set_timer_slack
 from netslo.traffic.probes import ProbeSpec
+from netslo.traffic.sockopts import set_nodelay, set_tos
 
 MAX_MQTT_PAYLOAD = 268_435_455 - 1024
 WARMUP_SEQ = 2 ** 64 - 1

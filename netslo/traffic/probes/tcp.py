@@ -33,12 +33,12 @@ import socket
 import struct
 from collections import deque
 
-from netslo.traffic import kstamps, wire
-from netslo.stats import samples, stream
 from netslo.core.families import socket_family
-from netslo.traffic.sockopts import set_nodelay, set_tos
+from netslo.stats import samples, stream
+from netslo.traffic import kstamps, wire
 from netslo.traffic.clock import now_ns, pin_cpu, set_timer_slack
 from netslo.traffic.probes import IN_TURN, ProbeSpec
+from netslo.traffic.sockopts import set_nodelay, set_tos
 
 RECV_CHUNK = 1 << 20
 MAX_UNSTAMPED = 4096        # requests of one connection awaiting their TX stamp, at most

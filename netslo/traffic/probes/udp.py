@@ -20,12 +20,12 @@ import socket
 
 import numpy as np
 
-from netslo.traffic import kstamps, wire
-from netslo.stats import samples, stream
 from netslo.core.families import socket_family
-from netslo.traffic.sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
+from netslo.stats import samples, stream
+from netslo.traffic import kstamps, wire
 from netslo.traffic.clock import now_ns, pin_cpu, set_timer_slack
 from netslo.traffic.probes import ProbeSpec
+from netslo.traffic.sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
 
 FIN_TRIES = 5
 FIN_TIMEOUT_S = 0.3

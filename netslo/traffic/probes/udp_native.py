@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from netslo.core import native
+from netslo.core.errors import InfrastructureError, Unsupported
+from netslo.core.families import socket_family
 from netslo.stats import samples, stream
 from netslo.traffic import wire
-from netslo.core.families import socket_family
-from netslo.core.errors import InfrastructureError, Unsupported
 from netslo.traffic.clock import now_ns
 from netslo.traffic.probes import ProbeSpec
 from netslo.traffic.probes.udp import ask_fin, set_seen

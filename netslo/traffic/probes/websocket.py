@@ -19,14 +19,14 @@ import asyncio
 
 import aiohttp
 
-from netslo.traffic import payload, tcpinfo, tlsca, wire
-from netslo.stats import samples, stream
 from netslo.core.errors import SpecError
 from netslo.core.families import url_host
-from netslo.traffic.sockopts import set_nodelay
+from netslo.stats import samples, stream
+from netslo.traffic import payload, tcpinfo, tlsca, wire
 from netslo.traffic.clock import now_ns, pin_cpu, sleep_until
 from netslo.traffic.probes import ProbeSpec
 from netslo.traffic.probes.http import _socket_factory  # TOS + Nagle on the socket aiohttp opens
+from netslo.traffic.sockopts import set_nodelay
 
 WARMUP_SEQ = 2 ** 64 - 1
 TCP_INFO_MAX_ROWS = 10_000   # TCP_INFO rows kept at most (every k-th answer beyond that)

@@ -18,9 +18,9 @@ import ipaddress
 import socket
 import struct
 
-from netslo.traffic import dnswire
-from netslo.core.families import ANY, bound_socket
 from netslo.core.errors import SpecError
+from netslo.core.families import ANY, bound_socket
+from netslo.traffic import dnswire
 
 IP_PKTINFO = 8                      # linux/in.h; not exported by Python's socket module
 PKTINFO = struct.Struct("@i4s4s")   # struct in_pktinfo: ifindex, spec_dst, addr (header destination)

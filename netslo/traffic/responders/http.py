@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from netslo.traffic import wire
 from netslo.core.families import ANY
+from netslo.traffic import wire
 from netslo.traffic.clock import now_ns
 
 _ZEROS = bytes(wire.MAX_TCP_MESSAGE // 64)

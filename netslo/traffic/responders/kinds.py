@@ -21,8 +21,8 @@ def serve(args, ready=None, stop=None) -> None:
         from netslo.traffic.responders import mqtt
         mqtt.serve(args.port, args.bind, nodelay=not args.no_nodelay, ready=ready, stop=stop)
     elif args.protocol == "proxy":
-        from netslo.traffic.endpoint import parse_target
         from netslo.core.errors import SpecError
+        from netslo.traffic.endpoint import parse_target
         from netslo.traffic.responders import proxy
         if not args.upstream:
             raise SpecError("--upstream", None, "HOST:PORT of the HTTP responder (serve proxy needs it)")

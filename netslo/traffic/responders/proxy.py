@@ -14,8 +14,8 @@ import asyncio
 import aiohttp
 from aiohttp import web
 
-from netslo.traffic import wire
 from netslo.core.families import ANY, url_host
+from netslo.traffic import wire
 from netslo.traffic.clock import now_ns
 from netslo.traffic.responders.aioserve import run_app
 

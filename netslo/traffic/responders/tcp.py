@@ -15,10 +15,10 @@ import errno
 import socket
 import threading
 
-from netslo.traffic import kstamps, wire
 from netslo.core.families import ANY, bound_socket
-from netslo.traffic.sockopts import set_nodelay
+from netslo.traffic import kstamps, wire
 from netslo.traffic.clock import now_ns
+from netslo.traffic.sockopts import set_nodelay
 
 CHUNK = 256 * 1024
 MAX_CONNECTIONS = 512        # concurrent connections; more are closed at once

@@ -6,7 +6,8 @@ user-space time just before send (a reply cannot carry its own kernel TX stamp).
 
 Keeps, per flow, a bitmap of the sequence numbers that arrived so the probe can split loss into
 upstream and downstream (FIN exchange). Memory is bounded: at most ``MAX_FLOWS`` flows (oldest
-evicted; a segmented LRU protects established flows) and ``wire.MAX_FIN_SEQS`` tracked sequence numbers per flow; anything malformed is dropped.
+evicted; a segmented LRU protects established flows) and ``wire.MAX_FIN_SEQS`` tracked sequence numbers per
+flow; anything malformed is dropped.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from __future__ import annotations
 import socket
 from collections import OrderedDict
 
-from netslo.traffic import kstamps, wire
 from netslo.core.families import ANY, bound_socket
-from netslo.traffic.sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
+from netslo.traffic import kstamps, wire
 from netslo.traffic.clock import now_ns
+from netslo.traffic.sockopts import CMSG_SPACE, enable_recv_tos, set_tos, tos_from_ancillary
 
 MAX_NEW_FLOWS = 1024        # flows on probation (few packets so far)
 MAX_ESTABLISHED = 256       # flows that proved themselves; a flood of new ids cannot evict these

@@ -9,15 +9,14 @@ persistent (WebSocket), per-request HTTP and TLS are measured against one server
 
 from __future__ import annotations
 
-
 import aiohttp
 from aiohttp import web
 
-from netslo.traffic import payload, tlsca, wire
 from netslo.core.families import ANY
+from netslo.traffic import payload, tlsca, wire
 from netslo.traffic.clock import now_ns
-from netslo.traffic.responders.aioserve import run_app
 from netslo.traffic.responders import http as http_responder
+from netslo.traffic.responders.aioserve import run_app
 
 
 async def ws_echo(request: web.Request) -> web.WebSocketResponse:
