@@ -56,7 +56,7 @@ gen=$(mktemp -d)
 trap 'rm -rf "$gen"' EXIT
 "$PY" - "$gen" <<'EOF'
 import sys, yaml
-from netslo.providers import kube_manifests as km
+from netslo.providers.kube import manifests as km
 out = sys.argv[1]
 objs = {
     "namespace": km.namespace_manifest("lint0001"),
