@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from netslo.gate.plugin import gate_time as timing
+from netslo.gate.plugin import gate_time
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,16 +32,16 @@ def gate_phases(tmp: Path) -> dict:
         return json.loads(Path(given).read_text())
     run = subprocess.run([sys.executable, "-m", "pytest", "-m", "cni", "-q", "-p", "no:cacheprovider",
                           f"--netslo-results={tmp}"], cwd=ROOT, capture_output=True, text=True)
-    if not (tmp / timing.FILE_NAME).exists():
-        raise RuntimeError(f"the gate wrote no {timing.FILE_NAME} (exit {run.returncode}): {run.stdout[-2000:]}")
-    return json.loads((tmp / timing.FILE_NAME).read_text())
+    if not (tmp / gate_time.FILE_NAME).exists():
+        raise RuntimeError(f"the gate wrote no {gate_time.FILE_NAME} (exit {run.returncode}): {run.stdout[-2000:]}")
+    return json.loads((tmp / gate_time.FILE_NAME).read_text())
 
 
 def test_gate_wall_time_per_phase(benchmark, tmp_path):
     out = benchmark.pedantic(gate_phases, args=(tmp_path,), rounds=1, iterations=1)
     source = os.environ.get("NETSLO_GATE_PHASES") or "a gate run made by this benchmark"
     print(f"\nthe gate's wall time per phase ({source}):")
-    for line in timing.table(out):
+    for line in gate_time.table(out):
         print(line)
     benchmark.extra_info.update(wall_s=out["wall_s"], other_s=out["other_s"], scheduled_s=out.get("scheduled_s"),
                                 **{k: v["seconds"] for k, v in out["kinds"].items()})

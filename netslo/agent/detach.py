@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 
-from netslo.agent.forkserver import Dispatch, run_child
+from netslo.agent.forkserver import Dispatch, run_child, stdio_to
 
 POLL_S = 0.01          # how often the ready file is looked for
 LOG_TAIL = 400         # bytes of the command's log shown when it failed
@@ -33,10 +33,7 @@ def _run_detached(dispatch: Dispatch, argv: list[str], log_fd: int) -> None:
 
     def detached() -> int:
         os.setsid()
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
+        stdio_to(log_fd, log_fd)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))   # the session's exec stream among them
         sys.stdout = open(1, "w", buffering=1, closefd=False)   # whatever objects they were, they write
         sys.stderr = open(2, "w", buffering=1, closefd=False)   # to the log now

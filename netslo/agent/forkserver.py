@@ -58,12 +58,7 @@ def _child(request: dict, fds: list[int]) -> None:
         signal.set_wakeup_fd(-1)
         child_signals((signal.SIGCHLD, signal.SIGTERM))
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(fds[0], 1)
-        os.dup2(fds[1], 2)
-        for fd in (null, *fds):
-            os.close(fd)
+        stdio_to(fds[0], fds[1])
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
@@ -83,6 +78,17 @@ def _child(request: dict, fds: list[int]) -> None:
         code = 1
     finally:
         exit_child(code)
+
+
+def stdio_to(out_fd: int, err_fd: int) -> None:
+    """In a forked child: stdin from /dev/null, stdout to ``out_fd`` and stderr to ``err_fd`` (which may
+    be the same descriptor), the originals closed."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    for fd in {null, out_fd, err_fd}:
+        os.close(fd)
 
 
 def child_signals(defaults) -> None:

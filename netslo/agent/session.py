@@ -36,7 +36,7 @@ import signal
 import sys
 import traceback
 
-from netslo.agent.forkserver import WARM, Dispatch, child_signals, exit_child, exit_code
+from netslo.agent.forkserver import WARM, Dispatch, child_signals, exit_child, exit_code, stdio_to
 
 PR_SET_PDEATHSIG = 1
 MAX_HEADER = 1 << 20
@@ -54,12 +54,7 @@ def _child(dispatch: Dispatch, argv: list[str], env: dict[str, str], out_w: int,
     try:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         child_signals((signal.SIGCHLD, signal.SIGTERM))   # (the session itself dies of SIGPIPE: ``serve``)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        for fd in (null, out_w, err_w):
-            os.close(fd)
+        stdio_to(out_w, err_w)
         os.environ.update(env)
         try:
             code = dispatch(argv)

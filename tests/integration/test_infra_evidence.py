@@ -13,7 +13,7 @@ import pytest
 
 from netslo.core.errors import InfrastructureError
 from netslo.impair import capability
-from netslo.impair.shaping import qdiscs as shaping
+from netslo.impair.shaping import qdiscs
 from netslo.providers.netns.cluster import NetnsCluster
 from netslo.traffic.probes import ProbeSpec
 
@@ -32,7 +32,7 @@ def cl():
 
 
 def drop_rule(cluster, server, port: int):
-    return shaping.netfilter_rule(cluster.netns_of(server), "filter", "INPUT",
+    return qdiscs.netfilter_rule(cluster.netns_of(server), "filter", "INPUT",
                                   ["-p", "tcp", "--dport", str(port), "-j", "DROP"], tag="evidence-drop")
 
 
@@ -154,7 +154,7 @@ def test_evidence_crosses_the_user_mode_linux_channel():
         finally:
             c.impairer.clear()
     assert len(e.value.evidence) == len(PLACES) * len(COMMANDS) + 1 + len(SERVER_SECTIONS)
-    qdiscs = next(v for k, v in e.value.evidence.items() if k.startswith("tc -s qdisc: server pod server"))
-    dropped = re.search(r"qdisc netem 1: dev eth0 root.*\n.*\(dropped (\d+),", qdiscs)
-    assert dropped and int(dropped.group(1)) > 0, qdiscs
-    assert all("    " + line in str(e.value) for line in qdiscs.splitlines())
+    qdisc_text = next(v for k, v in e.value.evidence.items() if k.startswith("tc -s qdisc: server pod server"))
+    dropped = re.search(r"qdisc netem 1: dev eth0 root.*\n.*\(dropped (\d+),", qdisc_text)
+    assert dropped and int(dropped.group(1)) > 0, qdisc_text
+    assert all("    " + line in str(e.value) for line in qdisc_text.splitlines())

@@ -5,8 +5,7 @@ import time
 
 import pytest
 
-from netslo.impair.shaping import bandwidth
-from netslo.impair.shaping import qdiscs as shaping
+from netslo.impair.shaping import bandwidth, qdiscs
 from netslo.providers.netns.cluster import NetnsCluster
 from netslo.studies.qos import background, conformance, experiments, sysctls, tcpflow
 
@@ -22,7 +21,7 @@ def env():
 
 def test_send_samples_tcp_info_through_a_bottleneck(env):
     c, server, ports, client = env
-    with shaping.bottleneck(c.node_netns("node1"), "eth0", 20e6, 0.02):
+    with qdiscs.bottleneck(c.node_netns("node1"), "eth0", 20e6, 0.02):
         r = experiments.run_flow(c, client, server.ip, ports["tcp"], 1.5, "reno")
     assert r["cc"] == "reno" and r["fields"] == list(tcpflow.SEND_FIELDS)
     assert 12 <= len(r["rows"]) <= 18

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from netslo.core.errors import InfrastructureError, SpecError
-from netslo.impair.shaping import bandwidth, priority
-from netslo.impair.shaping import qdiscs as shaping
+from netslo.impair.shaping import bandwidth, priority, qdiscs
 from netslo.providers.netns.cluster import NetnsCluster
 from netslo.studies.qos import background
 from netslo.traffic.probes import ProbeSpec
@@ -161,15 +160,15 @@ def test_bad_control_port_is_refused_before_anything_is_installed(cl):
 def test_bottleneck_and_rules_are_removed_on_failure(cl):
     ns = cl.node_netns("node1")
     with pytest.raises(RuntimeError):
-        with shaping.bottleneck(ns, "eth0", 10e6, 0.02) as b:
+        with qdiscs.bottleneck(ns, "eth0", 10e6, 0.02) as b:
             assert "tbf" in tc(ns, "qdisc", "show", "dev", "eth0") and b.max_queue_delay == pytest.approx(0.02, rel=0.01)
             raise RuntimeError("boom")
     assert "tbf" not in tc(ns, "qdisc", "show", "dev", "eth0")
     with pytest.raises(RuntimeError):
-        with shaping.random_drop(ns, 0.5, ["-p", "udp", "--dport", "9"]):
+        with qdiscs.random_drop(ns, 0.5, ["-p", "udp", "--dport", "9"]):
             assert "netslo-qos-drop" in iptables_rules(ns, "filter")
             raise RuntimeError("boom")
     assert "netslo-qos" not in iptables_rules(ns, "filter")
     with pytest.raises(InfrastructureError):
-        with shaping.random_drop(ns, 1.5, ["-p", "udp"]):
+        with qdiscs.random_drop(ns, 1.5, ["-p", "udp"]):
             pass

@@ -13,7 +13,7 @@ import pytest
 
 from netslo.core.errors import InfrastructureError
 from netslo.impair import capability, netem
-from netslo.impair.shaping import qdiscs as shaping
+from netslo.impair.shaping import qdiscs
 from netslo.impair.spec import parse
 from netslo.providers.netns.cluster import NetnsCluster
 from netslo.studies.qos import sysctls
@@ -37,23 +37,23 @@ def host():
 def test_bottleneck_replaced_behind_netslos_back_is_an_error_naming_the_device(host):
     ns = host.node_netns("node1")
     with pytest.raises(InfrastructureError) as e:
-        with shaping.bottleneck(ns, "eth0", 10e6, 0.02):
+        with qdiscs.bottleneck(ns, "eth0", 10e6, 0.02):
             tc_in(ns, "qdisc", "replace", "dev", "eth0", "root", "handle", "2:", "pfifo", "limit", "100")
     msg = str(e.value)
     assert f"eth0 in {ns}: root qdisc is pfifo 2:, not netslo's tbf 1:" in msg and "left in place" in msg
     assert "qdisc pfifo 2: root" in tc_in(ns, "qdisc", "show", "dev", "eth0")  # left alone
     with pytest.raises(InfrastructureError, match="root qdisc is pfifo 2:"):  # and never replaced
-        with shaping.bottleneck(ns, "eth0", 10e6, 0.02):
+        with qdiscs.bottleneck(ns, "eth0", 10e6, 0.02):
             pass
     tc_in(ns, "qdisc", "del", "dev", "eth0", "root")
 
 
 def test_what_is_already_gone_is_not_an_error(host):
     ns = host.node_netns("node1")
-    with shaping.bottleneck(ns, "eth0", 10e6, 0.02):
+    with qdiscs.bottleneck(ns, "eth0", 10e6, 0.02):
         tc_in(ns, "qdisc", "del", "dev", "eth0", "root")
-    with shaping.netfilter_rule(ns, "filter", "FORWARD", ["-p", "udp", "--dport", "9"], tag="t-gone") as rule:
-        shaping.iptables(ns, ["-D", "FORWARD", *rule.spec])
+    with qdiscs.netfilter_rule(ns, "filter", "FORWARD", ["-p", "udp", "--dport", "9"], tag="t-gone") as rule:
+        qdiscs.iptables(ns, ["-D", "FORWARD", *rule.spec])
     assert "tbf" not in tc_in(ns, "qdisc", "show", "dev", "eth0")
 
 

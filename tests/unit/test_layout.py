@@ -156,7 +156,8 @@ def _tracked(*suffixes: str) -> list[Path]:
 
 
 def test_every_python_dash_m_command_names_a_module_that_exists():
-    """``python -m netslo.X`` in code, manifests, workflows, docs and scripts, and ``["-m", "netslo.X"]``."""
+    """Each module that a ``python -m`` command line (or an argv ``"-m"`` item) in tracked code, manifests,
+    workflows, docs and scripts runs exists."""
     named = {}
     for path in _tracked(".py", ".md", ".sh", ".yml", ".yaml", ".toml", ".ini"):
         for m in RUN_MODULE.finditer(path.read_text(encoding="utf-8", errors="replace")):

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from netslo.core import phase_times
-from netslo.gate.plugin import gate_time as timing
+from netslo.gate.plugin import gate_time
 
 
 @pytest.fixture(autouse=True)
@@ -69,14 +69,14 @@ def test_summary_other_is_the_wall_time_no_kind_accounts_for_and_the_table_lists
     for nodeid, when, s, sched in (("netslo/gate/a.py::t1", "setup", 1.0, 0.5), ("netslo/gate/a.py::t1", "call", 2.0, 2.0),
                                    ("netslo/gate/a.py::t1", "teardown", 0.5, 2.0),
                                    ("netslo/gate/b.py::t2", "setup", 4.0, 5.0)):
-        timing.record(state, nodeid, when, s, sched)
-    out = timing.summary(state, 10.0, {"probing": {"seconds": 6.0, "calls": 2}})
+        gate_time.record(state, nodeid, when, s, sched)
+    out = gate_time.summary(state, 10.0, {"probing": {"seconds": 6.0, "calls": 2}})
     assert out["other_s"] == 4.0
     assert out["modules"]["netslo/gate/a.py"] == {"tests": 1, "setup": 1.0, "call": 2.0, "teardown": 0.5,
                                                 "scheduled": 2.0}
     assert out["modules"]["netslo/gate/b.py"]["scheduled"] == 3.0
     assert out["scheduled_s"] == 0.0
-    lines = timing.table(out)
+    lines = gate_time.table(out)
     assert lines[0] == "wall 10.0 s" and "probing" in lines[1] and "60%" in lines[1]
     assert lines[-2] == "  netslo/gate/b.py: 4.0 s for 1 tests (setup 4.0, call 0.0, teardown 0.0; 3.0 s scheduled)"
     assert lines[-1].startswith("  measurement schedule 0.0 s (0%;")
@@ -93,9 +93,9 @@ def test_schedule_counts_for_the_outermost_kind_or_the_given_one():
     assert t["impairment apply/verify/clear"]["scheduled"] == 2.0
     assert t["probing"]["scheduled"] == 4.0
     assert t["bulk flows and pod commands"] == {"seconds": 0.0, "calls": 0, "scheduled": 6.0}
-    out = timing.summary({"modules": {}}, 20.0, t)
+    out = gate_time.summary({"modules": {}}, 20.0, t)
     assert out["scheduled_s"] == 12.0
-    assert timing.table(out)[-1].startswith("  measurement schedule 12.0 s (60%;")
+    assert gate_time.table(out)[-1].startswith("  measurement schedule 12.0 s (60%;")
     with pytest.raises(ValueError, match="phase kind: value 'bulk'"):
         phase_times.scheduled(1.0, "bulk")
 

@@ -36,8 +36,7 @@ import abc
 import contextlib
 
 from netslo.core import netns_access
-from netslo.impair.shaping import bandwidth, priority
-from netslo.impair.shaping import qdiscs as shaping
+from netslo.impair.shaping import bandwidth, priority, qdiscs
 
 HERE = "/proc/self/ns/net"     # the namespace of the process itself (a hostNetwork node agent: the node's)
 
@@ -81,7 +80,7 @@ class NodeLinks(abc.ABC):
     def class_counters(self) -> dict: ...
 
     @abc.abstractmethod
-    def install_bottleneck(self, rate_bits: float, queue_s: float) -> shaping.Bottleneck: ...
+    def install_bottleneck(self, rate_bits: float, queue_s: float) -> qdiscs.Bottleneck: ...
 
     @abc.abstractmethod
     def add_drop(self, probability: float, src: str, dst: str, dport: int) -> object:
@@ -163,19 +162,19 @@ class LocalNodeLinks(NodeLinks):
                                 control=self.control)
 
     def clear(self, kind: str) -> None:
-        shaping.clear_root(self.netns, self.uplink, kind)
+        qdiscs.clear_root(self.netns, self.uplink, kind)
 
     def class_counters(self) -> dict:
         return priority.class_counters(self.netns, self.uplink)
 
     def install_bottleneck(self, rate_bits, queue_s):
-        return shaping.install_tbf(self.netns, self.uplink, rate_bits, queue_s)
+        return qdiscs.install_tbf(self.netns, self.uplink, rate_bits, queue_s)
 
-    def drop_rules(self, probability, src, dst, dport) -> shaping.RandomDrop:
+    def drop_rules(self, probability, src, dst, dport) -> qdiscs.RandomDrop:
         if self._tunnel_rules and self.layer == "vxlan-inner":
             match = tunnel_drop_match(src, dst, dport, self.tunnel_port, self.uplink)
-            return shaping.drop_rules(self.netns, probability, match, "mangle", "POSTROUTING")
-        return shaping.drop_rules(self.netns, probability, drop_match(src, dst, dport))
+            return qdiscs.drop_rules(self.netns, probability, match, "mangle", "POSTROUTING")
+        return qdiscs.drop_rules(self.netns, probability, drop_match(src, dst, dport))
 
     def add_drop(self, probability, src, dst, dport):
         rules = self.drop_rules(probability, src, dst, dport)

@@ -29,8 +29,7 @@ import threading
 import time
 
 from netslo.core.errors import InfrastructureError
-from netslo.impair.shaping import node_cli, node_links, priority
-from netslo.impair.shaping import qdiscs as shaping
+from netslo.impair.shaping import node_cli, node_links, priority, qdiscs
 from netslo.providers.kube import manifests as km
 
 SPAWN_DIR = "/tmp"          # the agent container's memory-backed /tmp
@@ -71,7 +70,7 @@ class AgentNodeLinks(node_links.NodeLinks):
 
     def install_bottleneck(self, rate_bits, queue_s):
         out = self._run("bottleneck", rate_bits=rate_bits, queue_s=queue_s)
-        return shaping.Bottleneck(f"node {self.node}", self.uplink, out["rate_bits"], out["limit_bytes"],
+        return qdiscs.Bottleneck(f"node {self.node}", self.uplink, out["rate_bits"], out["limit_bytes"],
                                   out["burst_bytes"])
 
     def add_drop(self, probability, src, dst, dport):

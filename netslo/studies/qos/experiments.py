@@ -27,8 +27,7 @@ import numpy as np
 from netslo.core import phase_times
 from netslo.core.errors import InfrastructureError
 from netslo.core.families import host_port
-from netslo.impair.shaping import priority
-from netslo.impair.shaping import qdiscs as shaping
+from netslo.impair.shaping import priority, qdiscs
 from netslo.slo import runner
 from netslo.slo.scenario import Scenario
 from netslo.stats.analysis import analyze
@@ -151,7 +150,7 @@ def loss_grid(pods, sec: dict, losses) -> list[LossPoint]:
     """For each loss (0 = none) and algorithm: one flow through the tbf bottleneck with random drop."""
     c, out, links = pods.cluster, [], pods.uplink
     port = pods.ports["tcp"]
-    with links.bottleneck(sec["bottleneck"], sec["queue"]), shaping.offloads_off(c, pods.bulk):
+    with links.bottleneck(sec["bottleneck"], sec["queue"]), qdiscs.offloads_off(c, pods.bulk):
         for loss in losses:
             for cc in sec["algorithms"]:
                 if loss > 0:
@@ -247,7 +246,7 @@ class BloatRun:
     baseline: runner.Outcome
     loaded: dict            # cc -> SampleSet
     bulk: dict              # cc -> tcpflow summary
-    bottleneck: shaping.Bottleneck
+    bottleneck: qdiscs.Bottleneck
 
     def rtts(self, samples: SampleSet) -> np.ndarray:
         return series_seconds(samples, "rtt")
