@@ -7,10 +7,16 @@ and asks its nameserver (CoreDNS behind the kube-dns Service) with the pod's own
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from netslo.core.errors import SpecError
+from netslo.providers.base import Cluster, Pod
+from netslo.slo.runner import probe_spec
 from netslo.slo.scenario import PLACEMENTS, Scenario
+from netslo.slo.spec import Sampling
 from netslo.traffic.probes.dns import DNS_PORT, RESOLV_CONF, DnsOptions
 
 CASES = ("lookup", "search")
@@ -42,3 +48,43 @@ class DnsScenario(Scenario):
         if self.cluster_dns:
             return {"dns": self.dns, "host": RESOLV_CONF, "port": DNS_PORT}
         return {"dns": self.dns}
+
+
+SETTLE_LOOKUPS = 50      # settle: lookups in one check run (4 ms apart in the gate: 0.2 s of sending)
+SETTLE_LIMIT_S = 60.0    # ... and how long it tries for one clean run
+
+
+def clean_lookups(samples) -> tuple[int, int]:
+    """(lookups answered with no query send expired, lookups) of a DNS probe's samples; rows that do
+    not record their timeouts count as not clean."""
+    n = len(samples)
+    per_row = samples.meta.get("per_row", {})
+    a = np.asarray(per_row.get("dns_timeouts_a", []), dtype=np.int64)
+    aaaa = np.asarray(per_row.get("dns_timeouts_aaaa", []), dtype=np.int64)
+    if len(a) != n or len(aaaa) != n:
+        return 0, n
+    clean = (samples.column("recv_ns") >= 0) & (a <= 0) & (aaaa <= 0)
+    return int(np.count_nonzero(clean)), n
+
+
+def settle(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: DnsScenario,
+           sampling: Sampling, limit: float = SETTLE_LIMIT_S, clock=time.monotonic) -> str:
+    """Short runs of the scenario's own lookups (``SETTLE_LOOKUPS``, not judged) from ``client`` until
+    one has every lookup answered at its first send, for at most ``limit`` s: the readiness of the
+    path to a new cluster's DNS, which converges after its endpoints report ready (the routes to the
+    CoreDNS pods' nodes, the Service's rules on the client's node). A path that does not converge is
+    measured anyway and its retries judged: a cluster that never serves cleanly is a finding. What it
+    saw, for the notes."""
+    spec = probe_spec(scenario, server, ports, sampling, SETTLE_LOOKUPS)
+    t0, runs = clock(), 0
+    while True:
+        ran = cluster.probe(client, spec)
+        runs += 1
+        clean, n = clean_lookups(ran)
+        took = clock() - t0
+        if n and clean == n:
+            return (f"cluster DNS path settled: run {runs} of {n} lookups all answered at the first send "
+                    f"({took:.1f} s of checks)")
+        if took >= limit:
+            return (f"cluster DNS path did not settle: {runs} check runs in {took:.1f} s, the last with "
+                    f"{n - clean} of {n} lookups retried or unanswered")

@@ -175,3 +175,42 @@ def test_gate_check_fails_on_the_race(dns_pods):
     # conntrack timeout finds that entry, its AAAA is not the entry's 2nd packet and is not dropped
     retry = out.analysis.metrics["dns.retry"].value
     assert retry >= 0.5 and f"dns.retry = {format_percent(retry)}" in out.message(), out.message()
+
+
+def _settle(dns_pods, limit: float) -> str:
+    from netslo.slo import spec as slo
+    from netslo.studies import dns
+    c, srv, cli, port = dns_pods
+    scenario = dns.DnsScenario("cross-node", interval=0.004, dns=DnsOptions(name=NAME, timeout=TIMEOUT_S))
+    return dns.settle(c, cli, srv, {"dns": port}, scenario, slo.Sampling(wait=0.2), limit=limit)
+
+
+def test_settle_ends_at_the_first_clean_run(dns_pods):
+    assert _settle(dns_pods, limit=10.0).startswith("cluster DNS path settled: run 1 of 50 lookups")
+
+
+def test_settle_gives_up_on_a_path_that_keeps_retrying(dns_pods):
+    """The race on every lookup: no check run is clean; after the limit the note says how the last
+    one went (the measurement that follows judges the retries)."""
+    with aaaa_query_drop(dns_pods, SECOND_OF_PAIR):
+        note = _settle(dns_pods, limit=1.0)
+    assert note.startswith("cluster DNS path did not settle:"), note
+    retried = int(note.split("the last with ")[1].split(" of ")[0])
+    assert retried >= 25, note          # at least half (a reused source port can miss the rule)
+
+
+def test_settle_waits_for_a_path_that_converges(dns_pods):
+    """The race for the first 1.5 s, then a clean path (as a route or rule arriving late): settle
+    takes more than one run and ends clean, well before its limit."""
+    import threading
+    import time
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(aaaa_query_drop(dns_pods, SECOND_OF_PAIR))
+        timer = threading.Timer(1.5, stack.close)
+        timer.start()
+        t0 = time.monotonic()
+        note = _settle(dns_pods, limit=30.0)
+        took = time.monotonic() - t0
+        timer.join()
+    assert note.startswith("cluster DNS path settled: run "), note
+    assert int(note.split("run ")[1].split(" ")[0]) > 1 and took >= 1.5, note

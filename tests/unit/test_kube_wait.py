@@ -257,3 +257,18 @@ def test_a_node_is_not_ready_while_it_carries_a_start_up_taint():
     assert node_ready(ready)[0] and node_ready(cp)[0]          # the control plane's own taint is no start-up
     ok, why = node_ready(cilium)
     assert not ok and why.endswith("; start-up taint node.cilium.io/agent-not-ready")
+
+
+def _slice(rv, *ready):
+    return {"metadata": {"name": "kube-dns-abc", "resourceVersion": rv},
+            "endpoints": [{"addresses": [f"10.0.0.{i}"], "conditions": {"ready": r}} for i, r in enumerate(ready)]}
+
+
+def test_endpoints_wait_for_one_or_for_every_listed_endpoint():
+    """The cluster DNS wait: one ready endpoint ends the plain wait at the list; ``every`` follows the
+    slice until the second replica is ready too."""
+    from netslo.providers.kube.wait import wait_endpoints
+    one_of_two = [_slice("5", True, False)]
+    assert wait_endpoints(FakeApi(one_of_two, "5", []), "kube-system", "kube-dns", "dns", 30) == "1 of 2 endpoints ready"
+    api = FakeApi(one_of_two, "5", [[("MODIFIED", _slice("6", True, True))]])
+    assert wait_endpoints(api, "kube-system", "kube-dns", "dns", 30, every=True) == "2 of 2 endpoints ready"

@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import tarfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ TLS_ENV = "NETSLO_TLS_DIR"                      # see netslo.traffic.tlsca: the 
 POD_TLS_DIR = f"{km.READY_DIR}/tls"             # where a pod gets a copy of that directory
 ON_DEMAND_KINDS = ("ws", "tls", "mqtt", "proxy")   # responders started on demand inside the agent container
 DNS_SERVICE = ("kube-system", "kube-dns")       # (namespace, name) of the cluster DNS Service
+DNS_ALL_READY_S = 30.0   # await_cluster_dns: how long to wait for every DNS endpoint, once one is ready
 
 
 @dataclass
@@ -433,15 +435,20 @@ class KubeCluster(Cluster):
         self._services[name] = svc
         return svc
 
-    def await_cluster_dns(self, timeout: float = 120.0) -> bool:
+    def await_cluster_dns(self, timeout: float = 120.0, all_within: float = DNS_ALL_READY_S) -> str | None:
         """Until the cluster DNS Service (kube-system/kube-dns, the name kubeadm, kind and most
-        distributions give CoreDNS's Service) has a ready endpoint: on a new cluster CoreDNS's pods
-        start after the CNI. False, at once, when the cluster has no such Service (nothing to wait for)."""
+        distributions give CoreDNS's Service) has a ready endpoint, and for at most ``all_within`` s
+        until each endpoint it lists is ready (a new cluster's CoreDNS pods start after its CNI, not
+        all at once). The endpoints' status, for the notes; None, at once, when the cluster has no
+        such Service (nothing to wait for). No ready endpoint after ``timeout`` s: InfrastructureError."""
         if self.api.get("service", DNS_SERVICE[1], DNS_SERVICE[0], missing_ok=True) is None:
-            return False
-        wait_endpoints(self.api, *DNS_SERVICE, f"cluster DNS: service {'/'.join(DNS_SERVICE)} endpoints",
-                       timeout)
-        return True
+            return None
+        component = f"cluster DNS: service {'/'.join(DNS_SERVICE)} endpoints"
+        t0 = time.monotonic()
+        try:
+            return wait_endpoints(self.api, *DNS_SERVICE, component, min(all_within, timeout), every=True)
+        except InfrastructureError:   # not all ready yet (a replica may never be): one is enough to go on
+            return wait_endpoints(self.api, *DNS_SERVICE, component, max(timeout - (time.monotonic() - t0), 1.0))
 
     def policies(self):
         """networking.k8s.io/v1 NetworkPolicy objects, enforced by the CNI (``kube_policy``)."""

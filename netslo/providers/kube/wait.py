@@ -295,12 +295,14 @@ def wait_workload(api, kind: str, namespace: str, name: str, component: str, tim
                        namespace=namespace, name=name, explain=explain)
 
 
-def wait_endpoints(api, namespace: str, service: str, component: str, timeout: float) -> str:
-    """Watch Service ``service``'s EndpointSlices until one endpoint is ready."""
+def wait_endpoints(api, namespace: str, service: str, component: str, timeout: float, every: bool = False) -> str:
+    """Watch Service ``service``'s EndpointSlices until one endpoint is ready (``every``: until each
+    endpoint they list is, and at least one)."""
     def endpoints(slices):
-        ready = [ep for s in slices.values() for ep in s.get("endpoints") or []
-                 if (ep.get("conditions") or {}).get("ready")]
-        return bool(ready), f"{len(ready)} ready endpoints"
+        listed = [ep for s in slices.values() for ep in s.get("endpoints") or []]
+        ready = [ep for ep in listed if (ep.get("conditions") or {}).get("ready")]
+        done = bool(ready) and (not every or len(ready) == len(listed))
+        return done, f"{len(ready)} of {len(listed)} endpoints ready"
     return watch_until(api, "endpointslice", component, timeout, endpoints, namespace=namespace,
                        selector=f"kubernetes.io/service-name={service}")
 
