@@ -2,6 +2,8 @@
 
     python -m netslo slo-schema            print the JSON Schema of SLO files
     python -m netslo validate FILE         validate an SLO file (exit 2 + one line when invalid)
+    python -m netslo slo suggest RESULTS... [--margin 1.5x] [--extends netslo|none]
+                                           an SLO file from the CI upper bounds of your own runs
     python -m netslo reap [--dry-run]      remove what killed runs left behind on this machine
     python -m netslo reap --kubeconfig K [--context C] [--max-age 180min] [--dry-run]
                                            ... and their namespaces on that cluster (owner gone)
@@ -23,6 +25,7 @@ import sys
 
 from netslo import __version__
 from netslo.core.errors import InfrastructureError, SpecError, Unsupported
+from netslo.report.suggest import DEFAULT_MARGIN, margin_of, suggest
 from netslo.slo import spec as slo
 
 
@@ -42,6 +45,16 @@ def main(argv=None) -> int:
     sub.add_parser("slo-schema", help="print the SLO file JSON Schema")
     v = sub.add_parser("validate", help="validate an SLO file")
     v.add_argument("file")
+    s = sub.add_parser("slo", help="SLO files from your own runs")
+    ss = s.add_subparsers(dest="slo_cmd", required=True)
+    sg = ss.add_parser("suggest", help="print an SLO file whose thresholds are the worst CI upper bounds of "
+                                       "the runs given, times a margin")
+    sg.add_argument("results", nargs="+", metavar="RESULTS",
+                    help="results directories (--netslo-results), results.json files, or directories of past runs")
+    sg.add_argument("--margin", default=f"{DEFAULT_MARGIN:g}x", help="factor on each bound, >= 1 (default 1.5x)")
+    sg.add_argument("--extends", default=slo.SHIPPED,
+                    help="the base the file extends (default netslo: the shipped objectives); none: a file of "
+                         "its own that gates only what it selects")
     r = sub.add_parser("reap", help="remove namespaces/processes of dead runs (here, or on a cluster)")
     r.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     r.add_argument("--kubeconfig", help="reap run namespaces on this cluster (default $KUBECONFIG with --context)")
@@ -57,6 +70,9 @@ def main(argv=None) -> int:
             return _image(p, args)
         if args.cmd == "slo-schema":
             print(slo.schema_json())
+        elif args.cmd == "slo":
+            sys.stdout.write(suggest(args.results, margin_of(args.margin),
+                                     None if args.extends == "none" else args.extends))
         elif args.cmd == "validate":
             spec = slo.load(args.file)
             for line in slo.sample_warnings(spec):
@@ -65,7 +81,7 @@ def main(argv=None) -> int:
         else:
             lines = _reap(args)
             print("\n".join(lines) if lines else "reap: nothing to remove")
-    except SpecError as e:
+    except (SpecError, FileNotFoundError) as e:
         print(f"netslo: {e}", file=sys.stderr)
         return 2
     except (InfrastructureError, Unsupported) as e:

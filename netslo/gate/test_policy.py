@@ -64,6 +64,7 @@ def _emulated(policies) -> list[str]:
     return [policies.description] if policies.emulated else []   # (it begins "emulated: ...")
 
 
+@pytest.mark.slo_labels(study="policy", placement=PLACEMENT, protocol=enforcement.PROTOCOL)
 def test_policy_enforcement_latency(netslo_cluster, netslo_client_for, netslo_policy_server, netslo_policies,
                                     netslo_slo, netslo_study_report, request):
     client = netslo_client_for(PLACEMENT)
@@ -81,6 +82,7 @@ def test_policy_enforcement_latency(netslo_cluster, netslo_client_for, netslo_po
 
 
 @pytest.mark.scale   # on real clusters with --netslo-scale: see the module docstring
+@pytest.mark.slo_labels(study="policy-cost", placement=PLACEMENT, protocol=enforcement.PROTOCOL)
 def test_policy_datapath_cost(netslo_cluster, netslo_client_for, netslo_policy_server, netslo_policies, netslo_slo,
                               netslo_study_report, request):
     client = netslo_client_for(PLACEMENT)

@@ -42,12 +42,14 @@ plan_pods("netslo_svc_backend", ("svcp-backend", 0))
 
 
 @pytest.mark.parametrize("service_type", SERVICE_TYPES)
+@pytest.mark.slo_labels(study="service", placement=PLACEMENT, protocol=enforcement.PROTOCOL)
 def test_service_programming_latency(service_type, netslo_cluster, netslo_client_for, netslo_svc_backend,
                                      netslo_slo, netslo_study_report, request):
     _study(service_type, "service", netslo_cluster, netslo_client_for, netslo_svc_backend, netslo_slo,
            netslo_study_report, request)
 
 
+@pytest.mark.slo_labels(study="service-endpoint", placement=PLACEMENT, protocol=enforcement.PROTOCOL, profile="ClusterIP")
 def test_endpoint_programming_latency(netslo_cluster, netslo_client_for, netslo_svc_backend, netslo_slo,
                                       netslo_study_report, request):
     """The ClusterIP Service exists; its one endpoint is added (and removed between trials)."""

@@ -36,6 +36,7 @@ def outcome_record(test_id: str, outcome, samples_file: str | None) -> dict:
         "seconds": round(outcome.seconds, 3),
         "samples_file": samples_file,
         "notes": list(getattr(outcome, "notes", [])),
+        "slo": getattr(outcome, "slo_source", "") or None,   # the SLO file that judged it
         "timestamps": timestamps(outcome.samples.meta),   # clock points of rtt/owd (docs/metrics.md)
         "timestamps_missing": timestamps_missing(outcome.samples.meta),
         "environment": outcome.environment,   # per record: e.g. kernel differs between host and UML tests
@@ -54,6 +55,7 @@ class ResultsWriter:
         self.records: list[dict] = []
         self.environment: dict = {}
         self.tally = None          # netslo.report.tally.Tally of the session, when the gate ran
+        self.slo_source = None     # the session's own SLO file (records judged by others name theirs)
         self.written: Path | None = None
 
     @timed_call("reports")
@@ -71,7 +73,7 @@ class ResultsWriter:
             return None
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / "results.json"
-        doc = {"schema": SCHEMA_VERSION, "environment": self.environment, "results": self.records}
+        doc = {"schema": SCHEMA_VERSION, "environment": self.environment, "slo": self.slo_source, "results": self.records}
         if self.tally is not None and self.tally.entries:
             doc["gate"] = self.tally.to_json()
         path.write_text(json.dumps(doc, indent=1))

@@ -1,7 +1,8 @@
 """summary.md: the SLO verdicts of one run as Markdown, for ``$GITHUB_STEP_SUMMARY``.
 
-Built from results.json records (``report.results.outcome_record``): one row per test with its
-verdict and each gated statistic as value (CI) against its threshold.
+Built from results.json records (``report.results.outcome_record``): a table per test module, one
+row per test and its parameters with its scenario, verdict and each gated statistic as value (CI)
+against its threshold (named with its objective when several objectives judge the test).
 """
 
 from __future__ import annotations
@@ -22,17 +23,35 @@ def _fmt(value, unit_is_fraction: bool) -> str:
     return units.format_percent(value) if unit_is_fraction else units.format_duration(value)
 
 
-def check_cell(check: dict) -> str:
+def check_cell(check: dict, objective: bool = False) -> str:
+    """One check: value (CI) against its threshold; ``objective``: prefixed with the objective's name
+    (when more than one objective judges the test, two checks of one metric must say whose they are)."""
     frac = check["metric"] in FRACTION_METRICS
     mark = {"pass": "✅", "fail": "❌"}.get(check["verdict"], "⚠️")
     note = " (point estimate)" if check.get("by_point") else ""
-    return (f"{mark} {check['metric']} {_fmt(check['value'], frac)} "
+    whose = f"{check['objective']}: " if objective and check.get("objective") else ""
+    return (f"{mark} {whose}{check['metric']} {_fmt(check['value'], frac)} "
             f"({_fmt(check['lo'], frac)}–{_fmt(check['hi'], frac)}) ≤ {check['threshold']}{note}")
 
 
+def checks_cell(checks: list[dict]) -> str:
+    """Every check of one record, each naming its objective when there are several."""
+    several = len({c.get("objective") for c in checks}) > 1
+    return "<br>".join(check_cell(c, several) for c in checks) or "–"
+
+
+def split_test(test: str) -> tuple[str, str]:
+    """('netslo/gate/test_x.py', 'test_f[params]::extra') of a record's test id: its module, and what
+    names it there (the test, its parameters — preset, layer, concurrency, family — and the name of
+    an extra outcome)."""
+    module, sep, rest = test.partition("::")
+    return (module, rest) if sep else ("", test)
+
+
 def markdown(records: list[dict], environment: dict, tally=None) -> str:
-    """The verdict headline, the per-test table and, with the session's ``tally``, every test that
-    was not measured and met. "All met" only when nothing failed, errored or skipped unexpectedly."""
+    """The verdict headline, a table per test module (a row per test and its parameters) and, with
+    the session's ``tally``, every test that was not measured and met. "All met" only when nothing
+    failed, errored or skipped unexpectedly."""
     failed = [r for r in records if r["verdict"] != "pass"]
     if tally is not None and not tally.green:
         head = tally.headline()
@@ -44,13 +63,19 @@ def markdown(records: list[dict], environment: dict, tally=None) -> str:
         head = f"✅ all {len(records)} SLO tests met their SLOs"
     env = ", ".join(f"{k}={v}" for k, v in environment.items() if k in
                     ("provider", "datapath", "cni", "nodes", "pod_mtu", "kernel", "congestion_control"))
-    lines = [f"### netslo SLO gate: {head}", "", f"Environment: {env}", "",
-             "| test | verdict | samples | timestamps | checks (value, 95% CI, threshold) |", "|---|---|---:|---|---|"]
+    lines = [f"### netslo SLO gate: {head}", "", f"Environment: {env}", ""]
+    modules: dict[str, list[dict]] = {}
     for r in records:
-        checks = "<br>".join(check_cell(c) for c in r["checks"]) or "–"
-        lines.append(f"| `{r['scenario']}` | {'✅ pass' if r['verdict'] == 'pass' else '❌ ' + r['verdict']} | "
-                     f"{r['counts']['sent']} | {timestamps_cell(r)} | {checks} |")
-    lines.append("")
+        modules.setdefault(split_test(r.get("test", r["scenario"]))[0], []).append(r)
+    for module, rows in modules.items():
+        lines += [f"#### `{module}`" if module else "#### tests", "",
+                  "| test | scenario | verdict | samples | timestamps | checks (value, 95% CI, threshold) |",
+                  "|---|---|---|---:|---|---|"]
+        for r in rows:
+            name = split_test(r.get("test", r["scenario"]))[1]
+            lines.append(f"| `{name}` | `{r['scenario']}` | {'✅ pass' if r['verdict'] == 'pass' else '❌ ' + r['verdict']} | "
+                         f"{r['counts']['sent']} | {timestamps_cell(r)} | {checks_cell(r['checks'])} |")
+        lines.append("")
     if tally is not None:
         lines.append(tally.markdown())
     return "\n".join(lines)

@@ -9,7 +9,8 @@ Statuses (one per test, the worst phase wins):
   skipped-unexpected  any other skip: the gate fails
 
 A run is green only when nothing failed, errored or was skipped unexpectedly, and at least one test
-was judged.
+was judged. Tests the SLO file does not gate (``gate: selected-only``) are not among them: they are
+listed apart (``not_gated``: deselected at collection, and ``not_gated`` skips), in every report.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from netslo.slo import skips
 PASSED, FAILED, ERRORED, XFAILED = "passed", "failed", "errored", "xfailed"
 SKIPPED_EXPECTED, SKIPPED_UNEXPECTED = "skipped-expected", "skipped-unexpected"
 STATUSES = (PASSED, FAILED, ERRORED, XFAILED, SKIPPED_EXPECTED, SKIPPED_UNEXPECTED)
+NOT_GATED = "not_gated"   # the skip category of a test the SLO file does not gate
 _RANK = {PASSED: 0, XFAILED: 1, SKIPPED_EXPECTED: 2, SKIPPED_UNEXPECTED: 3, FAILED: 4, ERRORED: 5}
 
 
@@ -38,6 +40,7 @@ class Tally:
 
     allowed: frozenset = frozenset(skips.ALWAYS_DECLARED)
     entries: dict = field(default_factory=dict)
+    not_gated: dict = field(default_factory=dict)   # test -> why, deselected at collection
 
     def record(self, test: str, status: str, reason: str = "") -> None:
         """Record one phase's status; a worse status replaces a better one (teardown error > pass)."""
@@ -62,6 +65,11 @@ class Tally:
     def of(self, status: str) -> list[Entry]:
         return [e for e in self.entries.values() if e.status == status]
 
+    def ungated(self) -> dict:
+        """Every test the SLO file does not gate -> why: deselected, or skipped as ``not_gated``."""
+        skipped = {e.test: e.reason for e in self.entries.values() if e.category == NOT_GATED}
+        return {**self.not_gated, **skipped}
+
     @property
     def green(self) -> bool:
         c = self.counts()
@@ -71,6 +79,8 @@ class Tally:
         """One line: '✅ 16 passed …' only when green, else what stands in the way."""
         c = self.counts()
         parts = ", ".join(f"{c[s]} {s}" for s in STATUSES if c[s])
+        if self.not_gated:
+            parts += f"{', ' if parts else ''}{len(self.not_gated)} not gated"
         if self.green:
             return f"✅ gate green: {parts or 'nothing ran'}"
         if not self.entries:
@@ -80,7 +90,8 @@ class Tally:
     def to_json(self) -> dict:
         return {"counts": self.counts(), "green": self.green, "declared_skip_categories": sorted(self.allowed),
                 "tests": {e.test: {"status": e.status, "reason": e.reason, "category": e.category}
-                          for e in self.entries.values() if e.status != PASSED}}
+                          for e in self.entries.values() if e.status != PASSED},
+                "not_gated": self.ungated()}
 
     def markdown(self) -> str:
         """The counts and every non-passed test with its reason, for summary.md / regression.md."""
@@ -88,9 +99,13 @@ class Tally:
         for status, title in ((SKIPPED_UNEXPECTED, "Skipped, not declared (fails the gate)"),
                               (ERRORED, "Errored (not judged)"), (FAILED, "Failed"),
                               (SKIPPED_EXPECTED, "Skipped, declared expected"), (XFAILED, "Known limitations")):
-            rows = self.of(status)
+            rows = [e for e in self.of(status) if e.category != NOT_GATED]
             if rows:
                 lines += [f"{title}:", ""] + [f"- `{e.test}`: {one_line(e.reason)}" for e in rows] + [""]
+        ungated = self.ungated()
+        if ungated:
+            lines += ["Not gated (the SLO file gates only what it selects):", ""]
+            lines += [f"- `{test}`: {one_line(why)}" for test, why in ungated.items()] + [""]
         return "\n".join(lines)
 
 

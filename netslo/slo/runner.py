@@ -64,6 +64,7 @@ class Outcome:
     batches: int = 1
     seconds: float = 0.0
     notes: list = field(default_factory=list)
+    slo_source: str = ""     # the SLO file that judged it (results.json: ``slo``)
 
     @property
     def failed(self) -> list:
@@ -126,6 +127,14 @@ def probe_spec(scenario: Scenario, server: Pod, ports: dict, sampling: slo_mod.S
     return ProbeSpec(protocol=scenario.protocol, count=count, interval=scenario.interval or sampling.interval,
                      req_bytes=req, resp_bytes=resp, tos=scenario.tos, wait=sampling.wait,
                      sender=sampling.udp_sender if scenario.protocol == "udp" else "python", **fields)
+
+
+def not_gated(spec: slo_mod.SloSpec, what: str, datapath: str) -> None:
+    """Unsupported (category 'not_gated') for a scenario no objective selects when the SLO file
+    says ``gate: selected-only``; nothing otherwise (the caller's configuration error follows)."""
+    if spec.gate == slo_mod.GATE_SELECTED_ONLY:
+        raise Unsupported(f"{what}: no objective of {spec.source} selects it on datapath {datapath} "
+                          f"(gate: {slo_mod.GATE_SELECTED_ONLY})", "not_gated")
 
 
 def check_pace(analysis: Analysis, interval: float) -> None:
@@ -192,6 +201,7 @@ def run(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: Scena
         attempt += 1
     out.notes = notes
     out.seconds = time.monotonic() - t0
+    out.slo_source = spec.source
     return out
 
 
@@ -299,8 +309,10 @@ def _measure(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: 
     sampling = spec.sampling
     thresholds = spec.thresholds_for({**scenario.labels(), "datapath": cluster.datapath})
     if not thresholds:  # a scenario nobody set an objective for must not pass silently
+        not_gated(spec, scenario.id, cluster.datapath)
         raise SpecError(f"{spec.source}: objectives", scenario.id,
-                        "an objective whose select matches this scenario (protocol/placement/profile/datapath/family)")
+                        "an objective whose select matches this scenario (protocol/placement/profile/datapath/family)"
+                        + spec.not_selected_hint())
     require_measurable(thresholds, scenario, cluster)
     batches: list[SampleSet] = []
     total = 0

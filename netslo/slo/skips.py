@@ -23,6 +23,8 @@ CATEGORIES = {
     "capability": "the protocol or provider cannot measure a metric the test needs (e.g. one-way delay without a shared clock)",
     "limitation": "a known CNI limitation from netslo.studies.qos.limits (always declared)",
     "ip_family": "the cluster has no address of the IP family a scenario needs (e.g. IPv6 on an IPv4-only cluster)",
+    "not_gated": "no objective of the SLO file selects the scenario, and the file says gate: selected-only "
+                 "(declared by that file)",
 }
 ALWAYS_DECLARED = frozenset({"limitation"})
 _PREFIX = re.compile(r"^(?:Skipped: )?netslo\[([a-z_]+)\]: ")

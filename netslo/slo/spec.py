@@ -35,6 +35,15 @@ Change studies (``netslo.studies.enforcement``, ``netslo.studies.policy_cost``) 
 a scenario gets only the metrics of its ``study`` label (``STUDY_OF``).
 
 ``allow_skips: [CATEGORY, ...]`` declares skips of those categories expected (``netslo.slo.skips``).
+
+Layers: ``extends: netslo`` starts from the objectives shipped with the gate (``extends: FILE``: from
+another SLO file, relative to this one). The file's ``defaults`` keys replace the base's, an
+objective of the same name replaces the base's objective in its place, a new one is added after
+them; ``allow_skips`` and ``gate`` are the file's when it sets them, else the base's.
+
+``gate: all`` (the default): every scenario the session collects must be selected by an objective,
+else it is a configuration error. ``gate: selected-only``: the scenarios no objective selects are
+not gated — deselected at collection and listed as such in every report (``SloSpec.selects``).
 """
 
 from __future__ import annotations
@@ -43,12 +52,14 @@ import fnmatch
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import jsonschema
 
 from netslo.core import units, yamlfile
 from netslo.core.errors import SpecError
 from netslo.core.families import FAMILIES
+from netslo.core.resources import shipped_slo
 from netslo.slo import skips
 from netslo.stats.analysis import Estimate
 from netslo.traffic.probes import SENDERS
@@ -59,6 +70,8 @@ DELAY_STATS = ("min", "mean", "p50", "p90", "p99", "p99.9", "max")
 FRACTION_METRICS = ("loss", "loss_up", "loss_down", "dup", "reorder", "dns.fail", "dns.retry")
 POINT_DELAY_METRICS = ("rfc3550",)
 SELECT_KEYS = ("protocol", "placement", "profile", "datapath", "family")
+SHIPPED = "netslo"                 # extends: the gate's own SLO file
+GATE_ALL, GATE_SELECTED_ONLY = "all", "selected-only"
 # Series of one value per trial of a change study (netslo.studies.enforcement), seconds; a percentile of them is
 # bounded by ``defaults.trials`` trials, not by the probe's samples. Mean is not offered: a trial not
 # done within its window is censored (+inf), and a mean of censored values means nothing.
@@ -87,9 +100,17 @@ def json_schema() -> dict:
         "title": "netslo SLO file",
         "type": "object",
         "additionalProperties": False,
-        "required": ["version", "objectives"],
+        "required": ["version"],
+        "if": {"not": {"required": ["extends"]}},
+        "then": {"required": ["objectives"]},
         "properties": {
             "version": {"const": 1},
+            "extends": {"type": "string", "minLength": 1,
+                        "description": f"'{SHIPPED}' (the objectives shipped with the gate) or the path of "
+                                       "another SLO file, relative to this one"},
+            "gate": {"enum": [GATE_ALL, GATE_SELECTED_ONLY],
+                     "description": "all: every collected scenario needs an objective (default); "
+                                    "selected-only: the ones no objective selects are not gated, and listed"},
             "defaults": {
                 "type": "object", "additionalProperties": False,
                 "properties": {
@@ -161,6 +182,8 @@ def _expected(err: jsonschema.ValidationError) -> tuple[str, object, str]:
         return (f"{where}.{key}" if where != "(top level)" else key), key, form
     if kind == "required":
         missing = [r for r in schema["required"] if r not in (v or {})]
+        if missing == ["objectives"]:
+            return where, None, f"a mapping with the key 'objectives' (or 'extends: {SHIPPED}' to start from the shipped ones)"
         return where, None, f"a mapping with the key '{missing[0] if missing else '?'}'"
     if kind == "pattern" or (kind == "type" and "pattern" in schema):
         return where, v, schema.get("description", f"text matching {schema.get('pattern')}")
@@ -212,12 +235,14 @@ class Sampling:
 
 @dataclass
 class SloSpec:
-    """A validated SLO file."""
+    """A validated SLO file (its layers flattened: ``layers`` = their sources, base first)."""
 
     sampling: Sampling
     objectives: list
     source: str = "<memory>"
     allow_skips: frozenset = frozenset()
+    gate: str = GATE_ALL
+    layers: tuple = ()
 
     def thresholds_for(self, labels: dict) -> list[Threshold]:
         """Every threshold of every objective whose selector matches the scenario labels and whose
@@ -226,16 +251,71 @@ class SloSpec:
         return [t for o in self.objectives if o.matches(labels) for t in o.thresholds
                 if STUDY_OF.get(t.metric.partition(".")[0]) == study]
 
+    def selects(self, labels: dict) -> bool:
+        """Could an objective judge a scenario of these labels? A selector key the labels lack (the
+        datapath, before the cluster is up) is taken to match."""
+        study = labels.get("study")
+        return any(all(k not in labels or any(fnmatch.fnmatchcase(str(labels[k]), p) for p in pats)
+                       for k, pats in o.select.items())
+                   and any(STUDY_OF.get(t.metric.partition(".")[0]) == study for t in o.thresholds)
+                   for o in self.objectives)
+
+    def not_selected_hint(self) -> str:
+        """How to fix a scenario no objective selects, for the configuration error."""
+        if self.gate == GATE_SELECTED_ONLY:
+            return ""
+        return (f"; or give {self.source} 'extends: {SHIPPED}' to keep the shipped objectives beside yours, "
+                f"or 'gate: {GATE_SELECTED_ONLY}' to gate only what it selects")
+
 
 def parse(doc, source: str = "<memory>") -> SloSpec:
-    """Validate a loaded YAML document; SpecError (one line, prefixed with source) when invalid."""
+    """Validate a loaded YAML document and the files it extends (``extends``, resolved relative to
+    ``source``); SpecError (one line, prefixed with the file it is in) when invalid."""
+    layers = _layers(doc, source, frozenset({_key(source)}))
+    defaults: dict = {}
+    for layer, src in layers:   # each layer's defaults checked where they are written
+        defaults.update(layer.get("defaults") or {})
+        sampling = _sampling(defaults, src)
+    objectives: dict = {}       # name -> Objective; a later layer's replaces it in its place
+    for layer, src in layers:
+        where = src if src == source else f"{src} (extended by {source})"
+        for o in _objectives(layer.get("objectives") or [], sampling, where):
+            objectives[o.name] = o
+    last = {k: next((lay[k] for lay, _ in reversed(layers) if k in lay), None) for k in ("allow_skips", "gate")}
+    gate = last["gate"] or GATE_ALL
+    declared = frozenset(last["allow_skips"] or ()) | ({"not_gated"} if gate == GATE_SELECTED_ONLY else set())
+    return SloSpec(sampling, list(objectives.values()), source, declared, gate, tuple(src for _, src in layers))
+
+
+def _key(source: str) -> str:
+    return str(Path(source).resolve()) if source and not source.startswith("<") else source
+
+
+def _layers(doc, source: str, seen: frozenset) -> list[tuple[dict, str]]:
+    """[(document, its source)] of ``doc`` and the files it extends, base first; each schema-checked."""
     validator = jsonschema.Draft202012Validator(json_schema())
     errors = sorted(validator.iter_errors(doc), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        best = jsonschema.exceptions.best_match(errors)
+    if errors:   # an unknown key first: a misspelt one also makes its real one missing
+        unknown = [e for e in errors if e.validator == "additionalProperties"]
+        best = unknown[0] if unknown else jsonschema.exceptions.best_match(errors)
         raise SpecError(*_expected(best), where=source)
+    ext = doc.get("extends")
+    if ext is None:
+        return [(doc, source)]
+    if ext == SHIPPED:
+        path = shipped_slo("slo.yaml")
+    else:
+        path = Path(ext).expanduser()
+        if not path.is_absolute() and not source.startswith("<"):
+            path = Path(source).parent / path
+    if _key(str(path)) in seen:
+        raise SpecError("extends", ext, "a file that does not extend this one again (a circle of extends)", where=source)
+    base = yamlfile.read(path, f"{source}: extends")
+    return _layers(base, str(path), seen | {_key(str(path))}) + [(doc, source)]
+
+
+def _sampling(d: dict, source: str) -> Sampling:
     try:
-        d = doc.get("defaults", {}) or {}
         base = Sampling()
         sampling = Sampling(
             samples=d.get("samples", base.samples),
@@ -251,8 +331,15 @@ def parse(doc, source: str = "<memory>") -> SloSpec:
             raise SpecError("defaults.confidence", d.get("confidence"), "a percentage from 50% to below 100%")
         if sampling.interval <= 0:
             raise SpecError("defaults.interval", d.get("interval"), "a duration > 0, e.g. '2ms'")
+    except SpecError as e:
+        raise e.located(source) from None
+    return sampling
+
+
+def _objectives(docs: list, sampling: Sampling, source: str) -> list[Objective]:
+    try:
         objectives, names = [], set()
-        for i, o in enumerate(doc["objectives"]):
+        for i, o in enumerate(docs):
             if o["name"] in names:
                 raise SpecError(f"objectives[{i}].name", o["name"], "a name not used by another objective")
             names.add(o["name"])
@@ -273,7 +360,7 @@ def parse(doc, source: str = "<memory>") -> SloSpec:
             objectives.append(Objective(o["name"], select, tuple(ths)))
     except SpecError as e:
         raise e.located(source) from None
-    return SloSpec(sampling, objectives, source, frozenset(doc.get("allow_skips") or ()))
+    return objectives
 
 
 def _check_trials(metric: str, text: str, field_name: str, trials: int, confidence: float, source: str) -> None:

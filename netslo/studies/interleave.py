@@ -88,4 +88,5 @@ def _judge(cluster, scenario, samples: SampleSet, spec: slo_mod.SloSpec, interva
     require_measurable(thresholds, scenario, cluster)
     checks = judge_all(analysis, thresholds, spec.sampling.confidence)
     samples.meta.update(scenario=scenario.id)
-    return Outcome(scenario, samples, analysis, checks, cluster.environment(), batches=int(samples.meta.get("runs", 1)))
+    return Outcome(scenario, samples, analysis, checks, cluster.environment(), batches=int(samples.meta.get("runs", 1)),
+                   slo_source=spec.source)

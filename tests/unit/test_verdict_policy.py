@@ -83,6 +83,20 @@ def test_tally_green_only_when_everything_was_measured_and_met():
     assert not tally_mod.Tally().green     # nothing ran is not green
 
 
+def test_not_gated_tests_are_listed_apart_and_never_make_a_gate_green():
+    t = tally_mod.Tally(frozenset({"limitation", "not_gated"}))
+    t.not_gated["m.py::test_http"] = "not gated: no objective of slo.yaml selects them (gate: selected-only)"
+    t.skip("m.py::test_policy", skips.reason("not_gated", "study policy: no objective of slo.yaml selects it"))
+    assert not t.green                                    # nothing judged
+    t.record("m.py::test_udp", tally_mod.PASSED)
+    assert t.green and t.headline() == "✅ gate green: 1 passed, 1 skipped-expected, 1 not gated"
+    md = t.markdown()
+    assert "Skipped, declared expected" not in md
+    listed = md.split("Not gated (the SLO file gates only what it selects):")[1]
+    assert "`m.py::test_http`" in listed and "`m.py::test_policy`" in listed
+    assert set(t.to_json()["not_gated"]) == {"m.py::test_http", "m.py::test_policy"}
+
+
 def test_slo_file_declares_skips():
     spec = slo_mod.parse({"version": 1, "allow_skips": ["needs_netem"],
                           "objectives": [{"name": "o", "thresholds": {"loss": "1%"}}]})

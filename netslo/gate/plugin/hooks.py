@@ -32,7 +32,8 @@ from netslo.slo.runner import SloBreach
 # Order matters: a module must be registered before another one imports it (assertion rewriting).
 pytest_plugins = ["netslo.gate.plugin.gate", "netslo.gate.plugin.deselection", "netslo.gate.plugin.report", "netslo.gate.plugin.progress",
                   "netslo.gate.plugin.cluster", "netslo.gate.plugin.impair", "netslo.gate.plugin.protocols", "netslo.gate.plugin.qos",
-                  "netslo.gate.plugin.gate_time", "netslo.gate.plugin.family_select", "netslo.gate.plugin.studies"]
+                  "netslo.gate.plugin.gate_time", "netslo.gate.plugin.family_select",
+                  "netslo.gate.plugin.selected_only", "netslo.gate.plugin.studies"]
 
 OPTIONS = pytest.StashKey["NetsloOptions"]()
 OUTCOME = pytest.StashKey[object]()
@@ -43,6 +44,8 @@ MARKERS = (
     "needs_netem: needs a kernel with sch_netem (host or user-mode-linux)",
     "slow: takes more than a few seconds",
     "emulation: measures netslo's own emulated datapaths, not a cluster's; deselected on kind, minikube, existing",
+    "slo_labels(**labels): the SLO labels (study, placement, protocol...) a test without a parametrized "
+    "scenario is judged by; with gate: selected-only in the SLO file, no objective selecting them deselects it",
     "scale: an at-scale study (1000 NetworkPolicy objects, minutes on a real cluster); on kind, minikube and "
     "existing it runs only with --netslo-scale",
 )
@@ -190,6 +193,7 @@ def pytest_configure(config):
                                           Path(config.getoption("--netslo-results")), provider_options,
                                           allowed | spec.allow_skips | skips.ALWAYS_DECLARED, ip_family)
     config.stash[RESULTS] = ResultsWriter(config.stash[OPTIONS].results_dir)
+    config.stash[RESULTS].slo_source = spec.source
     signal.signal(signal.SIGTERM, _sigterm_to_interrupt)  # so SIGTERM tears down like Ctrl-C
 
 

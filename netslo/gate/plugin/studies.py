@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from netslo.core import progress
-from netslo.core.errors import SpecError
+from netslo.core.errors import SpecError, Unsupported
 from netslo.gate.plugin.deselection import deselect
-from netslo.gate.plugin.gate import skip
+from netslo.gate.plugin.gate import skip, skip_unsupported
 from netslo.gate.plugin.hooks import OPTIONS, write_result_file
+from netslo.slo.runner import not_gated
 
 LINES = pytest.StashKey[dict]()
 
@@ -62,6 +63,11 @@ def study_thresholds(slo, cluster, labels: dict, wanted: str) -> list:
     found = slo.thresholds_for({**labels, "datapath": cluster.datapath})
     if found:
         return found
+    try:
+        not_gated(slo, f"study {labels['study']}", cluster.datapath)
+    except Unsupported as e:
+        skip_unsupported(e)
     if cluster.emulated:
-        raise SpecError(f"{slo.source}: objectives", labels["study"], f"an objective with {wanted} thresholds")
+        raise SpecError(f"{slo.source}: objectives", labels["study"], f"an objective with {wanted} thresholds"
+                        + slo.not_selected_hint())
     skip("provider", f"no objective with {wanted} thresholds selects datapath {cluster.datapath} in {slo.source}")

@@ -28,9 +28,9 @@ class Run:
         self.session_of.setdefault(test, []).append(max(0, len(self.sources) - 1) if session is None else session)
 
 
-def results_files(path) -> list[Path]:
+def results_files(path, option: str = "--netslo-baseline") -> list[Path]:
     """``path`` is a results.json, a results directory, or a directory of past runs (searched
-    recursively). Raises FileNotFoundError naming the path when there is none."""
+    recursively). Raises FileNotFoundError naming ``option`` and the path when there is none."""
     p = Path(path)
     if p.is_file():
         return [p]
@@ -38,7 +38,7 @@ def results_files(path) -> list[Path]:
         found = sorted(p.rglob("results.json"))
         if found:
             return found
-    raise FileNotFoundError(f"--netslo-baseline: value {str(path)!r} — expected a results.json file or a "
+    raise FileNotFoundError(f"{option}: value {str(path)!r} — expected a results.json file or a "
                             f"directory containing results.json files (netslo-results/ of past runs)")
 
 
