@@ -335,8 +335,9 @@ def _describe_ipdv(chunks, name: str, capacity: int, confidence: float, prefix: 
             hit = pair & table[np.minimum(k, len(table) - 1)]
         else:
             hit = pair & (wanted[np.minimum(np.searchsorted(wanted, k), len(wanted) - 1)] == k)
-        group_k.append(k[hit])
-        group_v.append(delays.ipdv_seconds(x, hit))
+        i = np.flatnonzero(hit)          # few rows: only theirs converted (the same floats)
+        group_k.append(k[i])
+        group_v.append(np.abs(seconds(x[i + 1]) - seconds(x[i])))
     gk, gv = np.concatenate(group_k), np.concatenate(group_v)
     groups = {int(key): np.sort(gv[gk == key]) for key in wanted}
     return _estimates(prefix, n, lambda r: float(groups[picked[r]][r - 1 - below[r]]), moments, confidence)

@@ -45,6 +45,7 @@ class ChunkDelays:
     def __init__(self, chunk: Chunk):
         self.chunk = chunk
         self._fields: dict = {}
+        self._on: dict = {}       # (series, mask's name) -> its values: a chunk's series share parts
 
     def nonneg(self, name: str) -> np.ndarray:
         """Rows whose ``name`` is >= 0 (from the presence bits when no known value is negative)."""
@@ -72,9 +73,15 @@ class ChunkDelays:
             v = np.where(v == -1, self.chunk.values(ADDED[name]), v)
         return v
 
+    def _unstamped(self, name: str) -> bool:
+        """A user-space field no row of the chunk has (so its twin stands in everywhere)."""
+        return name in ADDED and self.chunk.columns[name].lo is None
+
     def difference(self, name: str, ref: str, mask: np.ndarray) -> np.ndarray:
         """``name - ref`` on the rows of ``mask`` (a subset of the rows where ``name`` is known)."""
         ch = self.chunk
+        if self._unstamped(name) and self._unstamped(ref):   # both stand in for their twins
+            name, ref = ADDED[name], ADDED[ref]
         if name in ADDED or ref in ADDED:
             return (self.value(name) - self.value(ref))[mask]
         if ch.columns[name].ref != ref:
@@ -104,8 +111,14 @@ class ChunkDelays:
         return self.series_on(name, self.mask(name))
 
     def series_on(self, name: str, mask: np.ndarray) -> np.ndarray:
+        key = (name, next((m for m in ("got", "srv", "sent") if mask is self.__dict__.get(m)), None))
+        if key[1] is not None and key in self._on:
+            return self._on[key]
         field, ref, _ = DIFFERENCES[name]
-        return self.difference(field, ref, mask)
+        out = self.difference(field, ref, mask)
+        if key[1] is not None:
+            self._on[key] = out
+        return out
 
     def stored(self, name: str) -> tuple[int, int, np.ndarray | None, int] | None:
         """(base, span, offsets, count) when series ``name`` is exactly its field's stored offsets

@@ -65,11 +65,12 @@ def test_without_extends_the_unselected_scenario_errors_naming_both_fixes(tmp_pa
     proc, doc, proj = _gate(tmp_path, "")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "❌ gate not green: 2 passed, 1 errored" in out, out[-3000:]
-    line = next(ln for ln in out.splitlines() if ln.startswith("errored") and HTTP in ln)
+    assert any(ln.startswith("errored") and HTTP in ln for ln in out.splitlines())
+    (test, entry), = doc["gate"]["tests"].items()
+    assert test.endswith(HTTP) and entry["status"] == "errored"
     assert (f"{proj / 'slo.yaml'}: objectives: value 'same-node-http-1k' — expected an objective whose select "
-            "matches this scenario") in line
-    assert "'extends: netslo'" in line and "'gate: selected-only'" in line
-    assert doc["gate"]["counts"]["errored"] == 1
+            "matches this scenario") in entry["reason"]
+    assert "'extends: netslo'" in entry["reason"] and "'gate: selected-only'" in entry["reason"]
 
 
 @pytest.mark.slow
