@@ -63,7 +63,8 @@ def netslo_dns_measure(netslo_cluster, netslo_client_for, netslo_dns_server, net
         client, server, ports = netslo_client_for(scenario.placement), netslo_dns_server.pod, netslo_dns_server.ports
         spec = with_sampling(netslo_slo, count, max_count)
         try:
-            if netslo_dns_server.cluster_dns and client.name not in settled:
+            gated = spec.thresholds_for({**scenario.labels(), "datapath": netslo_cluster.datapath})
+            if netslo_dns_server.cluster_dns and gated and client.name not in settled:   # (else: runner says why)
                 settled[client.name] = dns.settle(netslo_cluster, client, server, ports, scenario, spec.sampling)
             out = runner.run(netslo_cluster, client, server, ports, scenario, spec)
         except Unsupported as e:
