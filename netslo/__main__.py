@@ -4,6 +4,9 @@
     python -m netslo validate FILE         validate an SLO file (exit 2 + one line when invalid)
     python -m netslo slo suggest RESULTS... [--margin 1.5x] [--extends netslo|none]
                                            an SLO file from the CI upper bounds of your own runs
+    python -m netslo compare --a SPEC --b SPEC [--slo FILE] [--results DIR] [--seed N]
+                                           is B worse than A? both clusters up, interleaved pairs,
+                                           a non-inferiority verdict per compare: margin (exit 1 if not)
     python -m netslo reap [--dry-run]      remove what killed runs left behind on this machine
     python -m netslo reap --kubeconfig K [--context C] [--max-age 180min] [--dry-run]
                                            ... and their namespaces on that cluster (owner gone)
@@ -55,6 +58,16 @@ def main(argv=None) -> int:
     sg.add_argument("--extends", default=slo.SHIPPED,
                     help="the base the file extends (default netslo: the shipped objectives); none: a file of "
                          "its own that gates only what it selects")
+    c = sub.add_parser("compare", help="compare two clusters interleaved: is B worse than A by more than the "
+                                       "SLO file's compare: margins?")
+    c.add_argument("--a", required=True, metavar="SPEC", help="cluster spec of A (the baseline): a YAML file or "
+                                                             "key=value pairs, e.g. datapath=bridge")
+    c.add_argument("--b", required=True, metavar="SPEC", help="cluster spec of B (the candidate), e.g. rules=1000")
+    c.add_argument("--slo", default=None, help="SLO file (default: slo.yaml here, else the shipped one)")
+    c.add_argument("--results", default="netslo-results", help="where compare.json and compare.md go")
+    c.add_argument("--seed", type=int, default=None, help="seed of the random block order (default: from the clock)")
+    c.add_argument("--pairs", type=int, default=None, help="pairs of blocks measured first per scenario (default 16)")
+    c.add_argument("--max-pairs", type=int, default=None, help="pairs at most, when undecided (default 48)")
     r = sub.add_parser("reap", help="remove namespaces/processes of dead runs (here, or on a cluster)")
     r.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     r.add_argument("--kubeconfig", help="reap run namespaces on this cluster (default $KUBECONFIG with --context)")
@@ -68,6 +81,8 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "image":
             return _image(p, args)
+        if args.cmd == "compare":
+            return _compare(args)
         if args.cmd == "slo-schema":
             print(slo.schema_json())
         elif args.cmd == "slo":
@@ -115,6 +130,25 @@ def _image(p: argparse.ArgumentParser, args) -> int:
         image.load(args.cluster, tag, kind=os.environ.get("NETSLO_KIND", "kind"))
         print(f"{tag} loaded into kind cluster {args.cluster}")
     return 0
+
+
+def _compare(args) -> int:
+    from pathlib import Path
+
+    from netslo.providers import clusterspec
+    from netslo.report import compare as report
+    from netslo.studies import compare
+    a, b = clusterspec.load(args.a, "--a"), clusterspec.load(args.b, "--b")
+    spec = slo.load(args.slo or (Path("slo.yaml") if Path("slo.yaml").exists() else slo.shipped_slo("slo.yaml")))
+    pairs = args.pairs if args.pairs is not None else compare.PAIRS
+    most = args.max_pairs if args.max_pairs is not None else max(compare.MAX_PAIRS, pairs)
+    if not 2 <= pairs <= most <= 10_000:
+        raise SpecError("--pairs/--max-pairs", f"{pairs}/{most}", "2 <= pairs <= max-pairs <= 10000")
+    result = compare.run(a, b, spec, seed=args.seed, pairs=pairs, more_pairs=pairs, max_pairs=most)
+    print("\n".join(report.terminal_lines(result)))
+    for path in report.write(result, Path(args.results).expanduser()):
+        print(f"netslo compare: wrote {path}")
+    return 0 if result.verdict == "pass" else 1
 
 
 def _reap(args) -> list[str]:

@@ -86,6 +86,7 @@ _DURATION_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*(ns|us|µs|ms|s|sec|m
 _PERCENT_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%\s*$"
 _DELAY_METRIC_RE = (r"^((" + "|".join(DELAY_SERIES) + r")\.(" + "|".join(s.replace(".", r"\.") for s in DELAY_STATS)
                     + r")|" + "|".join(POINT_DELAY_METRICS) + r")$")
+COMPARE_METRIC_RE = r"^(rtt\.p(50|90|99|99\.9)|loss)$"   # compare: B/A of an RTT percentile, or loss B − A
 _FRACTION_METRIC_RE = r"^(" + "|".join(m.replace(".", r"\.") for m in FRACTION_METRICS) + r")$"
 _STUDY_METRIC_RE = (r"^((" + "|".join(TRIAL_SERIES) + r")\.(" + "|".join(s.replace(".", r"\.") for s in TRIAL_STATS)
                     + r")|" + "|".join(m.replace(".", r"\.") for m in SHIFT_METRICS) + r")$")
@@ -136,8 +137,11 @@ def json_schema() -> dict:
                          "description": "a duration with a unit, e.g. '250us', '5ms', '1.5s'"},
             "percent": {"type": "string", "pattern": _PERCENT_RE,
                         "description": "a percentage with '%', e.g. '0.5%'"},
+            "margin": {"type": "string", "pattern": r"^\s*\+?[0-9]*\.?[0-9]+\s*%\s*$",
+                       "description": "how much worse B may be than A: '+5%' (of A's percentile, or "
+                                      "percentage points of loss)"},
             "objective": {
-                "type": "object", "additionalProperties": False, "required": ["name", "thresholds"],
+                "type": "object", "additionalProperties": False, "required": ["name"],
                 "properties": {
                     "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
                     "trials": {"type": "integer", "minimum": 5, "maximum": 100_000,
@@ -145,6 +149,11 @@ def json_schema() -> dict:
                                               "defaults.trials), e.g. fewer on a cluster whose changes take seconds"},
                     "select": {"type": "object", "additionalProperties": False,
                                "properties": {k: selector for k in SELECT_KEYS}},
+                    "compare": {
+                        "type": "object", "minProperties": 1, "additionalProperties": False,
+                        "description": "margins of a comparison of two clusters (python -m netslo compare)",
+                        "patternProperties": {COMPARE_METRIC_RE: {"$ref": "#/$defs/margin"}},
+                    },
                     "thresholds": {
                         "type": "object", "minProperties": 1, "additionalProperties": False,
                         "patternProperties": {_DELAY_METRIC_RE: {"$ref": "#/$defs/duration"},
@@ -212,10 +221,21 @@ class Threshold:
 
 
 @dataclass(frozen=True)
+class Margin:
+    """compare: B may be worse than A by ``limit`` (a fraction of A's percentile, or of loss)."""
+
+    metric: str
+    limit: float
+    text: str
+    objective: str
+
+
+@dataclass(frozen=True)
 class Objective:
     name: str
     select: dict       # key -> tuple of allowed values (glob patterns)
     thresholds: tuple  # of Threshold
+    margins: tuple = ()   # of Margin: what a comparison of two clusters judges
 
     def matches(self, labels: dict) -> bool:
         return all(any(fnmatch.fnmatchcase(str(labels.get(k, "")), pat) for pat in pats)
@@ -250,6 +270,16 @@ class SloSpec:
         study = labels.get("study")
         return [t for o in self.objectives if o.matches(labels) for t in o.thresholds
                 if STUDY_OF.get(t.metric.partition(".")[0]) == study]
+
+    def margins_for(self, labels: dict) -> list[Margin]:
+        """The comparison margins of every objective whose selector matches the labels (the first
+        objective that sets a metric wins)."""
+        out: dict = {}
+        for o in self.objectives:
+            if o.matches(labels):
+                for mg in o.margins:
+                    out.setdefault(mg.metric, mg)
+        return list(out.values())
 
     def selects(self, labels: dict) -> bool:
         """Could an objective judge a scenario of these labels? A selector key the labels lack (the
@@ -347,9 +377,13 @@ def _objectives(docs: list, sampling: Sampling, source: str) -> list[Objective]:
             for pat in select.get("family", ()):
                 if not fnmatch.filter(FAMILIES, pat):   # a typo would match nothing and gate nothing
                     raise SpecError(f"objectives[{i}].select.family", pat, f"{' or '.join(FAMILIES)} (or a glob matching one)")
+            if not o.get("thresholds") and not o.get("compare"):
+                raise SpecError(f"objectives[{i}]", o["name"], "an objective with 'thresholds' or 'compare' (or both)")
+            margins = tuple(Margin(metric, units.percent(text.replace("+", ""), f"objectives[{i}].compare.{metric}"), text,
+                                   o["name"]) for metric, text in (o.get("compare") or {}).items())
             ths = []
             trials = o.get("trials", sampling.trials)
-            for metric, text in o["thresholds"].items():
+            for metric, text in (o.get("thresholds") or {}).items():
                 field_name = f"objectives[{i}].thresholds.{metric}"
                 limit = units.percent(text, field_name) if metric in FRACTION_METRICS else units.duration(text, field_name)
                 study = metric.partition(".")[0] in TRIAL_SERIES
@@ -357,7 +391,7 @@ def _objectives(docs: list, sampling: Sampling, source: str) -> list[Objective]:
                     _check_trials(metric, text, field_name, trials, sampling.confidence,
                                   f"objectives[{i}].trials" if "trials" in o else "defaults.trials")
                 ths.append(Threshold(metric, limit, text, o["name"], trials if study else 0))
-            objectives.append(Objective(o["name"], select, tuple(ths)))
+            objectives.append(Objective(o["name"], select, tuple(ths), margins))
     except SpecError as e:
         raise e.located(source) from None
     return objectives

@@ -102,6 +102,15 @@ class NetnsPolicies(Policies):
         self._state(server, port).decoys = n
         self._program(server)
 
+    def path_rules(self, server: Pod, port: int, n: int) -> None:
+        """``n`` decoy rules that every packet to ``server`` walks, without isolating it (nothing is
+        denied): a change of the data path of known direction, for comparing two clusters."""
+        if not isinstance(n, int) or not 0 <= n <= MAX_DECOYS:
+            raise SpecError("rules", n, f"a whole number 0..{MAX_DECOYS}")
+        p = self._pods.setdefault(server.name, _PodPolicy())
+        p.port, p.decoys = port, n
+        self._program(server)
+
     def rules(self, server: Pod) -> list[str]:
         """The pod's ``NETSLO-POL`` rules as iptables lists them now (empty without the chain)."""
         out = self._run(server, ["iptables", "-w", "5", "-S"], check=False)

@@ -15,6 +15,7 @@ from netslo.report.regression.decision import BOOTSTRAP, INSUFFICIENT, SPREAD, U
 from netslo.report.regression.runs import Run
 from netslo.report.series import split_metric
 from netslo.stats import analysis as stats
+from netslo.stats.paired import holm  # noqa: F401  (part of the regression API: reg.holm)
 
 
 @dataclass
@@ -181,14 +182,3 @@ def compare_index(metric: str, per_test: dict, current: Run, baseline: Run, poli
                      math.nan, n_baseline=sum(sum(len(v) for v in per_test[t][0]) for t in tests),
                      n_current=sum(len(v) for v in cur.values()), runs_baseline=len(runs), mode=SPREAD)
     return _predicted(out, base_vals, policy)
-
-
-def holm(pvalues: list[float]) -> list[float]:
-    """Holm step-down adjusted p-values (same order as given)."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    adj, running = [0.0] * m, 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        adj[i] = running
-    return adj

@@ -1,0 +1,87 @@
+"""The report of a comparison of two clusters (``netslo.studies.compare``): compare.json and
+compare.md (a table per scenario: A and B side by side, B relative to A with its CI, the margin,
+the Holm-adjusted p and the verdict), and the lines the command prints."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from netslo.core.units import format_duration, format_percent
+from netslo.stats.order_stats import nearest_rank
+
+MARK = {"pass": "✅", "fail": "❌", "undecided": "⚠️", "inconclusive": "⚠️"}
+
+
+def _num(x: float):
+    return x if math.isfinite(x) else None
+
+
+def _side_value(pairs, side: str, metric: str) -> float:
+    import numpy as np
+    if metric == "loss":
+        sent = sum(getattr(p, f"sent_{side}") for p in pairs)
+        return sum(getattr(p, f"lost_{side}") for p in pairs) / sent if sent else math.nan
+    x = np.sort(np.concatenate([getattr(p, side) for p in pairs])) if pairs else np.empty(0)
+    return nearest_rank(x, float(metric.partition(".p")[2]))
+
+
+def _fmt(metric: str, v: float) -> str:
+    return format_percent(v) if metric == "loss" else format_duration(v)
+
+
+def to_json(result) -> dict:
+    return {"a": result.a.describe(), "b": result.b.describe(), "seed": result.seed, "verdict": result.verdict,
+            "confidence": result.confidence,
+            "scenarios": [{
+                "scenario": sc.scenario.id, "verdict": sc.verdict, "pairs": len(sc.pairs), "seconds": round(sc.seconds, 2),
+                "order": "".join("BA" if p.b_first else "AB" for p in sc.pairs),
+                "checks": [{"metric": c.relative.metric, "kind": c.relative.kind, "objective": c.margin.objective,
+                            "margin": c.margin.text, "a": _num(_side_value(sc.pairs, "a", c.relative.metric)),
+                            "b": _num(_side_value(sc.pairs, "b", c.relative.metric)),
+                            "value": _num(c.relative.value), "lo": _num(c.relative.lo), "hi": _num(c.relative.hi),
+                            "upper": _num(c.relative.upper), "allowed": c.relative.margin,
+                            "p_worse": c.relative.p_worse, "p_holm": c.p_adjusted, "verdict": c.verdict}
+                           for c in sc.checks],
+                "absolute": [{"metric": c.threshold.metric, "threshold": c.threshold.text, "value": _num(c.estimate.value),
+                              "hi": _num(c.estimate.hi), "verdict": c.verdict} for c in sc.absolute],
+            } for sc in result.scenarios]}
+
+
+def markdown(result) -> str:
+    lines = [f"### netslo comparison: {MARK.get(result.verdict, '')} {result.verdict}", "",
+             f"A: {result.a.describe()}  ", f"B: {result.b.describe()}  ",
+             f"interleaved pairs of blocks in random order (seed {result.seed}); "
+             f"CIs {result.confidence:.0%}, paired block bootstrap; p Holm-adjusted over every check", "",
+             "| scenario | metric | A | B | B vs A (CI) | allowed | p (Holm) | verdict |", "|---|---|---:|---:|---|---|---:|---|"]
+    for sc in result.scenarios:
+        for c in sc.checks:
+            r = c.relative
+            rel = (f"×{r.value:.3f} ({r.lo:.3f}–{r.hi:.3f})" if r.kind == "ratio"
+                   else f"{r.value:+.3%} ({r.lo:+.3%}–{r.hi:+.3%})")
+            lines.append(f"| `{sc.scenario.id}` | {r.metric} | {_fmt(r.metric, _side_value(sc.pairs, 'a', r.metric))} | "
+                         f"{_fmt(r.metric, _side_value(sc.pairs, 'b', r.metric))} | {rel} | {c.margin.text} | "
+                         f"{c.p_adjusted:.3g} | {MARK.get(c.verdict, '')} {c.verdict} |")
+        bad = [c for c in sc.absolute if c.verdict != "pass"]
+        if bad:
+            lines.append(f"| `{sc.scenario.id}` | B's thresholds | | | " + "; ".join(c.line() for c in bad) + " | | | ❌ |")
+    return "\n".join(lines) + "\n"
+
+
+def terminal_lines(result) -> list[str]:
+    out = [f"A: {result.a.describe()}", f"B: {result.b.describe()}"]
+    for sc in result.scenarios:
+        out.append(f"{sc.scenario.id:<24} {sc.verdict:<9} {len(sc.pairs)} pairs, {sc.seconds:.1f} s")
+        out += [f"  {c.line()}" for c in sc.checks]
+        out += [f"  B's threshold: {c.line()}" for c in sc.absolute if c.verdict != "pass"]
+    out.append(f"netslo compare: {MARK.get(result.verdict, '')} {result.verdict}")
+    return out
+
+
+def write(result, directory) -> list[Path]:
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "compare.json").write_text(json.dumps(to_json(result), indent=1))
+    (d / "compare.md").write_text(markdown(result))
+    return [d / "compare.json", d / "compare.md"]

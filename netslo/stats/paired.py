@@ -1,0 +1,132 @@
+"""Two sides measured in interleaved pairs of blocks: how much worse B is than A, with a confidence
+interval that respects the blocks, and the non-inferiority decision on it.
+
+A comparison is ``m`` pairs; pair ``i`` holds one block of A and one block of B measured one right
+after the other (in random order), so whatever the host did during that pair hit both. The
+**paired block bootstrap** resamples whole pairs with replacement (both blocks of a pair together:
+the pairing, and every correlation inside a block, is kept) and recomputes the statistic on the
+concatenated blocks of each side.
+
+Statistics (B relative to A):
+- ``rtt.pXX`` ratio: P_q(RTTs of B) / P_q(RTTs of A), nearest rank as everywhere in netslo;
+- ``loss`` difference: lost/sent of B minus lost/sent of A (a fraction).
+
+Non-inferiority with a margin δ (ratio: B may be up to 1+δ times A; loss: up to δ more): with the
+bootstrap distribution of the statistic, ``p_worse`` = the share of replicates at or below the
+margin (with the usual +1 correction) is the one-sided p-value of "B is worse than the margin";
+``upper`` is the one-sided ``confidence`` upper bound. **fail** when ``p_worse`` (Holm-adjusted
+over every check of the run) is below 1 − confidence, **pass** when ``upper`` is within the margin,
+otherwise **inconclusive** (the caller measures more pairs, then says it could not decide).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from netslo.stats.order_stats import point_rank
+
+N_BOOT = 2000
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One interleaved pair: the answered RTTs (s) and the sent/lost counts of each side's block."""
+
+    a: np.ndarray
+    b: np.ndarray
+    sent_a: int
+    lost_a: int
+    sent_b: int
+    lost_b: int
+    b_first: bool = False
+
+
+@dataclass(frozen=True)
+class Relative:
+    """B relative to A for one statistic: the point value, its two-sided CI, the one-sided upper
+    bound, and ``p_worse`` against ``margin`` (all in the statistic's unit: a ratio, or a fraction)."""
+
+    metric: str
+    kind: str              # "ratio" | "difference"
+    value: float
+    lo: float
+    hi: float
+    upper: float
+    margin: float          # the largest value still acceptable (1 + δ for a ratio, δ for a difference)
+    p_worse: float
+    pairs: int
+
+    def verdict(self, p_adjusted: float, confidence: float) -> str:
+        if p_adjusted < 1.0 - confidence:
+            return FAIL
+        if self.upper <= self.margin:
+            return PASS
+        return INCONCLUSIVE
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm step-down adjusted p-values (same order as given)."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adj, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adj[i] = running
+    return adj
+
+
+def _quantile(parts: list[np.ndarray], q: float) -> float:
+    x = np.concatenate(parts) if parts else np.empty(0)
+    if not len(x):
+        return math.nan
+    k = point_rank(len(x), q)          # nearest rank, as every netslo percentile
+    return float(np.partition(x, k - 1)[k - 1])
+
+
+def _summary(metric: str, kind: str, point: float, boot: np.ndarray, margin: float, confidence: float,
+             pairs: int) -> Relative:
+    alpha = 1.0 - confidence
+    boot = boot[np.isfinite(boot)]
+    if not len(boot) or not math.isfinite(point):
+        return Relative(metric, kind, point, -math.inf, math.inf, math.inf, margin, 1.0, pairs)
+    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    upper = float(np.quantile(boot, 1 - alpha))
+    p_worse = (1 + int(np.count_nonzero(boot <= margin))) / (1 + len(boot))
+    return Relative(metric, kind, point, float(lo), float(hi), upper, margin, p_worse, pairs)
+
+
+def percentile_ratio(pairs: list[Pair], q: float, delta: float, confidence: float = 0.95,
+                     n_boot: int = N_BOOT, seed: int = 0) -> Relative:
+    """P_q(B) / P_q(A) over the pairs, paired block bootstrap; acceptable up to 1 + ``delta``."""
+    metric = f"rtt.p{q:g}"
+    point_a, point_b = _quantile([p.a for p in pairs], q), _quantile([p.b for p in pairs], q)
+    point = point_b / point_a if point_a > 0 else math.nan
+    rng = np.random.default_rng(seed)
+    m = len(pairs)
+    boot = np.empty(n_boot)
+    for i in range(n_boot):
+        idx = rng.integers(0, m, m)
+        qa = _quantile([pairs[j].a for j in idx], q)
+        boot[i] = _quantile([pairs[j].b for j in idx], q) / qa if qa > 0 else math.nan
+    return _summary(metric, "ratio", point, boot, 1.0 + delta, confidence, m)
+
+
+def loss_difference(pairs: list[Pair], delta: float, confidence: float = 0.95, n_boot: int = N_BOOT,
+                    seed: int = 0) -> Relative:
+    """loss(B) − loss(A) over the pairs, paired block bootstrap; acceptable up to ``delta``."""
+    c = np.array([(p.sent_a, p.lost_a, p.sent_b, p.lost_b) for p in pairs], dtype=float).reshape(-1, 4)
+    sent_a, lost_a, sent_b, lost_b = c.T
+
+    def diff(w):
+        sa, sb = (w * sent_a).sum(axis=-1), (w * sent_b).sum(axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (w * lost_b).sum(axis=-1) / sb - (w * lost_a).sum(axis=-1) / sa
+    rng = np.random.default_rng(seed)
+    m = len(pairs)
+    weights = np.stack([np.bincount(rng.integers(0, m, m), minlength=m) for _ in range(n_boot)]) if m else np.zeros((0, 0))
+    point = float(diff(np.ones(m))) if m else math.nan
+    return _summary("loss", "difference", point, diff(weights) if m else np.empty(0), delta, confidence, m)

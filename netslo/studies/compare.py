@@ -1,0 +1,215 @@
+"""Is B worse than A? Two clusters up at once, each scenario measured on both in interleaved,
+randomized pairs of short blocks, and a non-inferiority verdict per scenario and metric.
+
+Measuring A and then B confounds the change with whatever the host did in between: on this
+project's 2-core VM a test's P50 moves 25–45 % from run to run, its P99 60–400 %, in regimes that
+last tens of seconds. Here every pair is one block of A and one block of B right after each other,
+in random order (``Pair.b_first``), so drift and regime switches hit both sides alike (randomized
+multiple interleaved trials, Abedi & Brecht, ICPE 2017). The sides never probe at the same moment.
+
+Per scenario and per ``compare:`` margin of the SLO file (``netslo.stats.paired``): B/A of an RTT
+percentile, or loss(B) − loss(A), with a paired block bootstrap CI; Holm over every margin of the
+run; **fail** when B is worse than the margin with confidence, **pass** when it is within it. An
+inconclusive comparison gets more pairs (``more_pairs`` at a time, ``max_pairs`` in all); one still
+inconclusive then is **undecided**: never a pass. The CIs and the Holm correction use a family-wise
+``FAMILY_ALPHA`` of 1 % (the regression check's); B's absolute thresholds are judged too, on all of
+B's blocks together, at the SLO file's confidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from netslo.core import progress
+from netslo.core.errors import SpecError
+from netslo.providers.base import Pod
+from netslo.providers.clusterspec import ClusterSpec
+from netslo.slo import runner
+from netslo.slo import spec as slo_mod
+from netslo.slo.scenario import Scenario
+from netslo.stats import paired
+from netslo.stats.analysis import analyze
+from netslo.stats.delays import series_seconds
+from netslo.stats.samples import SampleSet
+
+SCENARIOS = [Scenario(p, proto, "1k") for proto in ("udp", "tcp-rr", "tcp-crr") for p in ("same-node", "cross-node")]
+BLOCK = 200          # requests per block (0.4 s at the gate's 2 ms)
+PAIRS = 16           # pairs measured first
+MORE_PAIRS = 16      # ... and added to an inconclusive comparison, up to
+MAX_PAIRS = 48
+UNDECIDED = "undecided"
+FAMILY_ALPHA = 0.01  # family-wise false-alarm rate of a comparison run (Holm over all its checks)
+N_BOOT = 4000        # bootstrap replicates: the smallest p is 1/4001, so 40 checks can still fail at 1 %
+
+
+@dataclass
+class Side:
+    """One side: its spec, cluster, server pod with its responders, and a client per placement."""
+
+    name: str
+    spec: ClusterSpec
+    cluster: object
+    server: Pod
+    ports: dict
+    clients: dict
+
+
+def bring_up(stack: contextlib.ExitStack, name: str, spec: ClusterSpec) -> Side:
+    """Side ``name`` of ``spec``; everything it makes is closed by ``stack`` (also on error)."""
+    progress.note(f"compare: side {name}: {spec.describe()} ...")
+    cluster = stack.enter_context(spec.up())
+    server = cluster.add_pod("server", "node0")
+    clients = {"same-node": cluster.add_pod("client-same", "node0"),
+               "cross-node": cluster.add_pod("client-cross", "node1")}
+    ports = cluster.start_responders(server, ("udp", "tcp"))
+    if spec.rules:
+        cluster.policies().path_rules(server, ports["tcp"], spec.rules)
+    return Side(name, spec, cluster, server, ports, clients)
+
+
+@dataclass
+class Check:
+    """One margin of one scenario: B relative to A, its Holm-adjusted p, and the verdict."""
+
+    margin: slo_mod.Margin
+    relative: paired.Relative
+    p_adjusted: float = 1.0
+    verdict: str = paired.INCONCLUSIVE
+
+    def line(self) -> str:
+        r = self.relative
+        if r.kind == "ratio":
+            what = (f"B/A {r.value:.3f} (CI {r.lo:.3f}–{r.hi:.3f}), allowed ≤ {r.margin:.3f}")
+        else:
+            what = f"B−A {r.value:+.3%} (CI {r.lo:+.3%}–{r.hi:+.3%}), allowed ≤ {r.margin:+.3%}"
+        return (f"{r.metric}: {what} [{self.margin.text} of objective {self.margin.objective}], "
+                f"p(worse than allowed) {self.p_adjusted:.3g} Holm, {r.pairs} pairs: {self.verdict}")
+
+
+@dataclass
+class ScenarioComparison:
+    scenario: Scenario
+    pairs: list = field(default_factory=list)          # of paired.Pair
+    b_samples: list = field(default_factory=list)      # B's blocks (SampleSet), for its absolute thresholds
+    a_samples: list = field(default_factory=list)
+    checks: list = field(default_factory=list)         # of Check
+    absolute: list = field(default_factory=list)       # slo Checks of B's thresholds
+    seconds: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        verdicts = {c.verdict for c in self.checks} | {
+            {slo_mod.FAIL: paired.FAIL, slo_mod.PASS: paired.PASS}.get(c.verdict, paired.INCONCLUSIVE) for c in self.absolute}
+        if paired.FAIL in verdicts:
+            return paired.FAIL
+        return UNDECIDED if paired.INCONCLUSIVE in verdicts else paired.PASS
+
+
+@dataclass
+class Comparison:
+    a: ClusterSpec
+    b: ClusterSpec
+    seed: int
+    scenarios: list = field(default_factory=list)      # of ScenarioComparison
+    confidence: float = 0.95
+
+    @property
+    def verdict(self) -> str:
+        v = {s.verdict for s in self.scenarios}
+        return paired.FAIL if paired.FAIL in v else (UNDECIDED if UNDECIDED in v else paired.PASS)
+
+
+def _block(side: Side, scenario: Scenario, sampling: slo_mod.Sampling, count: int) -> SampleSet:
+    spec = runner.probe_spec(scenario, side.server, side.ports, sampling, count)
+    return side.cluster.probe(side.clients[scenario.placement], spec)
+
+
+def measure_pairs(a: Side, b: Side, sc: ScenarioComparison, sampling: slo_mod.Sampling, pairs: int,
+                  block: int, rng: np.random.Generator) -> None:
+    """``pairs`` more interleaved pairs of ``sc.scenario``, each in random order."""
+    for _ in range(pairs):
+        b_first = bool(rng.random() < 0.5)
+        got = {}
+        for side in ((b, a) if b_first else (a, b)):
+            got[side.name] = _block(side, sc.scenario, sampling, block)
+        sa, sb = got[a.name], got[b.name]
+        sc.a_samples.append(sa)
+        sc.b_samples.append(sb)
+        lost_a = int(np.count_nonzero(sa.column("recv_ns") < 0))
+        lost_b = int(np.count_nonzero(sb.column("recv_ns") < 0))
+        sc.pairs.append(paired.Pair(series_seconds(sa, "rtt"), series_seconds(sb, "rtt"), len(sa), lost_a,
+                                    len(sb), lost_b, b_first))
+
+
+def _relatives(sc: ScenarioComparison, margins: list, confidence: float, seed: int) -> list[Check]:
+    out = []
+    for mg in margins:
+        if mg.metric == "loss":
+            r = paired.loss_difference(sc.pairs, mg.limit, confidence, N_BOOT, seed=seed)
+        else:
+            r = paired.percentile_ratio(sc.pairs, float(mg.metric.partition(".p")[2]), mg.limit, confidence, N_BOOT,
+                                        seed=seed)
+        out.append(Check(mg, r))
+    return out
+
+
+def _decide(result: Comparison) -> None:
+    """Holm over every check of the run, then each check's verdict."""
+    checks = [c for s in result.scenarios for c in s.checks]
+    for c, p in zip(checks, paired.holm([c.relative.p_worse for c in checks])):
+        c.p_adjusted = p
+        c.verdict = c.relative.verdict(p, result.confidence)
+
+
+def compare(a: Side, b: Side, spec: slo_mod.SloSpec, scenarios=SCENARIOS, *, block: int = BLOCK, pairs: int = PAIRS,
+            more_pairs: int = MORE_PAIRS, max_pairs: int = MAX_PAIRS, seed: int | None = None) -> Comparison:
+    """Every scenario measured on both sides, interleaved, and judged (see the module doc)."""
+    seed = int(time.time_ns() % 2**31) if seed is None else seed
+    rng = np.random.default_rng(seed)
+    result = Comparison(a.spec, b.spec, seed, confidence=1.0 - FAMILY_ALPHA)
+    margins = {}
+    for scenario in scenarios:
+        labels = {**scenario.labels(), "datapath": b.cluster.datapath}
+        margins[scenario.id] = spec.margins_for(labels)
+        if not margins[scenario.id]:
+            raise SpecError(f"{spec.source}: objectives", scenario.id,
+                            "an objective with 'compare:' margins whose select matches this scenario")
+    for scenario in scenarios:
+        sc = ScenarioComparison(scenario)
+        t0 = time.monotonic()
+        progress.note(f"compare {scenario.id}: {pairs} pairs of {block} requests (A and B in random order)")
+        measure_pairs(a, b, sc, spec.sampling, pairs, block, rng)
+        sc.seconds = time.monotonic() - t0
+        result.scenarios.append(sc)
+    while True:
+        for sc in result.scenarios:
+            sc.checks = _relatives(sc, margins[sc.scenario.id], result.confidence, seed)
+        _decide(result)
+        open_ = [sc for sc in result.scenarios
+                 if any(c.verdict == paired.INCONCLUSIVE for c in sc.checks) and len(sc.pairs) < max_pairs]
+        if not open_:
+            break
+        for sc in open_:
+            n = min(more_pairs, max_pairs - len(sc.pairs))
+            progress.note(f"compare {sc.scenario.id}: not decided after {len(sc.pairs)} pairs: {n} more")
+            t0 = time.monotonic()
+            measure_pairs(a, b, sc, spec.sampling, n, block, rng)
+            sc.seconds += time.monotonic() - t0
+    conf = spec.sampling.confidence
+    for sc in result.scenarios:   # B's absolute thresholds, on all its blocks, at the SLO file's confidence
+        thresholds = spec.thresholds_for({**sc.scenario.labels(), "datapath": b.cluster.datapath})
+        merged = SampleSet.concat(sc.b_samples)
+        sc.absolute = runner.judge_all(analyze(merged, conf), thresholds, conf)
+    return result
+
+
+def run(a: ClusterSpec, b: ClusterSpec, spec: slo_mod.SloSpec, **kwargs) -> Comparison:
+    """Bring both sides up, compare them, and take both down again (also on error and Ctrl-C)."""
+    with contextlib.ExitStack() as stack:
+        side_a = bring_up(stack, "A", a)
+        side_b = bring_up(stack, "B", b)
+        return compare(side_a, side_b, spec, **kwargs)

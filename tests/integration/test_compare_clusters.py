@@ -1,0 +1,74 @@
+"""``python -m netslo compare`` on the embedded provider: two clusters up at once, interleaved pairs of
+blocks, the non-inferiority verdict. An A/A comparison (two clusters of one spec) is not a failure;
+B with 1000 decoy iptables rules on the path to its server (every packet walks them: a change of
+known direction; +42 µs at P50 of new connections in the policy-cost study) fails on rtt.p50 with its ratio and CI
+named; a bad spec is one line and nothing is created. Everything is removed afterwards."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+SLO = """version: 1
+defaults: {interval: 1ms}
+objectives:
+  - name: compare-latency
+    select: {protocol: [udp, tcp-rr, tcp-crr]}
+    compare: {rtt.p50: +10%, rtt.p99: +60%, loss: +1%}
+    thresholds: {rtt.p99: 1s}
+"""
+
+
+def _compare(tmp_path, a: str, b: str, seed: int = 7):
+    (tmp_path / "slo.yaml").write_text(SLO)
+    shutil.rmtree(tmp_path / "res", ignore_errors=True)
+    return subprocess.run([sys.executable, "-m", "netslo", "compare", "--a", a, "--b", b, "--seed", str(seed),
+                           "--pairs", "8", "--max-pairs", "16",
+                           "--results", str(tmp_path / "res")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=900)
+
+
+def _namespaces() -> int:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return sum(1 for line in out.splitlines() if line.startswith("nsl-"))
+
+
+@pytest.mark.slow
+def test_a_a_is_no_failure_and_decoy_rules_on_b_fail_rtt_p50(tmp_path):
+    before = _namespaces()
+    aa = _compare(tmp_path, "datapath=bridge", "datapath=bridge")
+    assert aa.returncode in (0, 1) and "netslo compare: " in aa.stdout, aa.stderr[-2000:]
+    doc = json.loads((tmp_path / "res" / "compare.json").read_text())
+    assert doc["verdict"] in ("pass", "undecided"), aa.stdout[-3000:]
+    assert {s["scenario"] for s in doc["scenarios"]} == {f"{p}-{proto}-1k" for p in ("same-node", "cross-node")
+                                                         for proto in ("udp", "tcp-rr", "tcp-crr")}
+    assert all(c["verdict"] != "fail" for s in doc["scenarios"] for c in s["checks"])
+    assert all(set(s["order"][i:i + 2]) == {"A", "B"} for s in doc["scenarios"] for i in range(0, len(s["order"]), 2))
+
+    slow = _compare(tmp_path, "datapath=bridge", "datapath=bridge,rules=1000")
+    assert slow.returncode == 1 and "netslo compare: ❌ fail" in slow.stdout, slow.stdout[-3000:] + slow.stderr[-2000:]
+    doc = json.loads((tmp_path / "res" / "compare.json").read_text())
+    assert doc["verdict"] == "fail" and doc["b"].endswith("1000 decoy rules on the server's path")
+    p50 = {s["scenario"]: next(c for c in s["checks"] if c["metric"] == "rtt.p50") for s in doc["scenarios"]}
+    for sid in ("same-node-tcp-crr-1k", "cross-node-tcp-crr-1k"):
+        assert p50[sid]["verdict"] == "fail" and p50[sid]["lo"] > 1.10, p50[sid]
+    line = next(ln for ln in slow.stdout.splitlines() if ln.strip().startswith("rtt.p50") and "fail" in ln)
+    assert "B/A" in line and "CI" in line and "allowed ≤ 1.100" in line
+    assert "| `same-node-tcp-crr-1k` | rtt.p50 |" in (tmp_path / "res" / "compare.md").read_text()
+    assert _namespaces() == before
+
+
+def test_a_bad_spec_is_one_line_and_nothing_is_made(tmp_path):
+    before = _namespaces()
+    for spec, expect in (("datapath=geneve", "--b: datapath: value 'geneve' — expected one of bridge, routed, vxlan"),
+                         ("nodes=1", "--b: nodes: value '1' — expected a whole number 2..16"),
+                         ("mtu=1400", "--b: mtu: value '1400' — expected one of the keys provider, datapath, nodes, rules"),
+                         ("provider=kind", "--b: provider: value 'kind' — expected netns")):
+        p = _compare(tmp_path, "datapath=bridge", spec)
+        assert p.returncode == 2 and p.stderr.strip().startswith(f"netslo: {expect}"), (spec, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1
+    assert _namespaces() == before
