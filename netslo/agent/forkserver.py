@@ -52,11 +52,9 @@ MODULE_PREFIX = "netslo."     # what a client may run here (python -m <module>)
 # ---- server -----------------------------------------------------------------------------------------
 
 def _child(request: dict, fds: list[int]) -> None:
-    """In the forked child: never returns."""
-    code = 1
-    try:
+    """In the forked child: run the requested module (``run_child``); never returns."""
+    def run() -> int:
         signal.set_wakeup_fd(-1)
-        child_signals((signal.SIGCHLD, signal.SIGTERM))
         signal.signal(signal.SIGINT, signal.default_int_handler)
         stdio_to(fds[0], fds[1])
         os.environ.clear()
@@ -68,16 +66,10 @@ def _child(request: dict, fds: list[int]) -> None:
         sys.argv = ["", *request["argv"]]      # argv[0] becomes the module's file, as under ``python -m``
         if not hasattr(sys.modules.get(request["module"]), "__path__"):  # a package runs its __main__
             sys.modules.pop(request["module"], None)   # warm as an import; runpy executes it as __main__
-        try:
-            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-            code = 0
-        except SystemExit as e:
-            code = exit_code(e)
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    finally:
-        exit_child(code)
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        return 0
+
+    run_child(run, (signal.SIGCHLD, signal.SIGTERM))
 
 
 def stdio_to(out_fd: int, err_fd: int) -> None:

@@ -34,9 +34,8 @@ import os
 import selectors
 import signal
 import sys
-import traceback
 
-from netslo.agent.forkserver import WARM, Dispatch, child_signals, exit_child, exit_code, stdio_to
+from netslo.agent.forkserver import WARM, Dispatch, run_child, stdio_to
 
 PR_SET_PDEATHSIG = 1
 MAX_HEADER = 1 << 20
@@ -50,21 +49,13 @@ COMMAND_MODULES = {"probe": WARM, "bulk": WARM,
 def _child(dispatch: Dispatch, argv: list[str], env: dict[str, str], out_w: int, err_w: int) -> None:
     """In the forked child: run the agent command (``dispatch(argv)``) with its output on the pipes;
     never returns."""
-    code = 1
-    try:
+    def run() -> int:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        child_signals((signal.SIGCHLD, signal.SIGTERM))   # (the session itself dies of SIGPIPE: ``serve``)
         stdio_to(out_w, err_w)
         os.environ.update(env)
-        try:
-            code = dispatch(argv)
-        except SystemExit as e:
-            code = exit_code(e)
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    finally:
-        exit_child(code)
+        return dispatch(argv)
+
+    run_child(run, (signal.SIGCHLD, signal.SIGTERM))   # (the session itself dies of SIGPIPE: ``serve``)
 
 
 def _run(dispatch: Dispatch, request: dict, stdin_fd: int, pending: bytearray) -> tuple[int, bytes, bytes] | None:
