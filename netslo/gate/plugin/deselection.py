@@ -8,6 +8,12 @@ import pytest
 DESELECTED = pytest.StashKey[list]()     # [(reason, [test names]), ...] in the order they were dropped
 
 
+def scenario_of(item):
+    """The test's parametrized ``scenario``, or None for a test without one."""
+    spec = getattr(item, "callspec", None)
+    return spec.params.get("scenario") if spec is not None else None
+
+
 def deselect(config, items: list, dropped: list, reason: str) -> None:
     """Remove ``dropped`` from ``items`` (in place), tell pytest, and keep ``reason`` for the summary:
     "netslo: <n> <reason>: <names>"."""

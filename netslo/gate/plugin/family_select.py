@@ -9,15 +9,13 @@ IPv6; a scenario of a family the run asked for but the cluster lacks errors when
 
 from __future__ import annotations
 
-from netslo.gate.plugin.deselection import deselect
+from netslo.gate.plugin.deselection import deselect, scenario_of
 from netslo.gate.plugin.hooks import OPTIONS
 
 
 def scenario_family(item) -> str | None:
     """The IP family of the test's parametrized ``scenario``, None for a test without one."""
-    spec = getattr(item, "callspec", None)
-    scenario = spec.params.get("scenario") if spec is not None else None
-    return getattr(scenario, "family", None)
+    return getattr(scenario_of(item), "family", None)
 
 
 def pytest_collection_modifyitems(session, config, items):

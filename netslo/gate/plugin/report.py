@@ -27,6 +27,7 @@ import pytest
 from netslo.core.errors import SpecError
 from netslo.core.helptext import help_text
 from netslo.core.units import format_duration, format_percent
+from netslo.gate.plugin.deselection import scenario_of
 from netslo.gate.plugin.gate import excused_missing
 from netslo.gate.plugin.hooks import GROUP, OPTIONS, OUTCOME, RESULTS, active
 from netslo.report import regression as regression_mod
@@ -238,7 +239,7 @@ def pytest_runtest_makereport(item, call):
         from netslo.report import allure as allure_mod
         allure_mod.attach_evidence(call.excinfo.value)
     outcome = item.stash.get(OUTCOME, None)
-    scenario = getattr(getattr(item, "callspec", None), "params", {}).get("scenario")
+    scenario = scenario_of(item)
     if report.when == "call" and outcome is not None:
         state.environment = outcome.environment
         state.current.add(item.nodeid, outcome.samples)

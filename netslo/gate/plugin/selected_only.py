@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from netslo.gate.plugin.deselection import deselect
+from netslo.gate.plugin.deselection import deselect, scenario_of
 from netslo.gate.plugin.gate import TALLY
 from netslo.gate.plugin.hooks import OPTIONS
 from netslo.slo.spec import GATE_SELECTED_ONLY
@@ -20,8 +20,7 @@ from netslo.slo.spec import GATE_SELECTED_ONLY
 
 def slo_labels(item) -> dict | None:
     """The labels an objective would select ``item`` by, or None for a test without any."""
-    spec = getattr(item, "callspec", None)
-    scenario = spec.params.get("scenario") if spec is not None else None
+    scenario = scenario_of(item)
     if scenario is not None and hasattr(scenario, "labels"):
         return scenario.labels()
     marker = item.get_closest_marker("slo_labels")
