@@ -17,6 +17,7 @@ from netslo.providers.base import Cluster, Pod
 from netslo.slo.runner import probe_spec
 from netslo.slo.scenario import PLACEMENTS, Scenario
 from netslo.slo.spec import Sampling
+from netslo.stats.dns import retried
 from netslo.traffic.probes.dns import DNS_PORT, RESOLV_CONF, DnsOptions
 
 CASES = ("lookup", "search")
@@ -58,13 +59,10 @@ def clean_lookups(samples) -> tuple[int, int]:
     """(lookups answered with no query send expired, lookups) of a DNS probe's samples; rows that do
     not record their timeouts count as not clean."""
     n = len(samples)
-    per_row = samples.meta.get("per_row", {})
-    a = np.asarray(per_row.get("dns_timeouts_a", []), dtype=np.int64)
-    aaaa = np.asarray(per_row.get("dns_timeouts_aaaa", []), dtype=np.int64)
-    if len(a) != n or len(aaaa) != n:
+    expired = retried(samples.meta.get("per_row", {}), n)
+    if expired is None:
         return 0, n
-    clean = (samples.column("recv_ns") >= 0) & (a <= 0) & (aaaa <= 0)
-    return int(np.count_nonzero(clean)), n
+    return int(np.count_nonzero((samples.column("recv_ns") >= 0) & ~expired)), n
 
 
 def settle(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: DnsScenario,
