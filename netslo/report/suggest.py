@@ -82,27 +82,33 @@ def _labels_key(labels: dict) -> tuple:
     return tuple((k, labels[k]) for k in LABEL_KEYS if labels.get(k) not in (None, ""))
 
 
+def own_records(files: list[Path]):
+    """(run index, results.json path, record) of every record of ``files`` the session's own SLO file
+    judged (of results written before records named their file: every record)."""
+    for run, f in enumerate(files):
+        doc = json.loads(f.read_text())
+        own = doc.get("slo")
+        for rec in doc.get("results", []):
+            if own is None or rec.get("slo") in (None, own):
+                yield run, f, rec
+
+
 def gather(paths) -> tuple[dict, list[Path]]:
     """({labels key: {metric: Bound}}, the results.json files read): every check of every record the
     session's own SLO file judged, over every run under ``paths``."""
     groups: dict = {}
     files = [f for p in paths for f in results_files(p, "RESULTS")]
-    for run, f in enumerate(files):
-        doc = json.loads(f.read_text())
-        own = doc.get("slo")
-        for rec in doc.get("results", []):
-            if own is not None and rec.get("slo") not in (None, own):
+    for run, _f, rec in own_records(files):
+        key = _labels_key(rec.get("labels", {}))
+        for c in rec.get("checks", []):
+            if c["metric"].startswith(STUDY_PREFIXES):
                 continue
-            key = _labels_key(rec.get("labels", {}))
-            for c in rec.get("checks", []):
-                if c["metric"].startswith(STUDY_PREFIXES):
-                    continue
-                hi = c.get("hi")
-                hi = float("inf") if hi in (None, "inf") else float(hi)
-                b = groups.setdefault(key, {}).setdefault(c["metric"], Bound())
-                b.highs.append(hi)
-                b.ns.append(int(c.get("n", 0)))
-                b.runs.add(run)
+            hi = c.get("hi")
+            hi = float("inf") if hi in (None, "inf") else float(hi)
+            b = groups.setdefault(key, {}).setdefault(c["metric"], Bound())
+            b.highs.append(hi)
+            b.ns.append(int(c.get("n", 0)))
+            b.runs.add(run)
     return groups, files
 
 
@@ -163,22 +169,19 @@ def rejudge(path, spec: slo_mod.SloSpec, shift=None) -> list[tuple[str, str]]:
     again on its saved raw samples against ``spec``. ``shift(samples) -> samples`` alters them first
     (a test adds a delay). A record no objective of ``spec`` selects is 'not selected'."""
     out = []
-    for f in results_files(path, "RESULTS"):
-        doc = json.loads(f.read_text())
-        own = doc.get("slo")
-        for rec in doc.get("results", []):
-            if (own is not None and rec.get("slo") not in (None, own)) or not rec.get("samples_file"):
-                continue
-            labels = {**rec.get("labels", {}), "datapath": rec.get("environment", {}).get("datapath", "")}
-            thresholds = spec.thresholds_for(labels)
-            if not thresholds:
-                out.append((rec["test"], "not selected"))
-                continue
-            samples = SampleSet.load(f.parent / rec["samples_file"])
-            if shift is not None:
-                samples = shift(samples)
-            checks = judge_all(analyze(samples, spec.sampling.confidence), thresholds, spec.sampling.confidence)
-            verdict = (slo_mod.FAIL if any(c.verdict == slo_mod.FAIL for c in checks) else
-                       slo_mod.INSUFFICIENT if any(c.verdict == slo_mod.INSUFFICIENT for c in checks) else slo_mod.PASS)
-            out.append((rec["test"], verdict))
+    for _run, f, rec in own_records(results_files(path, "RESULTS")):
+        if not rec.get("samples_file"):
+            continue
+        labels = {**rec.get("labels", {}), "datapath": rec.get("environment", {}).get("datapath", "")}
+        thresholds = spec.thresholds_for(labels)
+        if not thresholds:
+            out.append((rec["test"], "not selected"))
+            continue
+        samples = SampleSet.load(f.parent / rec["samples_file"])
+        if shift is not None:
+            samples = shift(samples)
+        checks = judge_all(analyze(samples, spec.sampling.confidence), thresholds, spec.sampling.confidence)
+        verdict = (slo_mod.FAIL if any(c.verdict == slo_mod.FAIL for c in checks) else
+                   slo_mod.INSUFFICIENT if any(c.verdict == slo_mod.INSUFFICIENT for c in checks) else slo_mod.PASS)
+        out.append((rec["test"], verdict))
     return out
