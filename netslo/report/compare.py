@@ -9,22 +9,12 @@ import math
 from pathlib import Path
 
 from netslo.core.units import format_duration, format_percent
-from netslo.stats.order_stats import nearest_rank
 
 MARK = {"pass": "✅", "fail": "❌", "undecided": "⚠️", "inconclusive": "⚠️"}
 
 
 def _num(x: float):
     return x if math.isfinite(x) else None
-
-
-def _side_value(pairs, side: str, metric: str) -> float:
-    import numpy as np
-    if metric == "loss":
-        sent = sum(getattr(p, f"sent_{side}") for p in pairs)
-        return sum(getattr(p, f"lost_{side}") for p in pairs) / sent if sent else math.nan
-    x = np.sort(np.concatenate([getattr(p, side) for p in pairs])) if pairs else np.empty(0)
-    return nearest_rank(x, float(metric.partition(".p")[2]))
 
 
 def _fmt(metric: str, v: float) -> str:
@@ -38,8 +28,7 @@ def to_json(result) -> dict:
                 "scenario": sc.scenario.id, "verdict": sc.verdict, "pairs": len(sc.pairs), "seconds": round(sc.seconds, 2),
                 "order": "".join("BA" if p.b_first else "AB" for p in sc.pairs),
                 "checks": [{"metric": c.relative.metric, "kind": c.relative.kind, "objective": c.margin.objective,
-                            "margin": c.margin.text, "a": _num(_side_value(sc.pairs, "a", c.relative.metric)),
-                            "b": _num(_side_value(sc.pairs, "b", c.relative.metric)),
+                            "margin": c.margin.text, "a": _num(c.relative.a), "b": _num(c.relative.b),
                             "value": _num(c.relative.value), "lo": _num(c.relative.lo), "hi": _num(c.relative.hi),
                             "upper": _num(c.relative.upper), "allowed": c.relative.margin,
                             "p_worse": c.relative.p_worse, "p_holm": c.p_adjusted, "verdict": c.verdict}
@@ -60,8 +49,7 @@ def markdown(result) -> str:
             r = c.relative
             rel = (f"×{r.value:.3f} ({r.lo:.3f}–{r.hi:.3f})" if r.kind == "ratio"
                    else f"{r.value:+.3%} ({r.lo:+.3%}–{r.hi:+.3%})")
-            lines.append(f"| `{sc.scenario.id}` | {r.metric} | {_fmt(r.metric, _side_value(sc.pairs, 'a', r.metric))} | "
-                         f"{_fmt(r.metric, _side_value(sc.pairs, 'b', r.metric))} | {rel} | {c.margin.text} | "
+            lines.append(f"| `{sc.scenario.id}` | {r.metric} | {_fmt(r.metric, r.a)} | {_fmt(r.metric, r.b)} | {rel} | {c.margin.text} | "
                          f"{c.p_adjusted:.3g} | {MARK.get(c.verdict, '')} {c.verdict} |")
         bad = [c for c in sc.absolute if c.verdict != "pass"]
         if bad:

@@ -59,6 +59,8 @@ class Relative:
     margin: float          # the largest value still acceptable (1 + δ for a ratio, δ for a difference)
     p_worse: float
     pairs: int
+    a: float = math.nan    # the statistic of each side over all its blocks (s, or a fraction)
+    b: float = math.nan
 
     def verdict(self, p_adjusted: float, confidence: float) -> str:
         if p_adjusted < 1.0 - confidence:
@@ -88,15 +90,15 @@ def _quantile(parts: list[np.ndarray], q: float) -> float:
 
 
 def _summary(metric: str, kind: str, point: float, boot: np.ndarray, margin: float, confidence: float,
-             pairs: int) -> Relative:
+             pairs: int, a: float, b: float) -> Relative:
     alpha = 1.0 - confidence
     boot = boot[np.isfinite(boot)]
     if not len(boot) or not math.isfinite(point):
-        return Relative(metric, kind, point, -math.inf, math.inf, math.inf, margin, 1.0, pairs)
+        return Relative(metric, kind, point, -math.inf, math.inf, math.inf, margin, 1.0, pairs, a, b)
     lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
     upper = float(np.quantile(boot, 1 - alpha))
     p_worse = (1 + int(np.count_nonzero(boot <= margin))) / (1 + len(boot))
-    return Relative(metric, kind, point, float(lo), float(hi), upper, margin, p_worse, pairs)
+    return Relative(metric, kind, point, float(lo), float(hi), upper, margin, p_worse, pairs, a, b)
 
 
 def percentile_ratio(pairs: list[Pair], q: float, delta: float, confidence: float = 0.95,
@@ -112,7 +114,7 @@ def percentile_ratio(pairs: list[Pair], q: float, delta: float, confidence: floa
         idx = rng.integers(0, m, m)
         qa = _quantile([pairs[j].a for j in idx], q)
         boot[i] = _quantile([pairs[j].b for j in idx], q) / qa if qa > 0 else math.nan
-    return _summary(metric, "ratio", point, boot, 1.0 + delta, confidence, m)
+    return _summary(metric, "ratio", point, boot, 1.0 + delta, confidence, m, point_a, point_b)
 
 
 def loss_difference(pairs: list[Pair], delta: float, confidence: float = 0.95, n_boot: int = N_BOOT,
@@ -129,4 +131,7 @@ def loss_difference(pairs: list[Pair], delta: float, confidence: float = 0.95, n
     m = len(pairs)
     weights = np.stack([np.bincount(rng.integers(0, m, m), minlength=m) for _ in range(n_boot)]) if m else np.zeros((0, 0))
     point = float(diff(np.ones(m))) if m else math.nan
-    return _summary("loss", "difference", point, diff(weights) if m else np.empty(0), delta, confidence, m)
+    loss_a = float(lost_a.sum() / sent_a.sum()) if m and sent_a.sum() else math.nan
+    loss_b = float(lost_b.sum() / sent_b.sum()) if m and sent_b.sum() else math.nan
+    return _summary("loss", "difference", point, diff(weights) if m else np.empty(0), delta, confidence, m,
+                    loss_a, loss_b)

@@ -95,7 +95,6 @@ class ScenarioComparison:
     scenario: Scenario
     pairs: list = field(default_factory=list)          # of paired.Pair
     b_samples: list = field(default_factory=list)      # B's blocks (SampleSet), for its absolute thresholds
-    a_samples: list = field(default_factory=list)
     checks: list = field(default_factory=list)         # of Check
     absolute: list = field(default_factory=list)       # slo Checks of B's thresholds
     seconds: float = 0.0
@@ -137,7 +136,6 @@ def measure_pairs(a: Side, b: Side, sc: ScenarioComparison, sampling: slo_mod.Sa
         for side in ((b, a) if b_first else (a, b)):
             got[side.name] = _block(side, sc.scenario, sampling, block)
         sa, sb = got[a.name], got[b.name]
-        sc.a_samples.append(sa)
         sc.b_samples.append(sb)
         lost_a = int(np.count_nonzero(sa.column("recv_ns") < 0))
         lost_b = int(np.count_nonzero(sb.column("recv_ns") < 0))
