@@ -193,7 +193,11 @@ def _expected(err: jsonschema.ValidationError) -> tuple[str, object, str]:
         missing = [r for r in schema["required"] if r not in (v or {})]
         if missing == ["objectives"]:
             return where, None, f"a mapping with the key 'objectives' (or 'extends: {SHIPPED}' to start from the shipped ones)"
-        return where, None, f"a mapping with the key '{missing[0] if missing else '?'}'"
+        key = missing[0] if missing else "?"
+        field = key if where == "(top level)" else f"{where}.{key}"
+        if key == "version" and where == "(top level)":
+            return field, None, "1 (the SLO file's schema version; every file starts with 'version: 1')"
+        return field, None, f"a value: the key '{key}' is required here"
     if kind == "pattern" or (kind == "type" and "pattern" in schema):
         return where, v, schema.get("description", f"text matching {schema.get('pattern')}")
     if kind == "const":

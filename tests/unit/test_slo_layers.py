@@ -73,6 +73,8 @@ def test_errors_name_the_layer_they_are_in(tmp_path):
     with pytest.raises(SpecError, match=r"\(top level\): value None — expected a mapping with the key 'objectives' "
                                         r"\(or 'extends: netslo'"):
         slo.load(_file(tmp_path, "version: 1\n"))
+    with pytest.raises(SpecError, match=r"slo\.yaml: version: value None — expected 1 \(the SLO file's schema version"):
+        slo.load(_file(tmp_path, "extends: netslo\nobjectives: []\n"))
     with pytest.raises(SpecError, match=r"gate: value 'some' — expected"):
         slo.load(_file(tmp_path, TEAM + "gate: some\n"))
 
