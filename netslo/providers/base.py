@@ -106,6 +106,10 @@ class Cluster(abc.ABC):
         """This cluster's NetworkPolicy implementation (``netslo.providers.policy.Policies``)."""
         raise Unsupported(f"provider {self.provider} has no NetworkPolicy implementation", "provider")
 
+    def disruptions(self):
+        """This cluster's disruption actions (``netslo.providers.disruption.Disruptions``)."""
+        raise Unsupported(f"provider {self.provider} has no disruption actions", "provider")
+
     def service_program(self, backend: Pod, port: int, type: str, client: Pod, change: str = "service"):
         """A Service to ``backend``:``port`` (TCP), created and deleted on demand, or made once with its
         one endpoint added and removed on demand (``change``; ``service_program.ServiceProgram``)."""

@@ -51,6 +51,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,12 +76,20 @@ GATE_ALL, GATE_SELECTED_ONLY = "all", "selected-only"
 # Series of one value per trial of a change study (netslo.studies.enforcement), seconds; a percentile of them is
 # bounded by ``defaults.trials`` trials, not by the probe's samples. Mean is not offered: a trial not
 # done within its window is censored (+inf), and a mean of censored values means nothing.
-TRIAL_SERIES = ("policy_enforce", "policy_allow", "svc_program", "svc_endpoint")
+# The disruption study's series (netslo.studies.disruption, docs/metrics.md "Disruption"): one value per
+# action; durations (s) but for the loss (a fraction) and the counts of connections reset and of new
+# connections that failed.
+DISRUPTION_DURATIONS = ("disruption.outage", "disruption.outage_up", "disruption.outage_down",
+                        "disruption.recovery", "disruption.stall")
+DISRUPTION_FRACTIONS = ("disruption.loss",)
+DISRUPTION_COUNTS = ("disruption.resets", "disruption.conn_fail")
+TRIAL_SERIES = ("policy_enforce", "policy_allow", "svc_program", "svc_endpoint",
+                *DISRUPTION_DURATIONS, *DISRUPTION_FRACTIONS, *DISRUPTION_COUNTS)
 TRIAL_STATS = ("min", "p50", "p90", "p99", "p99.9", "max")
 SHIFT_METRICS = ("policy_cost.p50", "policy_cost.p99")   # RTT percentile shift, most decoy policies vs none
 # the study a metric belongs to (a scenario's 'study' label); metrics absent here belong to probe scenarios
 STUDY_OF = {"policy_enforce": "policy", "policy_allow": "policy", "policy_cost": "policy-cost",
-            "svc_program": "service", "svc_endpoint": "service-endpoint"}
+            "svc_program": "service", "svc_endpoint": "service-endpoint", "disruption": "disruption"}
 
 _DURATION_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*(ns|us|µs|ms|s|sec|min)\s*$"
 _PERCENT_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%\s*$"
@@ -88,8 +97,32 @@ _DELAY_METRIC_RE = (r"^((" + "|".join(DELAY_SERIES) + r")\.(" + "|".join(s.repla
                     + r")|" + "|".join(POINT_DELAY_METRICS) + r")$")
 COMPARE_METRIC_RE = r"^(rtt\.p(50|90|99|99\.9)|loss)$"   # compare: B/A of an RTT percentile, or loss B − A
 _FRACTION_METRIC_RE = r"^(" + "|".join(m.replace(".", r"\.") for m in FRACTION_METRICS) + r")$"
-_STUDY_METRIC_RE = (r"^((" + "|".join(TRIAL_SERIES) + r")\.(" + "|".join(s.replace(".", r"\.") for s in TRIAL_STATS)
-                    + r")|" + "|".join(m.replace(".", r"\.") for m in SHIFT_METRICS) + r")$")
+_STATS_RE = r")\.(" + "|".join(s.replace(".", r"\.") for s in TRIAL_STATS) + r")"
+_STUDY_METRIC_RE = (r"^((" + "|".join(m.replace(".", r"\.") for m in TRIAL_SERIES if m not in DISRUPTION_FRACTIONS + DISRUPTION_COUNTS)
+                    + _STATS_RE + r"|" + "|".join(m.replace(".", r"\.") for m in SHIFT_METRICS) + r")$")
+_STUDY_FRACTION_RE = r"^((" + "|".join(m.replace(".", r"\.") for m in DISRUPTION_FRACTIONS) + _STATS_RE + r")$"
+_STUDY_COUNT_RE = r"^((" + "|".join(m.replace(".", r"\.") for m in DISRUPTION_COUNTS) + _STATS_RE + r")$"
+
+
+def trial_series(metric: str) -> str | None:
+    """The trial series of a study metric ('disruption.outage' of 'disruption.outage.p50'), else None."""
+    series, _, stat = metric.partition(".")
+    if series in TRIAL_SERIES and stat in TRIAL_STATS:
+        return series
+    for series in TRIAL_SERIES:
+        if metric.startswith(series + ".") and metric[len(series) + 1:] in TRIAL_STATS:
+            return series
+    return None
+
+
+def unit_of(metric: str) -> str:
+    """'1' (a fraction), 'count' (a whole number) or 's' (a duration): how a threshold of ``metric``
+    is written and its estimate printed."""
+    if metric in FRACTION_METRICS or trial_series(metric) in DISRUPTION_FRACTIONS:
+        return "1"
+    if trial_series(metric) in DISRUPTION_COUNTS:
+        return "count"
+    return "s"
 
 
 def json_schema() -> dict:
@@ -158,7 +191,9 @@ def json_schema() -> dict:
                         "type": "object", "minProperties": 1, "additionalProperties": False,
                         "patternProperties": {_DELAY_METRIC_RE: {"$ref": "#/$defs/duration"},
                                               _FRACTION_METRIC_RE: {"$ref": "#/$defs/percent"},
-                                              _STUDY_METRIC_RE: {"$ref": "#/$defs/duration"}},
+                                              _STUDY_METRIC_RE: {"$ref": "#/$defs/duration"},
+                                              _STUDY_FRACTION_RE: {"$ref": "#/$defs/percent"},
+                                              _STUDY_COUNT_RE: {"type": "integer", "minimum": 0}},
                     },
                 },
             },
@@ -184,7 +219,8 @@ def _expected(err: jsonschema.ValidationError) -> tuple[str, object, str]:
             form = ("a known metric: <series>.<stat> with series " + "/".join(DELAY_SERIES) + " and stat "
                     + "/".join(DELAY_STATS) + " (a duration), or " + "/".join(FRACTION_METRICS + POINT_DELAY_METRICS)
                     + ", or a study metric " + "/".join(TRIAL_SERIES) + " with stat " + "/".join(TRIAL_STATS)
-                    + " or " + "/".join(SHIFT_METRICS) + " (a duration)")
+                    + " or " + "/".join(SHIFT_METRICS) + " (a duration; " + "/".join(DISRUPTION_FRACTIONS)
+                    + " a percentage, " + "/".join(DISRUPTION_COUNTS) + " a whole number)")
         else:
             form = "one of the keys " + ", ".join(allowed)
         key = extra[0] if extra else "?"
@@ -389,12 +425,14 @@ def _objectives(docs: list, sampling: Sampling, source: str) -> list[Objective]:
             trials = o.get("trials", sampling.trials)
             for metric, text in (o.get("thresholds") or {}).items():
                 field_name = f"objectives[{i}].thresholds.{metric}"
-                limit = units.percent(text, field_name) if metric in FRACTION_METRICS else units.duration(text, field_name)
-                study = metric.partition(".")[0] in TRIAL_SERIES
+                unit = unit_of(metric)
+                limit = (units.percent(text, field_name) if unit == "1" else
+                         float(text) if unit == "count" else units.duration(text, field_name))
+                study = trial_series(metric) is not None
                 if study:
                     _check_trials(metric, text, field_name, trials, sampling.confidence,
                                   f"objectives[{i}].trials" if "trials" in o else "defaults.trials")
-                ths.append(Threshold(metric, limit, text, o["name"], trials if study else 0))
+                ths.append(Threshold(metric, limit, str(text), o["name"], trials if study else 0))
             objectives.append(Objective(o["name"], select, tuple(ths), margins))
     except SpecError as e:
         raise e.located(source) from None
@@ -422,8 +460,8 @@ PASS, FAIL, INCONCLUSIVE, INSUFFICIENT = "pass", "fail", "inconclusive", "insuff
 
 def percentile_of(metric: str) -> float | None:
     """99.0 for 'rtt.p99', None for metrics that are not percentiles."""
-    stat = metric.partition(".")[2]
-    return float(stat[1:]) if stat.startswith("p") and stat[1:].replace(".", "", 1).isdigit() else None
+    m = re.search(r"\.p([0-9]+(?:\.[0-9]+)?)$", metric)
+    return float(m.group(1)) if m else None
 
 
 def samples_needed(metric: str, confidence: float) -> int:
@@ -454,7 +492,7 @@ class Check:
     note: str = ""             # why the check has no data or no bound (missing data, too few samples)
 
     def line(self) -> str:
-        fmt = units.format_percent if self.estimate.unit == "1" else units.format_duration
+        fmt = {"1": units.format_percent, "count": _format_count}.get(self.estimate.unit, units.format_duration)
         e, t = self.estimate, self.threshold
         if self.note:
             return f"{t.metric}: {self.note} [{self.verdict}; threshold {t.text}, objective {t.objective}]"
@@ -495,8 +533,13 @@ def decide(estimate: Estimate, threshold: Threshold, confidence: float = 0.95) -
 
 def missing(threshold: Threshold, reason: str) -> Check:
     """The check of a measurable metric that has no data: it fails, and says why."""
-    unit = "1" if threshold.metric in FRACTION_METRICS else "s"
+    unit = unit_of(threshold.metric)
     return Check(threshold, Estimate(math.nan, -math.inf, math.inf, 0, unit), FAIL, note=reason)
+
+
+def _format_count(x: float) -> str:
+    """A count as printed in a check: a whole number, or inf/nan."""
+    return f"{x:.0f}" if math.isfinite(x) else str(x)
 
 
 def sample_warnings(spec: SloSpec) -> list[str]:

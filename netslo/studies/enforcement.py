@@ -146,18 +146,19 @@ def latencies(samples: SampleSet, changes: list[Change]) -> dict[str, np.ndarray
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 
-def estimates(values: np.ndarray, series: str, confidence: float) -> dict[str, Estimate]:
+def estimates(values: np.ndarray, series: str, confidence: float, unit: str = "s") -> dict[str, Estimate]:
     """'<series>.<stat>' -> Estimate for ``slo.TRIAL_STATS`` (min/max are the sample's, exact), over
-    the measured trials (NaN: not measured, left out; none measured: NaN estimates, which fail)."""
+    the measured trials (NaN: not measured, left out; none measured: NaN estimates, which fail);
+    ``unit`` that of the series (``slo.unit_of``)."""
     x = np.asarray(values, dtype=np.float64)
     x = np.sort(x[~np.isnan(x)])
     out = {}
     for stat in slo_mod.TRIAL_STATS:
         if stat in ("min", "max"):
             v = float(x[0 if stat == "min" else -1]) if len(x) else math.nan
-            out[f"{series}.{stat}"] = Estimate(v, v, v, len(x))
+            out[f"{series}.{stat}"] = Estimate(v, v, v, len(x), unit)
         else:
-            out[f"{series}.{stat}"] = percentile_estimate(x, float(stat[1:]), confidence)
+            out[f"{series}.{stat}"] = percentile_estimate(x, float(stat[1:]), confidence, unit)
     return out
 
 

@@ -366,23 +366,30 @@ class NetnsCluster(Cluster):
                          address=self._vtep_mac(i))
                 vx = self._up(ipr, "flannel.1")
                 ipr.addr("add", index=vx, address=f"10.244.{i}.0", prefixlen=32)
-            for j in range(self.node_count):
-                if j == i:
-                    continue
-                if self.datapath == "vxlan":
-                    ipr.fdb("append", ifindex=vx, lladdr=self._vtep_mac(j), dst=UNDERLAY.format(10 + j))
-                    ipr.neigh("add", dst=f"10.244.{j}.0", lladdr=self._vtep_mac(j), ifindex=vx,
-                              state=0x80)  # NUD_PERMANENT
-                    ipr.route("add", dst=f"10.244.{j}.0/24", gateway=f"10.244.{j}.0", oif=vx,
-                              flags=4)  # RTNH_F_ONLINK
-                    if self.v6:   # IPv6 inside the same IPv4 tunnel: via the remote VTEP's link-local
-                        ipr.neigh("add", dst=self._vtep_ll6(j), lladdr=self._vtep_mac(j), ifindex=vx,
-                                  state=0x80, family=10)  # NUD_PERMANENT, AF_INET6
-                        ipr.route("add", dst=f"{POD6.format(j, '')}/64", gateway=self._vtep_ll6(j), oif=vx)
-                else:
-                    ipr.route("add", dst=f"10.244.{j}.0/24", gateway=UNDERLAY.format(10 + j))
-                    if self.v6:
-                        ipr.route("add", dst=f"{POD6.format(j, '')}/64", gateway=UNDERLAY6.format(10 + j))
+            self.program_node_routes(ipr, i)
+
+    def program_node_routes(self, ipr, i: int, op: str = "add") -> None:
+        """Node ``i``'s routes to the other nodes' pod CIDRs, with its VXLAN FDB and neighbour entries
+        on the vxlan datapath (what a CNI agent programs): ``op`` "add", or "del" to remove them."""
+        vx = ipr.link_lookup(ifname="flannel.1")[0] if self.datapath == "vxlan" else None
+        fdb_op, neigh_op = ("append", "add") if op == "add" else ("del", "del")
+        for j in range(self.node_count):
+            if j == i:
+                continue
+            if self.datapath == "vxlan":
+                ipr.fdb(fdb_op, ifindex=vx, lladdr=self._vtep_mac(j), dst=UNDERLAY.format(10 + j))
+                ipr.neigh(neigh_op, dst=f"10.244.{j}.0", lladdr=self._vtep_mac(j), ifindex=vx,
+                          state=0x80)  # NUD_PERMANENT
+                ipr.route(op, dst=f"10.244.{j}.0/24", gateway=f"10.244.{j}.0", oif=vx,
+                          flags=4)  # RTNH_F_ONLINK
+                if self.v6:   # IPv6 inside the same IPv4 tunnel: via the remote VTEP's link-local
+                    ipr.neigh(neigh_op, dst=self._vtep_ll6(j), lladdr=self._vtep_mac(j), ifindex=vx,
+                              state=0x80, family=10)  # NUD_PERMANENT, AF_INET6
+                    ipr.route(op, dst=f"{POD6.format(j, '')}/64", gateway=self._vtep_ll6(j), oif=vx)
+            else:
+                ipr.route(op, dst=f"10.244.{j}.0/24", gateway=UNDERLAY.format(10 + j))
+                if self.v6:
+                    ipr.route(op, dst=f"{POD6.format(j, '')}/64", gateway=UNDERLAY6.format(10 + j))
 
     @staticmethod
     def _vtep_mac(i: int) -> str:
@@ -465,6 +472,12 @@ class NetnsCluster(Cluster):
         """Emulated NetworkPolicy: iptables in the pod's namespace (``netslo.providers.netns.policy``)."""
         from netslo.providers.netns.policy import NetnsPolicies
         return NetnsPolicies(self)
+
+    def disruptions(self):
+        """Disruption actions: DROPs in the server pod, an emulated agent restart
+        (``netslo.providers.netns.disruption``)."""
+        from netslo.providers.netns.disruption import NetnsDisruptions
+        return NetnsDisruptions(self)
 
     def service_program(self, backend: Pod, port: int, type: str, client: Pod, change: str = "service"):
         """Emulated kube-proxy Service programming (``netslo.providers.netns.service_program``)."""

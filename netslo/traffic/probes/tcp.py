@@ -211,7 +211,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     opened: deque = deque()     # (give-up time ns, connection) in the order opened (give_up only)
     arrivals = 0
     clock = kstamps.clock()
-    counts = {"got": 0, "tx_missing": 0, "rx_missing": 0, "server_kernel": 0, "sources": set()}
+    counts = {"got": 0, "tx_missing": 0, "rx_missing": 0, "server_kernel": 0, "sources": set(), "connections_lost": 0}
     interval_ns = spec.interval_ns
     start = now_ns() + 20_000_000
     seq = 0
@@ -306,6 +306,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
             conns.remove(c)
             if c is persistent:
                 persistent = None
+                counts["connections_lost"] += 1   # reset or closed under the run (tcp-rr opens another)
     for c in conns:
         _close(c.sock, give_up_ns)
         counts["server_kernel"] += c.server_kernel
@@ -313,6 +314,8 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         holder.close()
     meta = spec.meta()
     meta.update(_stamp_meta(counts))
+    if not per_request:
+        meta["connections_lost"] = counts["connections_lost"]
     if ports is not None:
         meta["source_port_range"] = [ports.lo, ports.hi]
     return rows.finish(meta)

@@ -1,0 +1,85 @@
+"""THE GATE, disruption: what an action does to traffic while it happens (``netslo.studies.disruption``).
+
+Open-loop UDP at 1 kHz, three established TCP connections and a stream of new ones run from a client
+pod to the responder pod while an action is taken ``trials`` times; ``disruption.*`` metrics per trial
+(outage per direction, loss, recovery, longest stall, resets, failed new connections: docs/metrics.md,
+"Disruption") are judged over the trials against the SLO file.
+
+* **Controls** (the probes see an outage they were given): the server pod's IPv4 packets dropped for
+  200 ms and for 2 s, both ways and on the way back only. Each trial's outage must lie within one UDP
+  send interval of the drop as it happened (the netlink calls that started and ended it, clock marks
+  on both sides) and in the right direction. No SLO: a control checks the instrument.
+* **Emulated agent restart** (the embedded provider; reports say *emulated*): the server node's routes
+  to the other nodes' pod CIDRs deleted and programmed again, as an agent starting afresh does; judged
+  against the ``disruption.*`` objective of the SLO file.
+
+The actions are the embedded provider's (``netslo.providers.netns.disruption``); on kind, minikube and
+existing clusters the module is deselected (marker ``emulation``) until their actions (a CNI agent pod
+deleted, a DaemonSet rolled, a node drained) exist.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from netslo.gate.plugin.studies import study_thresholds
+from netslo.providers.disruption import drop_spec
+from netslo.studies import disruption
+
+pytestmark = [pytest.mark.cni, pytest.mark.emulation]
+
+# (action, trials): 3 trials of each control are enough to show it; 2 of the 2 s one (4 s each)
+CONTROLS = [("drop-200ms", 3), ("drop-200ms-down", 3), ("drop-2s", 2)]
+PLACEMENTS = ("same-node", "cross-node")
+
+
+@pytest.fixture(scope="module")
+def netslo_disruptions(netslo_cluster):
+    with netslo_cluster.disruptions() as acts:
+        yield acts
+
+
+def _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, placement, name, trials):
+    server, ports = netslo_responder
+    client = netslo_client_for(placement)
+    action = netslo_disruptions.action(name, client, server)
+    return disruption.run(netslo_cluster, client, server, ports, action, trials)
+
+
+@pytest.mark.parametrize("name, trials", CONTROLS, ids=[c[0] for c in CONTROLS])
+def test_disruption_control_measures_the_drop_it_was_given(netslo_cluster, netslo_client_for, netslo_responder,
+                                                           netslo_disruptions, netslo_study_report, request,
+                                                           name, trials):
+    seconds, direction = drop_spec(name)
+    study = _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, "cross-node", name, trials)
+    text = netslo_study_report(request.node.name, study.summary(), study.numbers(0.95))
+    step = disruption.UDP_INTERVAL_S
+    for t in study.trials:
+        m, v = t.marks, t.values
+        least = (m["off_start"] - m["on_end"]) * 1e-9 - step     # the drop held at least this long ...
+        most = (m["off_end"] - m["on_start"]) * 1e-9 + step      # ... and at most this long
+        assert least <= v["outage"] <= most, f"outage {v['outage'] * 1e3:.1f} ms outside [{least * 1e3:.1f}, {most * 1e3:.1f}] ms\n{text}"
+        assert abs(v["outage"] - seconds) <= step + (most - least - 2 * step), text
+        lost_way, kept_way = ("outage_down", "outage_up") if direction == "down" else ("outage_up", "outage_down")
+        assert least <= v[lost_way] <= most, f"{lost_way} {v[lost_way] * 1e3:.1f} ms\n{text}"
+        if direction != "both":   # (both ways: the way back is seen only on requests that got through)
+            assert v[kept_way] <= step, f"{kept_way} {v[kept_way] * 1e3:.1f} ms: the other way was not dropped\n{text}"
+        assert v["recovery"] >= least and not math.isinf(v["recovery"]), text
+        assert v["stall"] >= least, f"the held connections waited {v['stall'] * 1e3:.1f} ms, less than the drop\n{text}"
+        assert v["conn_fail"] >= 1, f"no new connection failed during a {seconds * 1e3:g} ms drop\n{text}"
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.slo_labels(study="disruption", protocol="udp", profile="agent-restart")
+def test_disruption_slo_agent_restart(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions,
+                                      netslo_slo, netslo_study_report, request, placement):
+    labels = {"study": "disruption", "placement": placement, "protocol": "udp", "profile": "agent-restart"}
+    ths = study_thresholds(netslo_slo, netslo_cluster, labels, "disruption.*")
+    trials = max(t.trials for t in ths)
+    study = _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, placement,
+                 "agent-restart", trials)
+    study.judge(ths, netslo_slo.sampling.confidence)
+    text = netslo_study_report(request.node.name, study.summary(), study.numbers(netslo_slo.sampling.confidence))
+    assert study.checks and not study.failed, "disruption SLO not met:\n" + text

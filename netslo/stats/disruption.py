@@ -1,0 +1,125 @@
+"""What an action (a CNI agent restart, a DROP, a drain) did to traffic: the disruption metrics of one
+trial's window, from the probes that ran through it (docs/metrics.md, "Disruption").
+
+Clock points: ``t0_ns`` is CLOCK_MONOTONIC in the measuring process just before the action started;
+requests are placed by their user-space send time (``send_app_ns``), the same clock wherever the
+probe runs on this kernel (the embedded provider, kind). A trial's window is ``[t0, t0 + window)``;
+only requests sent in it count. Resolution: each probe's send interval.
+
+* ``outage`` (s): the longest run of consecutive open-loop UDP requests without an answer, from the
+  send of its first request to the send of the next answered one (k requests x interval); 0 when
+  none was lost; +inf when the run reaches the window's end (not over within the window).
+* ``outage_up`` / ``outage_down`` (s): the same per direction. Up: the requests the responder never
+  saw. Down: among the requests the responder saw, the longest run of them whose answer did not
+  come (requests it did not see neither break nor end such a run). NaN when the responder's
+  end-of-run report is missing (which requests it saw is then unknown).
+* ``loss`` (fraction): UDP requests of the window not answered.
+* ``recovery`` (s): from t0 to the send of the first request of the first *clean second* (UDP
+  requests answered without a gap for ``CLEAN_S``) after the window's first lost request; 0 when
+  nothing was lost; +inf when no such second fits in the window.
+* ``stall`` (s): the longest an answer on an established (held) connection took, over the
+  requests sent on them in the window, user-space send to answer (TCP retransmits a segment lost in an outage after its
+  retransmission timeout, which backs off, so a connection can stall longer than the outage).
+* ``resets`` (count): held connections that lost a request sent in the window. TCP loses nothing on a
+  live connection: a lost request means the connection died (reset, closed) under it.
+* ``conn_fail`` (count): new connections (one request each) sent in the window and not answered:
+  refused, reset, or given up after the probe's ``give_up``.
+* ``rtt_before`` / ``rtt_during`` (s): P50 RTT of the UDP requests answered in the ``before`` s
+  before t0, and from t0 until recovery (the whole window if it did not recover).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from netslo.stats.samples import SampleSet
+
+CLEAN_S = 1.0     # a clean second: this long without an unanswered request
+SERIES = ("outage", "outage_up", "outage_down", "loss", "recovery", "stall", "resets", "conn_fail")
+
+
+def _ordered(samples: SampleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(send ns, answered, responder saw: 1/0/-1, user-space RTT ns) of the sent requests, by send
+    time. User-space times: a held connection's kernel TX stamp is taken when a queued request
+    finally leaves, which would hide the stall behind it."""
+    r = samples.rows
+    sent = r["send_app_ns"] >= 0
+    order = np.argsort(r["send_app_ns"][sent], kind="stable")
+    send = r["send_app_ns"][sent][order]
+    got = (r["recv_ns"][sent] >= 0)[order]
+    seen = r["srv_seen"][sent][order]
+    rtt = (r["recv_app_ns"][sent] - r["send_app_ns"][sent])[order]
+    return send, got, seen, rtt
+
+
+def longest_gap(send_ns: np.ndarray, lost: np.ndarray) -> float:
+    """Seconds of the longest run of consecutive ``lost`` requests: the send of its first to the send
+    of the next one not lost; +inf when a run reaches the last request, 0 without one."""
+    if not lost.any():
+        return 0.0
+    edges = np.diff(np.concatenate([[0], lost.astype(np.int8), [0]]))
+    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)   # stop: first not lost after
+    if stops[-1] >= len(send_ns):
+        return math.inf
+    return float((send_ns[stops] - send_ns[starts]).max()) * 1e-9
+
+
+def recovery(send_ns: np.ndarray, lost: np.ndarray, t0_ns: int, clean_s: float = CLEAN_S) -> float:
+    """Seconds from ``t0_ns`` to the first request of the first run of answered requests after the
+    window's first lost one that covers ``clean_s`` (first to last send plus one send interval): the
+    first clean second once the disruption began. 0 without a lost request, +inf when no such run
+    fits in the window. ``send_ns`` ascending, at or after t0."""
+    if not lost.any():
+        return 0.0
+    if len(send_ns) < 2:
+        return math.inf
+    step = float(np.median(np.diff(send_ns)))
+    first_lost = int(np.argmax(lost))
+    edges = np.diff(np.concatenate([[0], (~lost).astype(np.int8), [0]]))
+    for b, e in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1):
+        if b > first_lost and send_ns[e] - send_ns[b] + step >= clean_s * 1e9:
+            return (send_ns[b] - t0_ns) * 1e-9
+    return math.inf
+
+
+def window(udp: SampleSet, held: list[SampleSet], new: SampleSet | None, t0_ns: int, window_s: float,
+           before_s: float) -> dict:
+    """The metrics (module doc) of the window ``[t0_ns, t0_ns + window_s)``; ``before_s``: the span
+    before t0 whose RTT is ``rtt_before``. Durations in s, loss a fraction, counts whole numbers."""
+    end_ns = t0_ns + int(window_s * 1e9)
+    send, got, seen, rtt = _ordered(udp)
+    lo, hi = np.searchsorted(send, [t0_ns, end_ns])
+    if hi <= lo:
+        raise ValueError(f"window: no UDP request sent in the {window_s:g} s after t0 (the probe did not run through it)")
+    s, g, v = send[lo:hi], got[lo:hi], seen[lo:hi]
+    out = {"outage": longest_gap(s, ~g), "loss": float((~g).mean())}
+    if (v < 0).any():
+        out["outage_up"] = out["outage_down"] = math.nan
+    else:
+        out["outage_up"] = longest_gap(s, v == 0)
+        saw = v == 1
+        out["outage_down"] = longest_gap(s[saw], ~g[saw])
+    out["recovery"] = recovery(s, ~g, t0_ns)
+    b0 = np.searchsorted(send, t0_ns - int(before_s * 1e9))
+    before = rtt[b0:lo][got[b0:lo]]
+    until = hi if math.isinf(out["recovery"]) else np.searchsorted(send, t0_ns + int(out["recovery"] * 1e9))
+    during = rtt[lo:max(until, lo + 1)][got[lo:max(until, lo + 1)]]
+    out["rtt_before"] = float(np.median(before)) * 1e-9 if len(before) else math.nan
+    out["rtt_during"] = float(np.median(during)) * 1e-9 if len(during) else math.nan
+    stall, resets = 0.0, 0
+    for h in held:
+        hs, hg, _, hr = _ordered(h)
+        a, b = np.searchsorted(hs, [t0_ns, end_ns])
+        if b > a:
+            resets += int((~hg[a:b]).any())
+            answered = hr[a:b][hg[a:b]]
+            if len(answered):
+                stall = max(stall, float(answered.max()) * 1e-9)
+    out["stall"], out["resets"] = stall, float(resets)
+    if new is not None:
+        ns, ng, _, _ = _ordered(new)
+        a, b = np.searchsorted(ns, [t0_ns, end_ns])
+        out["conn_fail"] = float((~ng[a:b]).sum())
+    return out

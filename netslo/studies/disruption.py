@@ -1,0 +1,189 @@
+"""What an action does to traffic, measured: trials of one action while probes run through it.
+
+For the whole study four kinds of traffic run from one client pod to one server pod
+(``netslo.stats.disruption`` defines every metric, with its resolution):
+
+* open-loop UDP, ``UDP_INTERVAL_S`` apart (1 kHz): outage per direction, loss, recovery, RTT;
+* ``HELD`` established TCP connections (tcp-rr, one request every ``HELD_INTERVAL_S`` each): resets and
+  the longest stall;
+* new connections (tcp-crr, one every ``NEW_INTERVAL_S``, each given up after
+  ``enforcement.GIVE_UP_S``): connection failures.
+
+The probes start together; after ``lead_in`` s, each trial waits ``BEFORE_S`` (the RTT before), takes
+t0 (CLOCK_MONOTONIC here, the probes' clock on this kernel), runs the action and waits until its
+window (``Action.window``) is over; the next trial follows. Per trial the metrics of its window;
+over trials nearest-rank percentiles with order-statistic CIs, judged by ``disruption.*`` thresholds
+(``netslo.slo.spec``: durations, ``disruption.loss`` a fraction, ``disruption.resets`` and
+``disruption.conn_fail`` counts). A probe that was not running through every window (started late,
+ended early, failed) is an InfrastructureError, never a measured outage.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from netslo.core.errors import InfrastructureError
+from netslo.slo import spec as slo_mod
+from netslo.stats import disruption as metrics
+from netslo.studies import enforcement
+from netslo.traffic.probes import ProbeSpec
+
+PREFIX = "disruption."
+UDP_INTERVAL_S = 0.001
+HELD = 3
+HELD_INTERVAL_S = 0.020
+NEW_INTERVAL_S = 0.010
+REQ_BYTES = 64
+BEFORE_S = 0.5          # s of steady traffic before each action (rtt_before)
+LEAD_IN_S = 0.5         # s from the probes' start to the first trial's BEFORE_S
+TAIL_S = 0.3
+WAIT_S = 1.0            # s the probes wait for answers after their last request
+
+
+@dataclass
+class Trial:
+    """One action as it happened: t0 (ns), its marks (ns by name) and its metrics."""
+
+    t0_ns: int
+    marks: dict
+    values: dict = field(default_factory=dict)
+
+
+@dataclass
+class Study:
+    """Trials of one action and what the probes measured; ``checks`` once judged."""
+
+    action: str
+    description: str
+    emulated: bool
+    trials: list
+    window: float
+    samples: dict                   # probe name -> SampleSet (udp, held-<i>, new)
+    checks: list = field(default_factory=list)
+
+    def series(self, name: str) -> np.ndarray:
+        return np.asarray([t.values.get(name, math.nan) for t in self.trials], dtype=np.float64)
+
+    def estimates(self, confidence: float) -> dict:
+        out = {}
+        for name in metrics.SERIES:
+            key = PREFIX + name
+            out.update(enforcement.estimates(self.series(name), key, confidence, unit=slo_mod.unit_of(f"{key}.max")))
+        return out
+
+    def judge(self, thresholds: list, confidence: float) -> list:
+        """Checks of the ``disruption.*`` thresholds (others are not this study's business)."""
+        est = self.estimates(confidence)
+        self.checks = [enforcement.decide(est[t.metric], t, confidence) for t in thresholds if t.metric in est]
+        return self.checks
+
+    @property
+    def failed(self) -> list:
+        return [c for c in self.checks if c.verdict != slo_mod.PASS]
+
+    def summary(self) -> list[str]:
+        """A line per metric over the trials (P50, max) and a line per check."""
+        def fmt(name, x):
+            if name == "loss":
+                return f"{x * 100:.2f}%"
+            if name in ("resets", "conn_fail"):
+                return f"{x:.0f}"
+            return "inf" if math.isinf(x) else f"{x * 1e3:.1f} ms"
+        lines = [f"{self.action}: {len(self.trials)} trials, window {self.window:.2f} s"
+                 + (" (emulated)" if self.emulated else "") + f": {self.description}"]
+        for name in (*metrics.SERIES, "rtt_before", "rtt_during"):
+            v = self.series(name)
+            v = v[~np.isnan(v)]
+            if len(v):
+                lines.append(f"  {name}: P50 {fmt(name, float(np.median(v)))}, max {fmt(name, float(v.max()))}"
+                             f" (per trial: {', '.join(fmt(name, float(x)) for x in v)})")
+        return lines + [c.line() for c in self.checks]
+
+    def numbers(self, confidence: float) -> dict:
+        """What studies.json keeps: each trial's marks and metrics, each statistic as [value, lo, hi, n]."""
+        def num(x):
+            return float(x) if math.isfinite(x) else str(x)
+        return {"action": self.action, "emulated": self.emulated, "window_s": self.window,
+                "intervals_s": {"udp": UDP_INTERVAL_S, "held": HELD_INTERVAL_S, "new": NEW_INTERVAL_S},
+                "trials": [{"t0_ns": t.t0_ns, "marks": t.marks, **{k: num(v) for k, v in t.values.items()}}
+                           for t in self.trials],
+                "estimates": {k: [num(e.value), num(e.lo), num(e.hi), e.n] for k, e in self.estimates(confidence).items()}}
+
+
+def probe_specs(host: str, ports: dict, span_s: float) -> dict:
+    """Probe name -> ProbeSpec covering ``span_s`` s: udp, held-<i>, new (module doc)."""
+    def spec(protocol, port, interval, **kw):
+        return ProbeSpec(protocol, host, port, count=math.ceil(span_s / interval), interval=interval,
+                         req_bytes=REQ_BYTES, resp_bytes=REQ_BYTES, wait=WAIT_S, **kw)
+    out = {"udp": spec("udp", ports["udp"], UDP_INTERVAL_S)}
+    for i in range(HELD):
+        out[f"held-{i}"] = spec("tcp-rr", ports["tcp"], HELD_INTERVAL_S)
+    out["new"] = spec("tcp-crr", ports["tcp"], NEW_INTERVAL_S, give_up=enforcement.GIVE_UP_S)
+    return out
+
+
+def run(cluster, client, server, ports: dict, action, trials: int, host: str | None = None) -> Study:
+    """``trials`` runs of ``action`` (``netslo.providers.disruption.Action``) while the probes run from
+    ``client`` to ``server`` (its responders' ``ports``; ``host``: the address to send to, default the
+    server pod's IP)."""
+    if trials < 1:
+        raise ValueError(f"trials: value {trials!r} — expected >= 1")
+    cluster.exec_agent(client, ["probe", "--help"], timeout=60.0)   # the probes imported before the lead-in
+    span = LEAD_IN_S + trials * (BEFORE_S + action.window) * 1.1 + TAIL_S
+    specs = probe_specs(host or server.ip, ports, span)
+    box: dict = {}
+
+    def probe(name, spec):
+        try:
+            box[name] = cluster.probe(client, spec)
+        except BaseException as e:   # handed to the caller below
+            box[f"error:{name}"] = e
+
+    threads = [threading.Thread(target=probe, args=(n, s), name=f"disruption-{n}", daemon=True) for n, s in specs.items()]
+    for t in threads:
+        t.start()
+    done: list[Trial] = []
+    try:
+        time.sleep(LEAD_IN_S)
+        for _ in range(trials):
+            time.sleep(BEFORE_S)
+            t0 = time.monotonic_ns()
+            marks = action.run() or {}
+            done.append(Trial(t0, marks))
+            time.sleep(max(0.0, action.window - (time.monotonic_ns() - t0) * 1e-9))
+    finally:
+        for t in threads:
+            t.join(timeout=span + WAIT_S + 60)
+    errors = {k: v for k, v in box.items() if k.startswith("error:")}
+    if errors:
+        name, e = next(iter(errors.items()))
+        raise InfrastructureError(f"the {name[6:]} probe of the disruption study failed: {e}") from e
+    if any(t.is_alive() for t in threads):
+        raise InfrastructureError("a probe of the disruption study did not end within its schedule")
+    samples = {k: box[k] for k in specs}
+    _covered(samples, done, action.window)
+    held = [samples[f"held-{i}"] for i in range(HELD)]
+    for t in done:
+        t.values = metrics.window(samples["udp"], held, samples["new"], t.t0_ns, action.window, BEFORE_S)
+    return Study(action.name, action.description, action.emulated, done, action.window, samples)
+
+
+def _covered(samples: dict, trials: list, window: float) -> None:
+    """InfrastructureError unless every probe sent before the first trial's t0 - BEFORE_S and after
+    the last trial's window: an outage must be measured, never a probe that was not running."""
+    first = trials[0].t0_ns - int(BEFORE_S * 1e9)
+    last = trials[-1].t0_ns + int(window * 1e9)
+    for name, s in samples.items():
+        send = s.rows["send_app_ns"]
+        send = send[send >= 0]
+        if len(send) == 0 or send.min() > first or send.max() < last:
+            raise InfrastructureError(
+                f"the {name} probe did not run through every trial (its sends "
+                + (f"{(send.min() - first) / 1e6:.0f} ms after the first trial's start, "
+                   f"{(last - send.max()) / 1e6:.0f} ms before the last one's end)" if len(send) else "are missing)")
+                + ": raise the lead-in")
