@@ -8,7 +8,9 @@ pod to the responder pod while an action is taken ``trials`` times; ``disruption
 * **Controls** (the probes see an outage they were given): the server pod's IPv4 packets dropped for
   200 ms and for 2 s, both ways and on the way back only. Each trial's outage must lie within one UDP
   send interval of the drop as it happened (the netlink calls that started and ended it, clock marks
-  on both sides) and in the right direction. No SLO: a control checks the instrument.
+  on both sides) and in the right direction. The reference is that drop, not its nominal length: the
+  sleep that holds it ends late on a loaded machine (a fresh-clone gate here, 2026-12-02: a "2 s" drop
+  held 2003.8-2005.9 ms by its marks, measured 2005.1 ms). No SLO: a control checks the instrument.
 * **Emulated agent restart** (the embedded provider; reports say *emulated*): the server node's routes
   to the other nodes' pod CIDRs deleted and programmed again, as an agent starting afresh does; judged
   against the ``disruption.*`` objective of the SLO file.
@@ -61,7 +63,6 @@ def test_disruption_control_measures_the_drop_it_was_given(netslo_cluster, netsl
         least = (m["off_start"] - m["on_end"]) * 1e-9 - step     # the drop held at least this long ...
         most = (m["off_end"] - m["on_start"]) * 1e-9 + step      # ... and at most this long
         assert least <= v["outage"] <= most, f"outage {v['outage'] * 1e3:.1f} ms outside [{least * 1e3:.1f}, {most * 1e3:.1f}] ms\n{text}"
-        assert abs(v["outage"] - seconds) <= step + (most - least - 2 * step), text
         lost_way, kept_way = ("outage_down", "outage_up") if direction == "down" else ("outage_up", "outage_down")
         assert least <= v[lost_way] <= most, f"{lost_way} {v[lost_way] * 1e3:.1f} ms\n{text}"
         if direction != "both":   # (both ways: the way back is seen only on requests that got through)

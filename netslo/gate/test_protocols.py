@@ -222,12 +222,20 @@ def test_exposure_hop_overheads(exposure_runs):
 
 @pytest.mark.parametrize("scenario", SWEEP, ids=label)
 def test_send_interval_sweep(request, netslo_measure, netslo_slo, scenario):  # noqa: F811
-    """A point's first batch is about 2 s of sending (``count_for``); while a check's CI straddles its
-    threshold it takes more, up to the SLO file's max_samples/samples ratio, as every scenario does
-    (8 requests at 1 s decided on the point estimate were a coin toss on a slow-regime VM)."""
+    """A point is about 2 s of sending (``count_for``). When a delay check of it was decided on the
+    point estimate (its CI straddles the threshold), the point is measured afresh with the SLO file's
+    max_samples/samples times as many requests and that run is judged: 8 requests at 1 s decided on
+    the point estimate were a coin toss on a slow-regime VM. A loss of 0 in 8 stays decided as before
+    (no number of requests a sweep affords bounds 0.5 %)."""
     first = count_for(scenario.interval)
-    s = netslo_slo.sampling
-    netslo_outcome = netslo_measure(scenario, first, max_count=first * -(-s.max_samples // s.samples))
+    netslo_outcome = netslo_measure(scenario, first)
+    straddled = [c for c in netslo_outcome.checks if c.by_point and slo_mod.unit_of(c.threshold.metric) == "s"]
+    if straddled:
+        s = netslo_slo.sampling
+        more = first * -(-s.max_samples // s.samples)
+        why = "; ".join(c.line() for c in straddled)
+        netslo_outcome = netslo_measure(scenario, more)
+        netslo_outcome.notes.append(f"re-measured with {more} requests: the first {first} decided {why}")
     REPORT.setdefault("sweep", {})[label(scenario)] = {
         "p50_s": netslo_outcome.analysis.metrics["rtt.p50"].value, "n": len(netslo_outcome.samples),
         "p99_s": netslo_outcome.analysis.metrics["rtt.p99"].value}

@@ -106,9 +106,6 @@ _STUDY_COUNT_RE = r"^((" + "|".join(m.replace(".", r"\.") for m in DISRUPTION_CO
 
 def trial_series(metric: str) -> str | None:
     """The trial series of a study metric ('disruption.outage' of 'disruption.outage.p50'), else None."""
-    series, _, stat = metric.partition(".")
-    if series in TRIAL_SERIES and stat in TRIAL_STATS:
-        return series
     for series in TRIAL_SERIES:
         if metric.startswith(series + ".") and metric[len(series) + 1:] in TRIAL_STATS:
             return series

@@ -110,6 +110,8 @@ class Study:
             return float(x) if math.isfinite(x) else str(x)
         return {"action": self.action, "emulated": self.emulated, "window_s": self.window,
                 "intervals_s": {"udp": UDP_INTERVAL_S, "held": HELD_INTERVAL_S, "new": NEW_INTERVAL_S},
+                # the held probes' own count of connections that died under them, over the whole study
+                "connections_lost": {k: s.meta.get("connections_lost") for k, s in self.samples.items() if k.startswith("held-")},
                 "trials": [{"t0_ns": t.t0_ns, "marks": t.marks, **{k: num(v) for k, v in t.values.items()}}
                            for t in self.trials],
                 "estimates": {k: [num(e.value), num(e.lo), num(e.hi), e.n] for k, e in self.estimates(confidence).items()}}

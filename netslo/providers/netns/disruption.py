@@ -31,6 +31,8 @@ SINK = "nsl-drop"        # the ifb device, down, that dropped packets are redire
 
 
 class NetnsDisruptions(Disruptions):
+    """The embedded provider's actions (module doc); what they put in place goes on ``close()``."""
+
     def __init__(self, cluster):
         self.cluster = cluster
         self._pods: set[str] = set()         # netns with a sink device (and maybe a clsact left)
