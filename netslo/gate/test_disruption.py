@@ -54,7 +54,7 @@ def _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions
 def test_disruption_control_measures_the_drop_it_was_given(netslo_cluster, netslo_client_for, netslo_responder,
                                                            netslo_disruptions, netslo_study_report, request,
                                                            name, trials):
-    seconds, direction = drop_spec(name)
+    _, seconds, direction = drop_spec(name)
     study = _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, "cross-node", name, trials)
     text = netslo_study_report(request.node.name, study.summary(), study.numbers(0.95))
     step = disruption.UDP_INTERVAL_S

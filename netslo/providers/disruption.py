@@ -39,16 +39,18 @@ class Action:
     emulated: bool = False
 
 
-def drop_spec(name: str) -> tuple[float, str]:
-    """(seconds, direction) of an action named 'drop-<duration>[-up|-down]', e.g. 'drop-200ms',
+def drop_spec(name: str) -> tuple[str, float, str]:
+    """(kind, seconds, direction) of an action named '<drop|partition>-<duration>[-up|-down]', e.g.
+    'drop-200ms' (the server pod's packets), 'partition-2s' (the server node's, on the underlay),
     'drop-2s-up'; SpecError naming the form otherwise."""
-    m = re.fullmatch(r"drop-([0-9]*\.?[0-9]+)(ms|s)(?:-(up|down))?", name)
+    m = re.fullmatch(r"(drop|partition)-([0-9]*\.?[0-9]+)(ms|s)(?:-(up|down))?", name)
     if not m:
-        raise SpecError("action", name, "drop-<duration in ms or s>[-up|-down], e.g. drop-200ms or drop-2s-up")
-    seconds = float(m.group(1)) * (1e-3 if m.group(2) == "ms" else 1.0)
+        raise SpecError("action", name, "drop-<duration in ms or s>[-up|-down] or partition-<duration>, "
+                        "e.g. drop-200ms, drop-2s-up, partition-1s")
+    seconds = float(m.group(2)) * (1e-3 if m.group(3) == "ms" else 1.0)
     if not 0.001 <= seconds <= 60:
-        raise SpecError("action", name, "a DROP of 1 ms to 60 s")
-    return seconds, m.group(3) or "both"
+        raise SpecError("action", name, "a drop or partition of 1 ms to 60 s")
+    return m.group(1), seconds, m.group(4) or "both"
 
 
 class Disruptions(contextlib.AbstractContextManager, abc.ABC):

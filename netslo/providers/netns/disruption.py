@@ -7,6 +7,8 @@
   deleted by netlink from this process (well under a millisecond each), so the true outage is known to
   about the send interval: the controls that show the probes measure an outage they were given.
   ARP and IPv6 pass.
+* ``partition-<duration>``: the same at the server node's eth0 (its underlay link): the node cut off
+  from the others, so cross-node paths lose their packets and same-node ones do not.
 * ``agent-restart`` (*emulated*): the server node's routes to the other nodes' pod CIDRs (and, on the
   vxlan datapath, its VXLAN FDB and neighbour entries) deleted and programmed again at once, the way
   a CNI agent that starts afresh re-programs its node. Same-node paths do not cross those routes.
@@ -35,7 +37,7 @@ class NetnsDisruptions(Disruptions):
 
     def __init__(self, cluster):
         self.cluster = cluster
-        self._pods: set[str] = set()         # netns with a sink device (and maybe a clsact left)
+        self._netns: set[str] = set()        # namespaces with a sink device (and maybe a clsact left)
         self._routes_out: list[int] = []     # nodes whose routes are deleted now
 
     def action(self, name: str, client: Pod, server: Pod) -> Action:
@@ -44,20 +46,23 @@ class NetnsDisruptions(Disruptions):
             return Action(name, lambda: self._reprogram(node), f"emulated: node {server.node}'s routes to the other "
                           "nodes' pod CIDRs deleted and programmed again (a CNI agent starting afresh)",
                           CLEAN_WINDOW_S, emulated=True)
-        seconds, direction = drop_spec(name)
-        return Action(name, lambda: self._drop(server, seconds, direction),
-                      f"IPv4 dropped {direction} at pod {server.name}'s eth0 for {seconds * 1e3:g} ms "
-                      "(tc u32 -> mirred to a down ifb)", seconds + CLEAN_WINDOW_S)
+        kind, seconds, direction = drop_spec(name)
+        if kind == "partition":   # the server node cut off the underlay: cross-node paths, not same-node
+            ns, where = self.cluster.node_netns(server.node), f"node {server.node}'s underlay eth0"
+        else:
+            ns, where = self.cluster.netns_of(server), f"pod {server.name}'s eth0"
+        return Action(name, lambda: self._drop(ns, seconds, direction),
+                      f"IPv4 dropped {direction} at {where} for {seconds * 1e3:g} ms (tc u32 -> mirred to a down ifb)",
+                      seconds + CLEAN_WINDOW_S)
 
-    def _drop(self, server: Pod, seconds: float, direction: str) -> dict:
-        ns = self.cluster.netns_of(server)
+    def _drop(self, ns: str, seconds: float, direction: str) -> dict:
         parents = {"both": (CLSACT_INGRESS, CLSACT_EGRESS), "up": (CLSACT_INGRESS,), "down": (CLSACT_EGRESS,)}[direction]
         try:
             with netns_access.rtnl(ns) as ipr:
                 eth = ipr.link_lookup(ifname="eth0")[0]
                 if not ipr.link_lookup(ifname=SINK):
                     ipr.link("add", ifname=SINK, kind="ifb")     # stays down: what it is given is dropped
-                self._pods.add(ns)
+                self._netns.add(ns)
                 sink = ipr.link_lookup(ifname=SINK)[0]
                 marks = {"on_start": time.monotonic_ns()}
                 ipr.tc("add", "clsact", eth)
@@ -72,7 +77,7 @@ class NetnsDisruptions(Disruptions):
                 marks["off_end"] = time.monotonic_ns()
         except NetlinkError as e:
             self.close()
-            raise InfrastructureError(f"DROP in pod {server.name} ({ns}): tc failed: {e}") from None
+            raise InfrastructureError(f"DROP in {ns}: tc failed: {e}") from None
         return marks
 
     def _reprogram(self, node: int) -> dict:
@@ -88,7 +93,7 @@ class NetnsDisruptions(Disruptions):
 
     def close(self) -> None:
         """Remove the drop qdiscs and sink devices, and program the routes an interrupted action left out."""
-        for ns in list(self._pods):
+        for ns in list(self._netns):
             try:
                 with netns_access.rtnl(ns) as ipr:
                     eth = ipr.link_lookup(ifname="eth0")[0]
@@ -100,7 +105,7 @@ class NetnsDisruptions(Disruptions):
                         ipr.link("del", index=idx)
             except (OSError, NetlinkError, IndexError):
                 pass   # its namespace went with the cluster
-            self._pods.discard(ns)
+            self._netns.discard(ns)
         for node in list(self._routes_out):
             with netns_access.rtnl(self.cluster.node_netns(self.cluster.nodes[node])) as ipr:
                 self.cluster.program_node_routes(ipr, node, "add")

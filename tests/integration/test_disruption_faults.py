@@ -1,0 +1,101 @@
+"""Faults under the disruption study, on the embedded pod network (real kernel, real processes): each
+ends as the right result within the bound its ``timeout`` mark sets (pytest-timeout fails a test that
+hangs past it), never as a hang and never as a clean run.
+
+* a partition of the server's node (its underlay link dropped for 1 s) is measured loss on the
+  cross-node path, within the drop's own clock marks, and nothing on the same-node path;
+* the client's agent killed under the study (every process in its namespace, SIGKILL) is an
+  InfrastructureError naming the probe that failed;
+* the server's responders killed (the endpoint gone) is measured: an outage to the window's end, every
+  held connection reset, new connections failing;
+* the server's processes paused for 1 s (a frozen node) reads as a stall of the held connections, with
+  no connection reset.
+"""
+
+import math
+import os
+import signal
+import time
+
+import pytest
+
+from netslo.core.errors import InfrastructureError
+from netslo.providers.disruption import Action
+from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
+from netslo.studies import disruption
+
+STEP = disruption.UDP_INTERVAL_S
+
+
+@pytest.fixture
+def cl():
+    with NetnsCluster(nodes=2, datapath="bridge") as c:
+        server = c.add_pod("server", "node0")
+        cross, same = c.add_pod("client", "node1"), c.add_pod("client-same", "node0")
+        ports = c.start_responders(server, ("udp", "tcp"))
+        yield c, server, cross, same, ports
+
+
+def _signal(cluster, pod, sig) -> int:
+    pids = pids_in_netns(cluster.netns_of(pod))
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+    return len(pids)
+
+
+@pytest.mark.timeout(120)
+def test_a_partition_is_measured_loss_across_nodes_and_nothing_on_the_same_node(cl):
+    c, server, cross, same, ports = cl
+    with c.disruptions() as acts:
+        study = disruption.run(c, cross, server, ports, acts.action("partition-1s", cross, server), trials=2)
+        for t in study.trials:
+            m, v = t.marks, t.values
+            least, most = (m["off_start"] - m["on_end"]) * 1e-9 - STEP, (m["off_end"] - m["on_start"]) * 1e-9 + STEP
+            assert least <= v["outage"] <= most, (v, least, most)
+            assert v["loss"] > 0.3 and not math.isinf(v["recovery"]) and v["resets"] == 0, v
+        local = disruption.run(c, same, server, ports, acts.action("partition-1s", same, server), trials=1)
+    assert local.trials[0].values["outage"] == 0.0, local.summary()
+
+
+@pytest.mark.timeout(120)
+def test_the_clients_agent_killed_under_the_study_is_an_infrastructure_error_naming_the_probe(cl):
+    c, server, cross, _, ports = cl
+    killed = []
+    kill = Action("kill-client-agent", lambda: killed.append(_signal(c, cross, signal.SIGKILL)) or {},
+                  "every process in the client pod's namespace killed", window=1.0)
+    with pytest.raises(InfrastructureError, match=r"the (udp|held-\d|new) probe of the disruption study failed: "):
+        disruption.run(c, cross, server, ports, kill, trials=1)
+    assert killed and killed[0] >= 1, "nothing was killed: the test did not test"
+
+
+@pytest.mark.timeout(120)
+def test_a_server_whose_responders_died_is_an_endless_outage_with_every_held_connection_reset(cl):
+    c, server, cross, _, ports = cl
+    gone = Action("kill-server", lambda: {"killed": _signal(c, server, signal.SIGKILL)},
+                  "every process in the server pod's namespace killed", window=1.5)
+    study = disruption.run(c, cross, server, ports, gone, trials=1)
+    v = study.trials[0].values
+    assert study.trials[0].marks["killed"] >= 1
+    assert math.isinf(v["outage"]) and math.isinf(v["recovery"]), study.summary()
+    assert v["resets"] == disruption.HELD and v["conn_fail"] >= 100, study.summary()
+
+
+@pytest.mark.timeout(120)
+def test_a_paused_server_reads_as_a_stall_of_the_held_connections_not_a_reset(cl):
+    c, server, cross, _, ports = cl
+
+    def pause():
+        marks = {"paused": _signal(c, server, signal.SIGSTOP), "on_end": time.monotonic_ns()}
+        time.sleep(1.0)
+        marks["off_start"] = time.monotonic_ns()
+        _signal(c, server, signal.SIGCONT)
+        return marks
+
+    study = disruption.run(c, cross, server, ports, Action("pause-server", pause, "server paused 1 s", 2.5), trials=1)
+    v, m = study.trials[0].values, study.trials[0].marks
+    assert m["paused"] >= 1
+    assert v["stall"] >= (m["off_start"] - m["on_end"]) * 1e-9 - 0.05, study.summary()
+    assert v["resets"] == 0, study.summary()
