@@ -26,9 +26,12 @@ import math
 
 import pytest
 
+from netslo.gate.plugin.dns import netslo_dns_server  # noqa: F401  (fixture)
 from netslo.gate.plugin.studies import study_thresholds
 from netslo.providers.disruption import drop_spec
 from netslo.studies import disruption
+from netslo.traffic.probes import ProbeSpec
+from netslo.traffic.probes.dns import DnsOptions
 
 pytestmark = [pytest.mark.cni, pytest.mark.emulation]
 
@@ -43,19 +46,27 @@ def netslo_disruptions(netslo_cluster):
         yield acts
 
 
-def _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, placement, name, trials):
+@pytest.fixture(scope="module")
+def netslo_disruption_dns(netslo_dns_server):
+    """The DNS lookups of the study: the embedded provider's emulated responder, asked the server's name."""
+    return ProbeSpec("dns", netslo_dns_server.pod.ip, netslo_dns_server.ports["dns"],
+                     dns=DnsOptions(name="server.netslo.svc.cluster.local"))
+
+
+def _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, dns, placement, name, trials):
     server, ports = netslo_responder
     client = netslo_client_for(placement)
     action = netslo_disruptions.action(name, client, server)
-    return disruption.run(netslo_cluster, client, server, ports, action, trials)
+    return disruption.run(netslo_cluster, client, server, ports, action, trials, dns=dns)
 
 
 @pytest.mark.parametrize("name, trials", CONTROLS, ids=[c[0] for c in CONTROLS])
 def test_disruption_control_measures_the_drop_it_was_given(netslo_cluster, netslo_client_for, netslo_responder,
-                                                           netslo_disruptions, netslo_study_report, request,
-                                                           name, trials):
+                                                           netslo_disruptions, netslo_disruption_dns, netslo_study_report,
+                                                           request, name, trials):
     _, seconds, direction = drop_spec(name)
-    study = _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, "cross-node", name, trials)
+    study = _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, netslo_disruption_dns,
+                 "cross-node", name, trials)
     text = netslo_study_report(request.node.name, study.summary(), study.numbers(0.95))
     step = disruption.UDP_INTERVAL_S
     for t in study.trials:
@@ -70,17 +81,18 @@ def test_disruption_control_measures_the_drop_it_was_given(netslo_cluster, netsl
         assert v["recovery"] >= least and not math.isinf(v["recovery"]), text
         assert v["stall"] >= least, f"the held connections waited {v['stall'] * 1e3:.1f} ms, less than the drop\n{text}"
         assert v["conn_fail"] >= 1, f"no new connection failed during a {seconds * 1e3:g} ms drop\n{text}"
+        assert v["dns_timeouts"] >= 1, f"no DNS lookup timed out during a {seconds * 1e3:g} ms drop\n{text}"
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.slo_labels(study="disruption", protocol="udp", profile="agent-restart")
 def test_disruption_slo_agent_restart(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions,
-                                      netslo_slo, netslo_study_report, request, placement):
+                                      netslo_disruption_dns, netslo_slo, netslo_study_report, request, placement):
     labels = {"study": "disruption", "placement": placement, "protocol": "udp", "profile": "agent-restart"}
     ths = study_thresholds(netslo_slo, netslo_cluster, labels, "disruption.*")
     trials = max(t.trials for t in ths)
-    study = _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, placement,
-                 "agent-restart", trials)
+    study = _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, netslo_disruption_dns,
+                 placement, "agent-restart", trials)
     study.judge(ths, netslo_slo.sampling.confidence)
     text = netslo_study_report(request.node.name, study.summary(), study.numbers(netslo_slo.sampling.confidence))
     assert study.checks and not study.failed, "disruption SLO not met:\n" + text

@@ -82,7 +82,7 @@ GATE_ALL, GATE_SELECTED_ONLY = "all", "selected-only"
 DISRUPTION_DURATIONS = ("disruption.outage", "disruption.outage_up", "disruption.outage_down",
                         "disruption.recovery", "disruption.stall")
 DISRUPTION_FRACTIONS = ("disruption.loss",)
-DISRUPTION_COUNTS = ("disruption.resets", "disruption.conn_fail")
+DISRUPTION_COUNTS = ("disruption.resets", "disruption.conn_fail", "disruption.dns_timeouts")
 TRIAL_SERIES = ("policy_enforce", "policy_allow", "svc_program", "svc_endpoint",
                 *DISRUPTION_DURATIONS, *DISRUPTION_FRACTIONS, *DISRUPTION_COUNTS)
 TRIAL_STATS = ("min", "p50", "p90", "p99", "p99.9", "max")

@@ -24,6 +24,8 @@ only requests sent in it count. Resolution: each probe's send interval.
   live connection: a lost request means the connection died (reset, closed) under it.
 * ``conn_fail`` (count): new connections (one request each) sent in the window and not answered:
   refused, reset, or given up after the probe's ``give_up``.
+* ``dns_timeouts`` (count): DNS lookups sent in the window that were not answered at their first
+  send (a query send expired and was resent, or no answer came); NaN without a DNS probe.
 * ``rtt_before`` / ``rtt_during`` (s): P50 RTT of the UDP requests answered in the ``before`` s
   before t0, and from t0 until recovery (the whole window if it did not recover).
 """
@@ -34,10 +36,11 @@ import math
 
 import numpy as np
 
+from netslo.stats import dns as dns_stats
 from netslo.stats.samples import SampleSet
 
 CLEAN_S = 1.0     # a clean second: this long without an unanswered request
-SERIES = ("outage", "outage_up", "outage_down", "loss", "recovery", "stall", "resets", "conn_fail")
+SERIES = ("outage", "outage_up", "outage_down", "loss", "recovery", "stall", "resets", "conn_fail", "dns_timeouts")
 
 
 def _ordered(samples: SampleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -85,7 +88,7 @@ def recovery(send_ns: np.ndarray, lost: np.ndarray, t0_ns: int, clean_s: float =
 
 
 def window(udp: SampleSet, held: list[SampleSet], new: SampleSet | None, t0_ns: int, window_s: float,
-           before_s: float) -> dict:
+           before_s: float, dns: SampleSet | None = None) -> dict:
     """The metrics (module doc) of the window ``[t0_ns, t0_ns + window_s)``; ``before_s``: the span
     before t0 whose RTT is ``rtt_before``. Durations in s, loss a fraction, counts whole numbers."""
     end_ns = t0_ns + int(window_s * 1e9)
@@ -122,4 +125,12 @@ def window(udp: SampleSet, held: list[SampleSet], new: SampleSet | None, t0_ns: 
         ns, ng, _, _ = _ordered(new)
         a, b = np.searchsorted(ns, [t0_ns, end_ns])
         out["conn_fail"] = float((~ng[a:b]).sum())
+    if dns is not None:
+        r = dns.rows
+        hit = r["recv_ns"] < 0
+        resent = dns_stats.retried(dns.meta.get("per_row", {}), len(r))
+        if resent is not None:
+            hit = hit | resent
+        sent = r["send_app_ns"]
+        out["dns_timeouts"] = float((hit & (sent >= t0_ns) & (sent < end_ns)).sum())
     return out

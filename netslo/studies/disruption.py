@@ -7,7 +7,9 @@ For the whole study four kinds of traffic run from one client pod to one server 
 * ``HELD`` established TCP connections (tcp-rr, one request every ``HELD_INTERVAL_S`` each): resets and
   the longest stall;
 * new connections (tcp-crr, one every ``NEW_INTERVAL_S``, each given up after
-  ``enforcement.GIVE_UP_S``): connection failures.
+  ``enforcement.GIVE_UP_S``): connection failures;
+* with a DNS server given, DNS lookups (the ``dns`` probe, one every ``DNS_INTERVAL_S``): lookups that
+  timed out.
 
 The probes start together; after ``lead_in`` s, each trial waits ``BEFORE_S`` (the RTT before), takes
 t0 (CLOCK_MONOTONIC here, the probes' clock on this kernel), runs the action and waits until its
@@ -20,6 +22,7 @@ ended early, failed) is an InfrastructureError, never a measured outage.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -38,6 +41,7 @@ UDP_INTERVAL_S = 0.001
 HELD = 3
 HELD_INTERVAL_S = 0.020
 NEW_INTERVAL_S = 0.010
+DNS_INTERVAL_S = 0.020
 REQ_BYTES = 64
 BEFORE_S = 0.5          # s of steady traffic before each action (rtt_before)
 LEAD_IN_S = 0.5         # s from the probes' start to the first trial's BEFORE_S
@@ -91,7 +95,7 @@ class Study:
         def fmt(name, x):
             if name == "loss":
                 return f"{x * 100:.2f}%"
-            if name in ("resets", "conn_fail"):
+            if name in ("resets", "conn_fail", "dns_timeouts"):
                 return f"{x:.0f}"
             return "inf" if math.isinf(x) else f"{x * 1e3:.1f} ms"
         lines = [f"{self.action}: {len(self.trials)} trials, window {self.window:.2f} s"
@@ -109,7 +113,7 @@ class Study:
         def num(x):
             return float(x) if math.isfinite(x) else str(x)
         return {"action": self.action, "emulated": self.emulated, "window_s": self.window,
-                "intervals_s": {"udp": UDP_INTERVAL_S, "held": HELD_INTERVAL_S, "new": NEW_INTERVAL_S},
+                "intervals_s": {"udp": UDP_INTERVAL_S, "held": HELD_INTERVAL_S, "new": NEW_INTERVAL_S, "dns": DNS_INTERVAL_S},
                 # the held probes' own count of connections that died under them, over the whole study
                 "connections_lost": {k: s.meta.get("connections_lost") for k, s in self.samples.items() if k.startswith("held-")},
                 "trials": [{"t0_ns": t.t0_ns, "marks": t.marks, **{k: num(v) for k, v in t.values.items()}}
@@ -117,8 +121,9 @@ class Study:
                 "estimates": {k: [num(e.value), num(e.lo), num(e.hi), e.n] for k, e in self.estimates(confidence).items()}}
 
 
-def probe_specs(host: str, ports: dict, span_s: float) -> dict:
-    """Probe name -> ProbeSpec covering ``span_s`` s: udp, held-<i>, new (module doc)."""
+def probe_specs(host: str, ports: dict, span_s: float, dns: ProbeSpec | None = None) -> dict:
+    """Probe name -> ProbeSpec covering ``span_s`` s: udp, held-<i>, new, and dns from the template
+    ``dns`` (its target and lookup options) when given (module doc)."""
     def spec(protocol, port, interval, **kw):
         return ProbeSpec(protocol, host, port, count=math.ceil(span_s / interval), interval=interval,
                          req_bytes=REQ_BYTES, resp_bytes=REQ_BYTES, wait=WAIT_S, **kw)
@@ -126,18 +131,23 @@ def probe_specs(host: str, ports: dict, span_s: float) -> dict:
     for i in range(HELD):
         out[f"held-{i}"] = spec("tcp-rr", ports["tcp"], HELD_INTERVAL_S)
     out["new"] = spec("tcp-crr", ports["tcp"], NEW_INTERVAL_S, give_up=enforcement.GIVE_UP_S)
+    if dns is not None:
+        out["dns"] = dataclasses.replace(dns, count=math.ceil(span_s / DNS_INTERVAL_S), interval=DNS_INTERVAL_S,
+                                         wait=max(WAIT_S, dns.dns.longest_s() if dns.dns else 0.0))
     return out
 
 
-def run(cluster, client, server, ports: dict, action, trials: int, host: str | None = None) -> Study:
+def run(cluster, client, server, ports: dict, action, trials: int, host: str | None = None,
+        dns: ProbeSpec | None = None) -> Study:
     """``trials`` runs of ``action`` (``netslo.providers.disruption.Action``) while the probes run from
     ``client`` to ``server`` (its responders' ``ports``; ``host``: the address to send to, default the
-    server pod's IP)."""
+    server pod's IP); ``dns``: a dns ProbeSpec naming the DNS server and what to ask (count and
+    interval are the study's), or None for no lookups."""
     if trials < 1:
         raise ValueError(f"trials: value {trials!r} — expected >= 1")
     cluster.exec_agent(client, ["probe", "--help"], timeout=60.0)   # the probes imported before the lead-in
     span = LEAD_IN_S + trials * (BEFORE_S + action.window) * 1.1 + TAIL_S
-    specs = probe_specs(host or server.ip, ports, span)
+    specs = probe_specs(host or server.ip, ports, span, dns)
     box: dict = {}
 
     def probe(name, spec):
@@ -171,7 +181,8 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
     _covered(samples, done, action.window)
     held = [samples[f"held-{i}"] for i in range(HELD)]
     for t in done:
-        t.values = metrics.window(samples["udp"], held, samples["new"], t.t0_ns, action.window, BEFORE_S)
+        t.values = metrics.window(samples["udp"], held, samples["new"], t.t0_ns, action.window, BEFORE_S,
+                                  samples.get("dns"))
     return Study(action.name, action.description, action.emulated, done, action.window, samples)
 
 

@@ -83,6 +83,18 @@ def test_held_connections_give_the_longest_stall_and_count_a_connection_that_los
     assert v["stall"] == pytest.approx(3.140) and v["resets"] == 1.0 and v["conn_fail"] == 20.0
 
 
+def test_dns_lookups_that_were_resent_or_not_answered_in_the_window_are_its_timeouts():
+    udp = _probe(3000, 1.0)
+    dns = _probe(150, 20.0, lost=[80])                       # 80: no answer; 60 and 61: answered after a resend
+    n = len(dns.rows)
+    dns.meta["per_row"] = {"dns_timeouts_a": [1 if i in (60, 61) else 0 for i in range(n)],
+                           "dns_timeouts_aaaa": [1 if i == 61 else 0 for i in range(n)]}
+    v = d.window(udp, [], None, t0_ns=1000 * MS, window_s=1.9, before_s=0.5, dns=dns)
+    assert v["dns_timeouts"] == 3.0
+    assert d.window(udp, [], None, t0_ns=1000 * MS, window_s=0.1, before_s=0.5, dns=dns)["dns_timeouts"] == 0.0
+    assert "dns_timeouts" not in d.window(udp, [], None, t0_ns=1000 * MS, window_s=1.9, before_s=0.5)
+
+
 def test_no_request_in_the_window_is_an_error_not_a_zero():
     with pytest.raises(ValueError, match="no UDP request sent"):
         d.window(_probe(100, 1.0), [], None, t0_ns=1000 * MS, window_s=1.0, before_s=0.5)
