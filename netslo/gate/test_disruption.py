@@ -11,13 +11,13 @@ pod to the responder pod while an action is taken ``trials`` times; ``disruption
   on both sides) and in the right direction. The reference is that drop, not its nominal length: the
   sleep that holds it ends late on a loaded machine (a fresh-clone gate here, 2026-12-02: a "2 s" drop
   held 2003.8-2005.9 ms by its marks, measured 2005.1 ms). No SLO: a control checks the instrument.
-* **Emulated agent restart** (the embedded provider; reports say *emulated*): the server node's routes
-  to the other nodes' pod CIDRs deleted and programmed again, as an agent starting afresh does; judged
-  against the ``disruption.*`` objective of the SLO file.
+* **Agent restart**: on the embedded provider *emulated* (the server node's routes to the other nodes'
+  pod CIDRs deleted and programmed again, as an agent starting afresh does); on kind, minikube and
+  existing clusters the CNI agent pod on the server's node deleted until its successor is Ready
+  (``netslo.providers.kube.disruption``; marker ``rollout``: there only with ``--netslo-disruption``).
+  Judged against the ``disruption.*`` objective of the SLO file.
 
-The actions are the embedded provider's (``netslo.providers.netns.disruption``); on kind, minikube and
-existing clusters the module is deselected (marker ``emulation``) until their actions (a CNI agent pod
-deleted, a DaemonSet rolled, a node drained) exist.
+The controls are the embedded provider's (marker ``emulation``: deselected elsewhere).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from netslo.gate.plugin.studies import study_thresholds
 from netslo.providers.disruption import drop_spec
 from netslo.studies import disruption
 from netslo.traffic.probes import ProbeSpec
-from netslo.traffic.probes.dns import DnsOptions
+from netslo.traffic.probes.dns import DNS_PORT, RESOLV_CONF, DnsOptions
 
-pytestmark = [pytest.mark.cni, pytest.mark.emulation]
+pytestmark = pytest.mark.cni
 
 # (action, trials): 3 trials of each control are enough to show it; 2 of the 2 s one (4 s each)
 CONTROLS = [("drop-200ms", 3), ("drop-200ms-down", 3), ("drop-2s", 2)]
@@ -48,7 +48,10 @@ def netslo_disruptions(netslo_cluster):
 
 @pytest.fixture(scope="module")
 def netslo_disruption_dns(netslo_dns_server):
-    """The DNS lookups of the study: the embedded provider's emulated responder, asked the server's name."""
+    """The DNS lookups of the study: the cluster's DNS (the client pod's resolv.conf) asked for the
+    kubernetes Service; on the embedded provider its emulated responder, asked the server's name."""
+    if netslo_dns_server.cluster_dns:
+        return ProbeSpec("dns", RESOLV_CONF, DNS_PORT, dns=DnsOptions(name="kubernetes.default.svc.cluster.local."))
     return ProbeSpec("dns", netslo_dns_server.pod.ip, netslo_dns_server.ports["dns"],
                      dns=DnsOptions(name="server.netslo.svc.cluster.local"))
 
@@ -60,6 +63,7 @@ def _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions
     return disruption.run(netslo_cluster, client, server, ports, action, trials, dns=dns)
 
 
+@pytest.mark.emulation
 @pytest.mark.parametrize("name, trials", CONTROLS, ids=[c[0] for c in CONTROLS])
 def test_disruption_control_measures_the_drop_it_was_given(netslo_cluster, netslo_client_for, netslo_responder,
                                                            netslo_disruptions, netslo_disruption_dns, netslo_study_report,
@@ -84,6 +88,7 @@ def test_disruption_control_measures_the_drop_it_was_given(netslo_cluster, netsl
         assert v["dns_timeouts"] >= 1, f"no DNS lookup timed out during a {seconds * 1e3:g} ms drop\n{text}"
 
 
+@pytest.mark.rollout
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.slo_labels(study="disruption", protocol="udp", profile="agent-restart")
 def test_disruption_slo_agent_restart(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions,

@@ -167,6 +167,10 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
             t0 = time.monotonic_ns()
             marks = action.run() or {}
             done.append(Trial(t0, marks))
+            took = (time.monotonic_ns() - t0) * 1e-9
+            if took > action.window:   # its window ended before it did: what it did is not all in it
+                raise InfrastructureError(f"action {action.name} took {took:.1f} s, longer than its "
+                                          f"{action.window:g} s window (trial {len(done)})")
             time.sleep(max(0.0, action.window - (time.monotonic_ns() - t0) * 1e-9))
     finally:
         for t in threads:

@@ -9,7 +9,8 @@ hangs past it), never as a hang and never as a clean run.
 * the server's responders killed (the endpoint gone) is measured: an outage to the window's end, every
   held connection reset, new connections failing;
 * the server's processes paused for 1 s (a frozen node) reads as a stall of the held connections, with
-  no connection reset.
+  no connection reset;
+* an action that takes longer than its window is an InfrastructureError, not a shorter outage.
 """
 
 import math
@@ -99,3 +100,11 @@ def test_a_paused_server_reads_as_a_stall_of_the_held_connections_not_a_reset(cl
     assert m["paused"] >= 1
     assert v["stall"] >= (m["off_start"] - m["on_end"]) * 1e-9 - 0.05, study.summary()
     assert v["resets"] == 0, study.summary()
+
+
+@pytest.mark.timeout(120)
+def test_an_action_that_overruns_its_window_is_an_infrastructure_error_not_a_shorter_outage(cl):
+    c, server, cross, _, ports = cl
+    slow = Action("slow", lambda: time.sleep(1.5) or {}, "sleeps past its window", window=1.0)
+    with pytest.raises(InfrastructureError, match=r"action slow took 1\.\d s, longer than its 1 s window \(trial 1\)"):
+        disruption.run(c, cross, server, ports, slow, trials=2)

@@ -38,3 +38,22 @@ def test_with_the_option_or_on_the_embedded_provider_they_run():
 def test_the_gate_marks_its_policy_cost_study():
     marks = [m.name for m in test_policy.test_policy_datapath_cost.pytestmark]
     assert "scale" in marks and "emulation" not in marks
+
+
+def test_rollout_studies_run_on_a_real_cluster_only_with_netslo_disruption():
+    items = [Item(name="test_disruption_slo_agent_restart[cross-node]", marks={"cni", "rollout"}),
+             Item(name="test_latency_slo", marks={"cni"})]
+    dropped, lines = collect(studies, SimpleNamespace(provider="kind"), items)
+    assert [i.name for i in dropped] == ["test_disruption_slo_agent_restart[cross-node]"]
+    assert len(lines) == 1 and "rollout studies deselected on provider kind (run them with --netslo-disruption" in lines[0]
+    for provider, cli in (("kind", {"--netslo-disruption": True}), ("netns", {})):
+        items = [Item(name="test_disruption_slo_agent_restart[cross-node]", marks={"cni", "rollout"})]
+        dropped, lines = collect(studies, SimpleNamespace(provider=provider), items, cli)
+        assert len(items) == 1 and not dropped and not lines
+
+
+def test_the_gate_marks_its_agent_restart_as_rollout_and_its_controls_as_emulation():
+    from netslo.gate import test_disruption
+    restart = [m.name for m in test_disruption.test_disruption_slo_agent_restart.pytestmark]
+    controls = [m.name for m in test_disruption.test_disruption_control_measures_the_drop_it_was_given.pytestmark]
+    assert "rollout" in restart and "emulation" not in restart and "emulation" in controls

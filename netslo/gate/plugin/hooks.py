@@ -48,6 +48,8 @@ MARKERS = (
     "scenario is judged by; with gate: selected-only in the SLO file, no objective selecting them deselects it",
     "scale: an at-scale study (1000 NetworkPolicy objects, minutes on a real cluster); on kind, minikube and "
     "existing it runs only with --netslo-scale",
+    "rollout: a disruption study that restarts cluster components (a CNI agent pod: minutes on a real "
+    "cluster); on kind, minikube and existing it runs only with --netslo-disruption",
 )
 GROUP = ("netslo", "netslo: network SLO gate")
 
@@ -104,6 +106,9 @@ def pytest_addoption(parser):
     g.addoption("--netslo-scale", action="store_true",
                 help="real clusters: also run the at-scale studies (marker scale: NetworkPolicy data-path cost "
                      "with 0/100/1000 policies; minutes); the embedded provider always runs them")
+    g.addoption("--netslo-disruption", action="store_true",
+                help="real clusters: also run the disruption studies that restart cluster components (marker "
+                     "rollout: the CNI agent on the server's node, 5 trials of up to 45 s per placement)")
     g.addoption("--netslo-kubeconfig", default=None,
                 help="existing: kubeconfig (default $NETSLO_KUBECONFIG/$KUBECONFIG)")
     g.addoption("--netslo-context", default=None, help="existing: kubeconfig context")

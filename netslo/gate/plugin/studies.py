@@ -36,13 +36,20 @@ def netslo_study_report(pytestconfig):
 
 def pytest_collection_modifyitems(session, config, items):
     """On a real cluster the tests marked ``scale`` run only with ``--netslo-scale`` (they make and
-    remove thousands of API objects and wait for the CNI to program them: minutes); otherwise they
+    remove thousands of API objects and wait for the CNI to program them: minutes), those marked
+    ``rollout`` only with ``--netslo-disruption`` (they restart cluster components); otherwise they
     are deselected and the terminal summary names them."""
-    if OPTIONS not in config.stash or config.stash[OPTIONS].provider == "netns" or config.getoption("--netslo-scale"):
+    if OPTIONS not in config.stash or config.stash[OPTIONS].provider == "netns":
         return
-    deselect(config, items, [i for i in items if i.get_closest_marker("scale") is not None],
-             f"at-scale studies deselected on provider {config.stash[OPTIONS].provider} (run them with "
-             f"--netslo-scale: they make up to 1000 NetworkPolicy objects and wait for the CNI to program each change)")
+    provider = config.stash[OPTIONS].provider
+    if not config.getoption("--netslo-scale"):
+        deselect(config, items, [i for i in items if i.get_closest_marker("scale") is not None],
+                 f"at-scale studies deselected on provider {provider} (run them with --netslo-scale: they make "
+                 f"up to 1000 NetworkPolicy objects and wait for the CNI to program each change)")
+    if not config.getoption("--netslo-disruption"):
+        deselect(config, items, [i for i in items if i.get_closest_marker("rollout") is not None],
+                 f"rollout studies deselected on provider {provider} (run them with --netslo-disruption: they "
+                 f"restart the CNI agent on a node, 5 times per placement)")
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -450,6 +450,11 @@ class KubeCluster(Cluster):
         except InfrastructureError:   # not all ready yet (a replica may never be): one is enough to go on
             return wait_endpoints(self.api, *DNS_SERVICE, component, max(timeout - (time.monotonic() - t0), 1.0))
 
+    def disruptions(self):
+        """CNI agent and kube-proxy restarts through the API (``netslo.providers.kube.disruption``)."""
+        from netslo.providers.kube.disruption import KubeDisruptions
+        return KubeDisruptions(self)
+
     def policies(self):
         """networking.k8s.io/v1 NetworkPolicy objects, enforced by the CNI (``kube_policy``)."""
         from netslo.providers.kube.policy import KubePolicies

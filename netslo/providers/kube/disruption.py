@@ -1,0 +1,79 @@
+"""Disruption actions on a real cluster (``netslo.providers.disruption``), through the Kubernetes API.
+
+* ``agent-restart``: the CNI agent pod on the server's node deleted (calico-node, cilium, antrea-agent:
+  the DaemonSet that names the cluster's CNI); the action ends when the DaemonSet's new pod on that
+  node is Ready (marks: ``on_start`` the delete, ``off_end`` the new pod seen Ready).
+* ``kube-proxy-restart``: the same for kube-proxy's pod on the server's node.
+
+A pod that does not come back Ready within ``READY_TIMEOUT_S`` is an InfrastructureError naming it and
+its last events. The trial's window is the action's expected length plus a clean stretch; an action that
+overruns its window is the study's InfrastructureError, never a shorter measured outage.
+"""
+
+from __future__ import annotations
+
+import time
+
+from netslo.core.errors import InfrastructureError, Unsupported
+from netslo.providers.base import Pod
+from netslo.providers.disruption import Action, Disruptions, drop_spec
+from netslo.providers.kube.wait import pod_ready_safe
+
+READY_TIMEOUT_S = 120.0
+POLL_S = 0.2
+# s from the delete to the end of a trial's window: the new pod's start and readiness (kind + Calico:
+# calico-node's startup probe and felix; kind + Cilium: the agent's BPF regeneration) and a clean stretch
+WINDOW_S = {"agent-restart": 45.0, "kube-proxy-restart": 20.0}
+AGENTS = {"calico": "calico-node", "cilium": "cilium", "antrea": "antrea-agent"}   # DaemonSet per CNI
+NAMESPACE = "kube-system"
+
+
+class KubeDisruptions(Disruptions):
+    """The agent and kube-proxy restarts of a ``KubeCluster`` (module doc)."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def action(self, name: str, client: Pod, server: Pod) -> Action:
+        if name == "agent-restart":
+            ds = AGENTS.get(self.cluster.datapath)
+            if ds is None:
+                raise Unsupported(f"no CNI agent DaemonSet known for datapath {self.cluster.datapath}", "provider")
+        elif name == "kube-proxy-restart":
+            ds = "kube-proxy"
+        else:
+            drop_spec(name)      # a name of a known form: one this provider cannot do yet
+            raise Unsupported(f"action {name} on provider {self.cluster.provider}: drops and partitions are "
+                              "the embedded provider's for now", "provider")
+        node = server.node
+        return Action(name, lambda: self._restart(ds, node), f"{NAMESPACE}/{ds} pod on node {node} deleted, "
+                      "until its successor is Ready", WINDOW_S[name])
+
+    def _pods(self, ds: str, node: str) -> list[dict]:
+        items, _ = self.cluster.api.list("pods", NAMESPACE, field_selector=f"spec.nodeName={node}")
+        return [p for p in items if any(o.get("kind") == "DaemonSet" and o.get("name") == ds
+                                        for o in p["metadata"].get("ownerReferences", []))]
+
+    def _restart(self, ds: str, node: str) -> dict:
+        old = self._pods(ds, node)
+        if not old:
+            raise InfrastructureError(f"no pod of DaemonSet {NAMESPACE}/{ds} on node {node}")
+        gone = {p["metadata"]["uid"] for p in old}
+        marks = {"on_start": time.monotonic_ns()}
+        for p in old:
+            self.cluster.api.delete("pods", p["metadata"]["name"], NAMESPACE)
+        marks["on_end"] = time.monotonic_ns()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            new = [p for p in self._pods(ds, node) if p["metadata"]["uid"] not in gone]
+            if new and all(pod_ready_safe(p) for p in new):
+                marks["off_start"] = marks["off_end"] = time.monotonic_ns()
+                marks["new_pod"] = new[0]["metadata"]["name"]
+                return marks
+            time.sleep(POLL_S)
+        events = self.cluster.api.events(NAMESPACE)
+        raise InfrastructureError(f"the {ds} pod on node {node} was not Ready again within {READY_TIMEOUT_S:.0f} s "
+                                  f"after its delete; events: {'; '.join(events) or 'none'}")
+
+    def close(self) -> None:
+        """Nothing to undo: a deleted pod's DaemonSet makes the next one."""
