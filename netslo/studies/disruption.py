@@ -44,7 +44,8 @@ NEW_INTERVAL_S = 0.010
 DNS_INTERVAL_S = 0.020
 REQ_BYTES = 64
 BEFORE_S = 0.5          # s of steady traffic before each action (rtt_before)
-LEAD_IN_S = 0.5         # s from the probes' start to the first trial's BEFORE_S
+LEAD_IN_S = 0.5         # s from the probes' start to the first trial's BEFORE_S, at least ...
+LEAD_IN_EXECS = 12      # ... and as long as this many agent execs (the warm-up's) one after another
 TAIL_S = 0.3
 WAIT_S = 1.0            # s the probes wait for answers after their last request
 
@@ -142,11 +143,31 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
     """``trials`` runs of ``action`` (``netslo.providers.disruption.Action``) while the probes run from
     ``client`` to ``server`` (its responders' ``ports``; ``host``: the address to send to, default the
     server pod's IP); ``dns``: a dns ProbeSpec naming the DNS server and what to ask (count and
-    interval are the study's), or None for no lookups."""
+    interval are the study's), or None for no lookups. A probe that began sending after the first
+    trial had started (a slow exec on a loaded cluster) makes the study run once more, with a lead-in
+    longer by 1.5 times its lateness; late again, it is an InfrastructureError."""
     if trials < 1:
         raise ValueError(f"trials: value {trials!r} — expected >= 1")
+    t = time.monotonic()
     cluster.exec_agent(client, ["probe", "--help"], timeout=60.0)   # the probes imported before the lead-in
-    span = LEAD_IN_S + trials * (BEFORE_S + action.window) * 1.1 + TAIL_S
+    # the probes start at once, each through its own exec: wait for as many as one after another
+    lead_in = max(LEAD_IN_S, LEAD_IN_EXECS * (time.monotonic() - t))
+    samples, done = _study(cluster, client, server, ports, action, trials, host, dns, lead_in)
+    late = _late_ns(samples, done)
+    if late > 0:      # (kind + Calico, 2026-12-02: six probes began up to 2.2 s after they were asked)
+        samples, done = _study(cluster, client, server, ports, action, trials, host, dns,
+                               lead_in + 1.5 * late * 1e-9 + LEAD_IN_S)
+    _covered(samples, done, action.window)
+    held = [samples[f"held-{i}"] for i in range(HELD)]
+    for t in done:
+        t.values = metrics.window(samples["udp"], held, samples["new"], t.t0_ns, action.window, BEFORE_S,
+                                  samples.get("dns"))
+    return Study(action.name, action.description, action.emulated, done, action.window, samples)
+
+
+def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -> tuple[dict, list]:
+    """One run of the probes with the trials inside it: (probe name -> samples, trials)."""
+    span = lead_in + trials * (BEFORE_S + action.window) * 1.1 + TAIL_S
     specs = probe_specs(host or server.ip, ports, span, dns)
     box: dict = {}
 
@@ -161,7 +182,7 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
         t.start()
     done: list[Trial] = []
     try:
-        time.sleep(LEAD_IN_S)
+        time.sleep(lead_in)
         for _ in range(trials):
             time.sleep(BEFORE_S)
             t0 = time.monotonic_ns()
@@ -181,13 +202,14 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
         raise InfrastructureError(f"the {name[6:]} probe of the disruption study failed: {e}") from e
     if any(t.is_alive() for t in threads):
         raise InfrastructureError("a probe of the disruption study did not end within its schedule")
-    samples = {k: box[k] for k in specs}
-    _covered(samples, done, action.window)
-    held = [samples[f"held-{i}"] for i in range(HELD)]
-    for t in done:
-        t.values = metrics.window(samples["udp"], held, samples["new"], t.t0_ns, action.window, BEFORE_S,
-                                  samples.get("dns"))
-    return Study(action.name, action.description, action.emulated, done, action.window, samples)
+    return {k: box[k] for k in specs}, done
+
+
+def _late_ns(samples: dict, trials: list) -> int:
+    """ns by which the latest-starting probe began after the first trial's t0 - BEFORE_S (<= 0: in time)."""
+    first = trials[0].t0_ns - int(BEFORE_S * 1e9)
+    starts = [int(s.rows["send_app_ns"][s.rows["send_app_ns"] >= 0].min(initial=2**62)) for s in samples.values()]
+    return max(starts) - first
 
 
 def _covered(samples: dict, trials: list, window: float) -> None:

@@ -108,7 +108,7 @@ def pytest_addoption(parser):
                      "with 0/100/1000 policies; minutes); the embedded provider always runs them")
     g.addoption("--netslo-disruption", action="store_true",
                 help="real clusters: also run the disruption studies that restart cluster components (marker "
-                     "rollout: the CNI agent on the server's node, 5 trials of up to 45 s per placement)")
+                     "rollout: the CNI agent on the server's node, 5 trials of 20 s per placement)")
     g.addoption("--netslo-kubeconfig", default=None,
                 help="existing: kubeconfig (default $NETSLO_KUBECONFIG/$KUBECONFIG)")
     g.addoption("--netslo-context", default=None, help="existing: kubeconfig context")
