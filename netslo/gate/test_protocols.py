@@ -231,8 +231,7 @@ def test_send_interval_sweep(request, netslo_measure, netslo_slo, scenario):  # 
     netslo_outcome = netslo_measure(scenario, first)
     straddled = [c for c in netslo_outcome.checks if c.by_point and slo_mod.unit_of(c.threshold.metric) == "s"]
     if straddled:
-        s = netslo_slo.sampling
-        more = first * -(-s.max_samples // s.samples)
+        more = first * netslo_slo.sampling.most_batches
         why = "; ".join(c.line() for c in straddled)
         netslo_outcome = netslo_measure(scenario, more)
         netslo_outcome.notes.append(f"re-measured with {more} requests: the first {first} decided {why}")

@@ -23,8 +23,6 @@ from typing import Callable
 from netslo.core.errors import SpecError
 from netslo.providers.base import Pod
 
-DIRECTIONS = ("both", "up", "down")     # a DROP of client -> server packets, server -> client, or both
-
 
 @dataclass(frozen=True)
 class Action:

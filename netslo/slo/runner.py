@@ -316,7 +316,7 @@ def _measure(cluster: Cluster, client: Pod, server: Pod, ports: dict, scenario: 
     require_measurable(thresholds, scenario, cluster)
     batches: list[SampleSet] = []
     total = 0
-    most = -(-sampling.max_samples // sampling.samples)   # batches at most
+    most = sampling.most_batches
     period = scenario.interval or sampling.interval       # s between sends (probe_spec's interval)
     while True:
         count = min(sampling.samples, sampling.max_samples - total)

@@ -289,6 +289,11 @@ class Sampling:
     udp_sender: str = "python"   # python | native (netslo.traffic.probes.udp_native)
     trials: int = 40             # trials of a change study (netslo.studies.enforcement)
 
+    @property
+    def most_batches(self) -> int:
+        """Batches of ``samples`` a measurement takes at most: max_samples / samples, rounded up."""
+        return -(-self.max_samples // self.samples)
+
 
 @dataclass
 class SloSpec:

@@ -75,11 +75,8 @@ class Study:
         return np.asarray([t.values.get(name, math.nan) for t in self.trials], dtype=np.float64)
 
     def estimates(self, confidence: float) -> dict:
-        out = {}
-        for name in metrics.SERIES:
-            key = PREFIX + name
-            out.update(enforcement.estimates(self.series(name), key, confidence, unit=slo_mod.unit_of(f"{key}.max")))
-        return out
+        return {k: e for name in metrics.SERIES
+                for k, e in enforcement.estimates(self.series(name), PREFIX + name, confidence, _unit(name)).items()}
 
     def judge(self, thresholds: list, confidence: float) -> list:
         """Checks of the ``disruption.*`` thresholds (others are not this study's business)."""
@@ -94,9 +91,10 @@ class Study:
     def summary(self) -> list[str]:
         """A line per metric over the trials (P50, max) and a line per check."""
         def fmt(name, x):
-            if name == "loss":
+            unit = _unit(name)
+            if unit == "1":
                 return f"{x * 100:.2f}%"
-            if name in ("resets", "conn_fail", "dns_timeouts"):
+            if unit == "count":
                 return f"{x:.0f}"
             return "inf" if math.isinf(x) else f"{x * 1e3:.1f} ms"
         lines = [f"{self.action}: {len(self.trials)} trials, window {self.window:.2f} s"
@@ -120,6 +118,12 @@ class Study:
                 "trials": [{"t0_ns": t.t0_ns, "marks": t.marks, **{k: num(v) for k, v in t.values.items()}}
                            for t in self.trials],
                 "estimates": {k: [num(e.value), num(e.lo), num(e.hi), e.n] for k, e in self.estimates(confidence).items()}}
+
+
+def _unit(name: str) -> str:
+    """The unit of metric ``name`` (``netslo.stats.disruption``) as the SLO file writes it (``slo.unit_of``);
+    the reported rtt_before/rtt_during are durations."""
+    return slo_mod.unit_of(f"{PREFIX}{name}.max")
 
 
 def probe_specs(host: str, ports: dict, span_s: float, dns: ProbeSpec | None = None) -> dict:
@@ -205,11 +209,18 @@ def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -
     return {k: box[k] for k in specs}, done
 
 
+def _sends(s) -> tuple[int, int] | None:
+    """(first, last) user-space send time (ns) of a probe's samples, None when it sent nothing."""
+    send = s.rows["send_app_ns"]
+    send = send[send >= 0]
+    return (int(send.min()), int(send.max())) if len(send) else None
+
+
 def _late_ns(samples: dict, trials: list) -> int:
-    """ns by which the latest-starting probe began after the first trial's t0 - BEFORE_S (<= 0: in time)."""
+    """ns by which the latest-starting probe began after the first trial's t0 - BEFORE_S (<= 0: in time;
+    a probe that sent nothing counts as very late)."""
     first = trials[0].t0_ns - int(BEFORE_S * 1e9)
-    starts = [int(s.rows["send_app_ns"][s.rows["send_app_ns"] >= 0].min(initial=2**62)) for s in samples.values()]
-    return max(starts) - first
+    return max((span[0] if (span := _sends(s)) else 2**62) for s in samples.values()) - first
 
 
 def _covered(samples: dict, trials: list, window: float) -> None:
@@ -218,11 +229,10 @@ def _covered(samples: dict, trials: list, window: float) -> None:
     first = trials[0].t0_ns - int(BEFORE_S * 1e9)
     last = trials[-1].t0_ns + int(window * 1e9)
     for name, s in samples.items():
-        send = s.rows["send_app_ns"]
-        send = send[send >= 0]
-        if len(send) == 0 or send.min() > first or send.max() < last:
+        span = _sends(s)
+        if span is None or span[0] > first or span[1] < last:
             raise InfrastructureError(
                 f"the {name} probe did not run through every trial (its sends "
-                + (f"{(send.min() - first) / 1e6:.0f} ms after the first trial's start, "
-                   f"{(last - send.max()) / 1e6:.0f} ms before the last one's end)" if len(send) else "are missing)")
+                + (f"{(span[0] - first) / 1e6:.0f} ms after the first trial's start, "
+                   f"{(last - span[1]) / 1e6:.0f} ms before the last one's end)" if span else "are missing)")
                 + ": raise the lead-in")
