@@ -12,7 +12,7 @@
 #   scripts/minikube-offline.sh down     minikube delete --all --purge (the caches stay; the engine is
 #                                        kind-offline.sh down's)
 #
-# What minikube v1.37.0 would download, and what replaces it here:
+# What minikube v1.38.1 would download, and what replaces it here:
 #   kicbase image (gcr.io, docker.io, GitHub)  --base-image: $MK_BASE_IMAGE, built below
 #   preload tarball, component images (GCS)    --preload=false --cache-images=false: the images are in
 #                                              the base image's containerd (from the kind node image)
@@ -43,11 +43,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/kind-offline/engine.sh
 . "$HERE/kind-offline/engine.sh"
 
-MK_VERSION=v1.37.0                   # k8s.io/minikube on the Go module proxy
+MK_VERSION=v1.38.1                   # k8s.io/minikube on the Go module proxy
 # The checksum database has no entry for it (the proxy's sumdb lookup answers 404), so "go mod
-# download" verifies nothing: its module hash is pinned here instead (recorded 2026-11-27, the zip's
-# origin commit 65318f4cfff9c12cc87ec9eb8f4cdd57b25047f3 = tag v1.37.0) and checked before building.
-MK_SUM=h1:EweOoV5WVleI93YHTbqNxoiGFeaZIqJJxXOnngkFTwg=
+# download" verifies nothing: its module hash is pinned here instead (recorded 2026-12-02, the zip's
+# origin commit c93a4cb9311efc66b90d33ea03f75f2c4120e9b0 = tag v1.38.1) and checked before building.
+MK_SUM=h1:urjR4342qaMMoIdhivlUhHPWLsVE4b1fmFRdnL+wD8Y=
 MK_RECIPE=4                          # bump when the base image recipe below changes
 MK_CACHE=${NETSLO_MINIKUBE_CACHE:-/var/cache/netslo/minikube}
 MK_BIN=$MK_CACHE/bin

@@ -37,13 +37,16 @@ from netslo.core.errors import InfrastructureError, SpecError, Unsupported
 from netslo.providers import cni as cni_mod
 from netslo.providers.cni.install import install as install_cni
 from netslo.providers.cni.install import render
+from netslo.providers.kind import host as kind_host
 from netslo.providers.kube import manifests as km
 from netslo.providers.kube.api import KubeApi
 from netslo.providers.kube.cluster import KubeCluster
 from netslo.providers.tool import run_tool
 
-MINIKUBE_VERSION = "v1.37.0"
-MINIKUBE_K8S_VERSION = "v1.34.11"
+MINIKUBE_VERSION = "v1.38.1"
+# The newest Kubernetes minikube v1.38.1 supports (pkg/minikube/constants: NewestKubernetesVersion);
+# without a registry the nodes run the offline kind node image's version instead (scripts/kind-offline.sh).
+MINIKUBE_K8S_VERSION = "v1.35.1"
 BUILTIN_CNIS = ("calico", "cilium")  # minikube start --cni=<name>
 DRIVERS = ("docker", "kvm2", "qemu2", "podman")
 MAX_NODES = 8
@@ -84,6 +87,8 @@ class MinikubeProvider:
         self.workdir = Path(workdir) if workdir else Path(tempfile.gettempdir()) / f"netslo-minikube-{profile}"
         self.timeout = timeout
         self.run_id = run_id
+        # the docker engine runs cgroup v1 (asked at up() for the docker driver; None until then)
+        self.cgroup_v1: bool | None = None
         self._created = False
 
     @property
@@ -120,6 +125,8 @@ class MinikubeProvider:
                      "--install-addons=false"]
         if self.network:
             argv.append(f"--network={self.network}")
+        if self.cgroup_v1:   # kubelet >= 1.35 refuses a cgroup v1 host unless told (KEP-5573)
+            argv.append("--extra-config=kubelet.fail-cgroupv1=false")
         if self.base_image or os.geteuid() == 0:
             argv.append("--force")
         return argv
@@ -161,6 +168,9 @@ class MinikubeProvider:
             for argv in steps:
                 if argv[:2] == [self.minikube, "start"]:
                     self.write_cni_manifest()
+                    if self.driver == "docker":
+                        self.cgroup_v1 = kind_host.engine_cgroup_version() == 1
+                        argv = self.start_command()
                     self._created = True
                 self._run(argv, self.timeout)
                 if argv[:2] == [self.minikube, "start"] and self.installs_cni:

@@ -128,8 +128,8 @@ def _marks(outcome, series_name: str, lines) -> list:
     return out
 
 
-def figures(outcome) -> list[tuple[str, bytes]]:
-    """(attachment name, PNG bytes): an ECDF per gated delay series (RTT always), the RTT
+def plots_of(outcome) -> list[tuple[str, plots.Plot]]:
+    """(attachment name, plot): an ECDF per gated delay series (RTT always), the RTT
     histogram/box plot, and the RTT time series with losses."""
     sid = outcome.scenario.id
     delays = {name for name, q in map(split_metric, (c.threshold.metric for c in outcome.checks)) if q is not None}
@@ -139,20 +139,24 @@ def figures(outcome) -> list[tuple[str, bytes]]:
         values = series(outcome.samples, name)
         lines = _slo_lines(outcome.checks, name)
         label = "RTT" if name == "rtt" else ("|IPDV|" if name.startswith("ipdv") else name)
-        out.append((f"ECDF of {label}", plots.ecdf_png(
-            values, title=f"{sid}: ECDF of {label} (n={len(values)})", slo=lines,
-            marks=_marks(outcome, name, lines), xlabel=f"{label} (ms)")))
+        out.append((f"ECDF of {label}", plots.Plot("ecdf", (values,), dict(
+            title=f"{sid}: ECDF of {label} (n={len(values)})", slo=lines,
+            marks=_marks(outcome, name, lines), xlabel=f"{label} (ms)"))))
     rtt_lines = _slo_lines(outcome.checks, "rtt")
     rtt = series(outcome.samples, "rtt")
-    out.append(("RTT histogram and box plot", plots.distribution_png(
-        rtt, title=f"{sid}: RTT distribution", slo=rtt_lines, xlabel="RTT (ms)")))
+    out.append(("RTT histogram and box plot", plots.Plot("distribution", (rtt,), dict(
+        title=f"{sid}: RTT distribution", slo=rtt_lines, xlabel="RTT (ms)"))))
     r = outcome.samples.rows
     got = received(outcome.samples)
     t = (r["sched_ns"] - (r["sched_ns"].min() if len(r) else 0)) * 1e-9
-    out.append(("RTT time series", plots.timeseries_png(
-        t[got], rtt_by_seq(outcome.samples)[got], t[~got], title=f"{sid}: RTT per request, losses marked",
-        slo=rtt_lines)))
+    out.append(("RTT time series", plots.Plot("timeseries", (t[got], rtt_by_seq(outcome.samples)[got], t[~got]), dict(
+        title=f"{sid}: RTT per request, losses marked", slo=rtt_lines))))
     return out
+
+
+def figures(outcome) -> list[tuple[str, bytes]]:
+    """(attachment name, PNG bytes) of every plot of ``plots_of``, rendered now."""
+    return [(name, plots.render(plot)) for name, plot in plots_of(outcome)]
 
 
 def _fmt(value, unit: str) -> str:
@@ -196,9 +200,10 @@ Counts: {html.escape(counts)}.</p>
 
 
 @timed_call("reports")
-def attach_outcome(outcome, environment: dict, severity_overrides: dict | None = None) -> None:
+def attach_outcome(outcome, environment: dict, severity_overrides: dict | None = None, later=None) -> None:
     """Labels, severity, parameters, description and every attachment of one judged scenario;
-    call while the test's Allure result is open (during its call phase report)."""
+    call while the test's Allure result is open (during its call phase report). ``later``: a
+    ``render_worker.DeferredPlots`` that renders the plots off the measurement path (None: now)."""
     import allure
     apply_labels(outcome.scenario, environment)
     allure.dynamic.severity(severity(outcome.checks, severity_overrides))
@@ -207,14 +212,18 @@ def attach_outcome(outcome, environment: dict, severity_overrides: dict | None =
     allure.dynamic.description_html(
         f"<p><b>{html.escape(outcome.verdict.upper())}</b> — " + "<br>".join(html.escape(c.line()) for c in outcome.checks)
         + "</p><p>Plots, raw samples (CSV) and the full statistics table are attached.</p>")
-    attach_files(outcome)
+    attach_files(outcome, later=later)
 
 
-def attach_files(outcome, prefix: str = "") -> None:
-    """The plots, the statistics table and the raw CSV of one outcome (names prefixed with ``prefix``)."""
+def attach_files(outcome, prefix: str = "", later=None) -> None:
+    """The plots, the statistics table and the raw CSV of one outcome (names prefixed with ``prefix``);
+    the plots rendered by ``later`` (a ``render_worker.DeferredPlots``) when given, else now."""
     import allure
-    for name, png in figures(outcome):
-        allure.attach(png, name=prefix + name, attachment_type=allure.attachment_type.PNG)
+    for name, plot in plots_of(outcome):
+        if later is not None:
+            later.attach(prefix + name, plot)
+        else:
+            allure.attach(plots.render(plot), name=prefix + name, attachment_type=allure.attachment_type.PNG)
     allure.attach(stats_table_html(outcome), name=prefix + "Statistics with CIs and thresholds",
                   attachment_type=allure.attachment_type.HTML)
     allure.attach(outcome.samples.to_csv(), name=f"{prefix}Raw samples ({len(outcome.samples)} requests, ns)",

@@ -6,14 +6,15 @@ Every delay axis is in milliseconds on a log scale (latency tails span decades).
                     percentile with its CI drawn at the quantile it constrains
   distribution      log-binned histogram and a box plot (box P25-P75, whiskers P1-P99)
   timeseries        delay per request over the run, a rolling median, lost requests marked
-Inputs are plain arrays in seconds, so plots never reach back into the measurement.
+Inputs are plain arrays in seconds, so plots never reach back into the measurement. ``Plot`` holds one
+figure's inputs (picklable: a worker process can render it later) and ``render(plot)`` its PNG bytes.
 """
 
 from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -258,3 +259,21 @@ def distribution_png(values_s, **kw) -> bytes:
 
 def timeseries_png(t_s, delay_s, lost_t_s=(), **kw) -> bytes:
     return _png(timeseries_figure(t_s, delay_s, lost_t_s, **kw))
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One figure to render: ``kind`` (ecdf, distribution or timeseries), the arrays it is drawn from
+    (seconds) and its keyword arguments (title, slo, marks, xlabel)."""
+
+    kind: str
+    arrays: tuple
+    options: dict = field(default_factory=dict)
+
+
+_RENDERERS = {"ecdf": ecdf_png, "distribution": distribution_png, "timeseries": timeseries_png}
+
+
+def render(plot: Plot) -> bytes:
+    """The PNG bytes of ``plot``."""
+    return _RENDERERS[plot.kind](*plot.arrays, **plot.options)

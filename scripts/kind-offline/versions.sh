@@ -1,9 +1,11 @@
 # shellcheck shell=bash disable=SC2034  # sourced: the other scripts use these
 # Pinned Kubernetes and etcd versions of the kind node image, and where their builds are cached.
-# v1.34 on purpose: this machine mounts cgroup v1; kubelet >= 1.35 refuses it by default.
-KVER=${NETSLO_KVER:-v1.34.4}
+# The version kind v0.33.0's default node image runs (kindest/node:v1.37.0), so online and offline
+# clusters run the same Kubernetes. kubelet >= 1.35 refuses a cgroup v1 host unless its configuration
+# says failCgroupV1: false (KEP-5573); netslo's kind and minikube providers set it on such a host.
+KVER=${NETSLO_KVER:-v1.37.0}
 KMAJOR=1
-KMINOR=34
+KMINOR=37
 STAGING_VER=v0.${KVER#v1.}
 K8S_COMPONENTS=(kubelet kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl kubeadm)
 

@@ -85,7 +85,17 @@ def _engine_leftovers() -> list[str]:
     return left
 
 
-def test_up_and_down_leave_the_host_firewall_forwarding_and_sysctls_as_they_were():
+def _host_cgroup_version() -> int:
+    """2 when /sys/fs/cgroup is the unified hierarchy (cgroup2), else 1 (legacy or hybrid)."""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, mnt, fstype = line.split()[:3]
+        if mnt == "/sys/fs/cgroup":
+            return 2 if fstype == "cgroup2" else 1
+    return 1
+
+
+def test_up_and_down_leave_the_host_firewall_forwarding_and_sysctls_as_they_were(monkeypatch):
+    from netslo.providers.kind.host import engine_cgroup_version
     before = host_network_state()
     try:
         _run("bash", str(SCRIPT), "up")
@@ -98,6 +108,9 @@ def test_up_and_down_leave_the_host_firewall_forwarding_and_sysctls_as_they_were
                             "netslo-hostcheck", "--entrypoint", "sleep", image[0], "300"],
                            env=env, check=True, capture_output=True)
         during = host_network_state()
+        # what the kind and minikube providers ask before they tell kubelet failCgroupV1: false
+        monkeypatch.setenv("DOCKER_HOST", env["DOCKER_HOST"])
+        assert engine_cgroup_version(docker) == _host_cgroup_version()
     finally:
         _run("bash", str(SCRIPT), "down")
     after = host_network_state()

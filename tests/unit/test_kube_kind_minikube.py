@@ -32,6 +32,9 @@ def _default_kind(monkeypatch, tmp_path):
                 "NETSLO_AGENT_IMAGE", mk_mod.MINIKUBE_ENV, mk_mod.BASE_IMAGE_ENV, mk_mod.KUBERNETES_VERSION_ENV, mk_mod.NETWORK_ENV):
         monkeypatch.delenv(var, raising=False)
     _owner_dir(tmp_path, monkeypatch)
+    # no docker engine in these tests (kind is a stand-in): the engine runs cgroup v2, as GitHub's
+    # runners do (tests/integration/test_kind_offline.py asks a real engine)
+    monkeypatch.setattr(kind_mod.kind_host, "engine_cgroup_version", lambda *a, **kw: 2)
 
 
 @pytest.fixture
@@ -82,9 +85,22 @@ def test_pod_addresses_from_the_pod_status():
 
 
 def test_kind_node_image_is_pinned_by_digest():
-    assert KIND_NODE_IMAGE.startswith("kindest/node:v1.34.")
+    assert KIND_NODE_IMAGE.startswith("kindest/node:v1.37.")
     assert len(KIND_NODE_IMAGE.split("@sha256:")[1]) == 64
     assert kind_mod.KIND_VERSION == "v0.33.0"
+
+
+def test_kind_tells_kubelet_to_run_on_a_cgroup_v1_engine_only_there(kind_calico):
+    """kubelet >= 1.35 exits on a cgroup v1 host unless its configuration says failCgroupV1: false."""
+    assert kind_calico.config()["kubeadmConfigPatches"] == [kind_mod.UNTAINT_PATCH]   # not asked yet
+    kind_calico.cgroup_v1 = False
+    assert kind_calico.config()["kubeadmConfigPatches"] == [kind_mod.UNTAINT_PATCH]
+    kind_calico.cgroup_v1 = True
+    patches = kind_calico.config()["kubeadmConfigPatches"]
+    assert [yaml.safe_load(p) for p in patches[1:]] == [{"kind": "KubeletConfiguration", "failCgroupV1": False}]
+    one = KindProvider(cni="calico", nodes=1)
+    one.cgroup_v1 = True
+    assert one.config()["kubeadmConfigPatches"] == [kind_mod.CGROUP_V1_PATCH]
 
 
 def test_kind_commands_would_run_create_then_load(kind_calico, tmp_path):
@@ -133,11 +149,11 @@ def test_kind_without_the_binary_is_unsupported(tmp_path):
 
 def test_kind_binary_and_node_image_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(kind_mod.KIND_ENV, "/opt/kind-offline/bin/kind")
-    monkeypatch.setenv(kind_mod.NODE_IMAGE_ENV, "localhost/netslo-kind-node:v1.34.4")
+    monkeypatch.setenv(kind_mod.NODE_IMAGE_ENV, "localhost/netslo-kind-node:v1.37.0")
     p = KindProvider(cni="calico", nodes=2, workdir=str(tmp_path))
     assert p.create_command()[:3] == ["/opt/kind-offline/bin/kind", "create", "cluster"]
-    assert "localhost/netslo-kind-node:v1.34.4" in p.create_command()
-    assert {n["image"] for n in p.config()["nodes"]} == {"localhost/netslo-kind-node:v1.34.4"}
+    assert "localhost/netslo-kind-node:v1.37.0" in p.create_command()
+    assert {n["image"] for n in p.config()["nodes"]} == {"localhost/netslo-kind-node:v1.37.0"}
 
 
 def _archive(tmp_path, tags):
@@ -443,27 +459,35 @@ def test_minikube_as_root_would_force(tmp_path, monkeypatch):
     assert MinikubeProvider(workdir=str(tmp_path)).start_command()[-1] == "--force"
 
 
+def test_minikube_tells_kubelet_to_run_on_a_cgroup_v1_engine_only_there(tmp_path):
+    p = MinikubeProvider(workdir=str(tmp_path))
+    flag = "--extra-config=kubelet.fail-cgroupv1=false"
+    assert flag not in p.start_command()
+    p.cgroup_v1 = True
+    assert flag in p.start_command()
+
+
 def test_minikube_without_a_registry_would_pull_nothing_and_install_the_cni_itself(tmp_path, monkeypatch):
     monkeypatch.setattr(mk_mod.os, "geteuid", lambda: 1000)
     monkeypatch.setenv(mk_mod.MINIKUBE_ENV, "/opt/mk/minikube")
-    monkeypatch.setenv(mk_mod.BASE_IMAGE_ENV, "localhost/netslo-minikube-base:v1.34.4")
-    monkeypatch.setenv(mk_mod.KUBERNETES_VERSION_ENV, "v1.34.4")
+    monkeypatch.setenv(mk_mod.BASE_IMAGE_ENV, "localhost/netslo-minikube-base:v1.37.0")
+    monkeypatch.setenv(mk_mod.KUBERNETES_VERSION_ENV, "v1.37.0")
     monkeypatch.setenv(mk_mod.NETWORK_ENV, "netslo-minikube")
     p = MinikubeProvider(cni="calico", nodes=2, profile="netslo", workdir=str(tmp_path))
     assert p.installs_cni
     assert p.start_command() == [
         "/opt/mk/minikube", "start", "-p", "netslo", "--driver=docker", "--nodes=2",
-        "--kubernetes-version=v1.34.4", "--container-runtime=containerd", "--cni=false",
+        "--kubernetes-version=v1.37.0", "--container-runtime=containerd", "--cni=false",
         "--extra-config=kubeadm.pod-network-cidr=192.168.0.0/16", "--service-cluster-ip-range=10.96.0.0/12",
         "--wait=apiserver", "--wait-timeout=900s",
-        "--base-image=localhost/netslo-minikube-base:v1.34.4", "--preload=false", "--cache-images=false",
+        "--base-image=localhost/netslo-minikube-base:v1.37.0", "--preload=false", "--cache-images=false",
         "--install-addons=false", "--network=netslo-minikube", "--force"]
     p.write_cni_manifest()                    # nothing for minikube to apply: netslo installs it
     assert not any(tmp_path.iterdir())
 
 
 def test_minikube_without_a_registry_installs_the_cni_between_start_and_image_load(tmp_path, monkeypatch):
-    monkeypatch.setenv(mk_mod.BASE_IMAGE_ENV, "localhost/netslo-minikube-base:v1.34.4")
+    monkeypatch.setenv(mk_mod.BASE_IMAGE_ENV, "localhost/netslo-minikube-base:v1.37.0")
     p = MinikubeProvider(cni="calico", nodes=1, profile="mk", minikube="/opt/mk/minikube", workdir=str(tmp_path))
     steps = []
     monkeypatch.setattr(p, "exists", lambda: False)
@@ -481,7 +505,7 @@ def test_minikube_without_a_registry_installs_the_cni_between_start_and_image_lo
     assert steps == ["start", ("cni", ("api", "mk"), "calico", "vxlan", "192.168.0.0/16"), "image"]
     env = c.environment()
     assert (env["cni"], env["cni_version"], env["encapsulation"]) == ("calico", "v3.31.3", "vxlan")
-    assert env["minikube_base_image"] == "localhost/netslo-minikube-base:v1.34.4"
+    assert env["minikube_base_image"] == "localhost/netslo-minikube-base:v1.37.0"
     assert env["cni_source"] == "/mirror/calico/v3.31.3/calico.yaml"
 
 

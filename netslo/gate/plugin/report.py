@@ -52,6 +52,15 @@ class ReportState:
         self.environment: dict = {}
         self.severity: dict = {}
         self.bench_series: tuple = ()
+        self.plots = None     # render_worker.DeferredPlots of an Allure run, made at its first plot
+
+
+def _later(config, state: ReportState):
+    """The session's deferred plot renderer (Allure on): plots leave the measurement path."""
+    if state.plots is None:
+        from netslo.report.render_worker import DeferredPlots
+        state.plots = DeferredPlots(config.option.allure_report_dir)
+    return state.plots
 
 
 def pytest_addoption(parser):
@@ -224,7 +233,7 @@ def netslo_record_outcome(request):
 
             from netslo.report import allure as allure_mod
             with allure.step(f"{name}: {outcome.verdict}"):
-                allure_mod.attach_files(outcome, prefix=f"{name}: ")
+                allure_mod.attach_files(outcome, prefix=f"{name}: ", later=_later(config, state))
 
     return record
 
@@ -249,7 +258,8 @@ def pytest_runtest_makereport(item, call):
             _record_benchmark(item, outcome, state)
         if _allure_on(item.config):
             from netslo.report import allure as allure_mod
-            allure_mod.attach_outcome(outcome, outcome.environment, state.severity)
+            allure_mod.attach_outcome(outcome, outcome.environment, state.severity,
+                                      later=_later(item.config, state))
     elif report.when == "setup" and not report.passed and scenario is not None and _allure_on(item.config):
         from netslo.report import allure as allure_mod
         allure_mod.apply_labels(scenario, _environment_of(item, None))
@@ -258,6 +268,8 @@ def pytest_runtest_makereport(item, call):
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     state = config.stash.get(STATE, None)
+    if state is not None and state.plots is not None:   # the plots the worker has not written yet
+        state.plots.close()
     if state is None or getattr(config, "workerinput", None) is not None:
         return
     writer = config.stash.get(RESULTS, None)

@@ -65,10 +65,10 @@ from netslo.providers.kube.reap import reap_kind_clusters, remove_kind_owner, wr
 from netslo.providers.tool import run_tool
 
 KIND_VERSION = "v0.33.0"  # go install sigs.k8s.io/kind@v0.33.0
-# The v1.34 image published with kind v0.33.0 (digest from its release notes): same minor as the
-# node image scripts/kind-offline.sh builds.
-KIND_NODE_IMAGE = ("kindest/node:v1.34.11@sha256:"
-                   "44e222ee2132dab25ff87301682f89eb82c7880ea3a1bf543bfe9708fd08d67d")
+# kind v0.33.0's default node image (pkg/apis/config/defaults/image.go at tag v0.33.0): Kubernetes
+# v1.37.0, the version scripts/kind-offline.sh builds too.
+KIND_NODE_IMAGE = ("kindest/node:v1.37.0@sha256:"
+                   "a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5")
 # kind has no hard limit; every node is a privileged container running systemd, containerd and kubelet
 # (~0.5 GB and a busy core while it joins), so more than this is refused as a usage error up front.
 MAX_NODES = 8
@@ -84,6 +84,9 @@ CNI_LABEL = "netslo.io/cni"
 CNI_DAEMONSETS = {"calico-node": "calico", "cilium": "cilium", "antrea-agent": "antrea"}
 # The kind control plane runs pods too when nodes >= 2 (kubeadm would taint it NoSchedule).
 UNTAINT_PATCH = "kind: InitConfiguration\nnodeRegistration:\n  taints: []\n"
+# kubelet >= 1.35 refuses a cgroup v1 host unless its configuration says so (KEP-5573; it then warns
+# that cgroup v1 is deprecated); set only where the engine runs cgroup v1.
+CGROUP_V1_PATCH = "kind: KubeletConfiguration\nfailCgroupV1: false\n"
 LOAD_POLL_S = 0.5   # how often bring-up asks whether the nodes' containerd answers (to start the image load)
 API_POLL_S = 0.5    # how often bring-up asks whether the new API server is ready (to apply the CNI)
 # Cilium's VXLAN device and port (its defaults.VxlanDevice, defaults.TunnelPortVXLAN), made on every node
@@ -157,6 +160,8 @@ class KindProvider:
         self.workdir = Path(workdir) if workdir else Path(tempfile.gettempdir()) / f"netslo-kind-{name}"
         self.timeout = timeout
         self.run_id = run_id
+        # the engine's host runs cgroup v1 (asked at up(); None until then): kubelet must be told
+        self.cgroup_v1: bool | None = None
         self._created_cluster = False
         self._create_ok = False          # kind create exited 0 (the CNI may not be installed yet)
         self._create_complete = False
@@ -188,8 +193,9 @@ class KindProvider:
             "nodes": [{"role": r, "image": self.node_image,
                        "labels": {CNI_LABEL: self.cni.name}, **self._archive_mount()} for r in roles],
         }
-        if self.nodes >= 2:
-            cfg["kubeadmConfigPatches"] = [UNTAINT_PATCH]
+        patches = ([UNTAINT_PATCH] if self.nodes >= 2 else []) + ([CGROUP_V1_PATCH] if self.cgroup_v1 else [])
+        if patches:
+            cfg["kubeadmConfigPatches"] = patches
         return cfg
 
     def _archive_mount(self) -> dict:
@@ -275,6 +281,8 @@ class KindProvider:
             progress.note(line)
         exists = self.exists()
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if not exists:
+            self.cgroup_v1 = kind_host.engine_cgroup_version() == 1
         Path(self.config_path).write_text(self.config_yaml())
         steps = self.plan(exists)[1:]  # the list command already ran
         loading = applying = None

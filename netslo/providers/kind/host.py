@@ -12,6 +12,7 @@ plugin installed.
     interface_name(netns, index) -> the name of interface ``index`` in ``netns``
     tunnel_devices(netns)        -> names of the VXLAN/Geneve devices in ``netns`` (vxlan.calico, cilium_vxlan)
     add_external_vxlan(netns, name, port) -> a collect-metadata VXLAN device made (False: one is there)
+    engine_cgroup_version(docker) -> 1 or 2: the cgroup version the engine's containers (the nodes) get
 
 Namespace paths stay valid while that process lives: a node's for the node's life, a pod's (its pause
 process is preferred) for the pod's.
@@ -36,6 +37,16 @@ DOCKER_CLI = "docker"   # the engine's client, from PATH (scripts/kind-offline.s
 SNAPSHOTTER_PATH = {2: ("plugins", "io.containerd.grpc.v1.cri", "containerd", "snapshotter"),
                     3: ("plugins", "io.containerd.cri.v1.images", "snapshotter"),
                     4: ("plugins", "io.containerd.cri.v1.images", "snapshotter")}
+
+
+def engine_cgroup_version(docker: str = DOCKER_CLI) -> int:
+    """The cgroup version (1 or 2) of the docker engine's host, which its containers (kind's and
+    minikube's nodes) see; kubelet >= 1.35 refuses version 1 unless told ``failCgroupV1: false``."""
+    out = run_tool([docker, "info", "--format", "{{.CgroupVersion}}"], 60, f"install {DOCKER}")
+    text = out.stdout.decode(errors="replace").strip()
+    if text not in ("1", "2"):
+        raise InfrastructureError(f"docker info: CgroupVersion {text!r}, expected 1 or 2")
+    return int(text)
 
 
 def runtimes_up(cluster: str, nodes: int, docker: str = DOCKER_CLI) -> bool:
