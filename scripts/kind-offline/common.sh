@@ -8,8 +8,12 @@ KO_REPO=$(cd "$KO_HERE/../.." && pwd)
 KIND_VERSION=v0.33.0                 # go install sigs.k8s.io/kind@v0.33.0; node files from the same module
 KIND_MODULE=sigs.k8s.io/kind
 CNI_PLUGINS_VERSION=v1.7.1           # github.com/containernetworking/plugins (node's /opt/cni/bin)
-COREDNS_VERSION=v1.14.6              # must equal the tag kubeadm asks for (checked at build time)
-CRICTL_VERSION=v1.37.0               # sigs.k8s.io/cri-tools (cmd/crictl), the minor of the Kubernetes build
+# CoreDNS: the tag kubeadm of that minor asks for (checked at build time); crictl
+# (sigs.k8s.io/cri-tools, cmd/crictl): the minor of the Kubernetes build
+case $KMINOR in
+  37) COREDNS_VERSION=v1.14.6 CRICTL_VERSION=v1.37.0 ;;
+  *)  COREDNS_VERSION=v1.12.1 CRICTL_VERSION=v1.34.0 ;;
+esac
 SUITE=bookworm
 DEBIAN_MIRROR=${NETSLO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # Debian's engine: dockerd 20.10, containerd 1.6, runc 1.1, tini (docker-init); unpacked, never installed.
