@@ -459,6 +459,14 @@ def test_minikube_as_root_would_force(tmp_path, monkeypatch):
     assert MinikubeProvider(workdir=str(tmp_path)).start_command()[-1] == "--force"
 
 
+@pytest.mark.parametrize("image,asks", [
+    (KIND_NODE_IMAGE, True), ("localhost/netslo-kind-node:v1.37.0", True), ("kindest/node:v1.35.1", True),
+    ("localhost/netslo-kind-node:v1.34.4", False), ("kindest/node:v1.34.11@sha256:" + "4" * 64, False),
+    ("localhost/my-node:latest", True)])
+def test_kind_asks_the_engine_only_for_a_kubelet_that_may_refuse_cgroup_v1(image, asks):
+    assert kind_mod.refuses_cgroup_v1(image) is asks
+
+
 def test_minikube_tells_kubelet_to_run_on_a_cgroup_v1_engine_only_there(tmp_path):
     p = MinikubeProvider(workdir=str(tmp_path))
     flag = "--extra-config=kubelet.fail-cgroupv1=false"

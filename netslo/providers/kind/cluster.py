@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,6 +88,16 @@ UNTAINT_PATCH = "kind: InitConfiguration\nnodeRegistration:\n  taints: []\n"
 # kubelet >= 1.35 refuses a cgroup v1 host unless its configuration says so (KEP-5573; it then warns
 # that cgroup v1 is deprecated); set only where the engine runs cgroup v1.
 CGROUP_V1_PATCH = "kind: KubeletConfiguration\nfailCgroupV1: false\n"
+_IMAGE_MINOR = re.compile(r":v1\.(\d+)\.\d+(?:@|$)")
+
+
+def refuses_cgroup_v1(node_image: str) -> bool:
+    """Whether the node image's kubelet may refuse a cgroup v1 host (Kubernetes >= 1.35, or a tag
+    that does not say its version: the patch is harmless from 1.31 on)."""
+    m = _IMAGE_MINOR.search(node_image)
+    return m is None or int(m.group(1)) >= 35
+
+
 LOAD_POLL_S = 0.5   # how often bring-up asks whether the nodes' containerd answers (to start the image load)
 API_POLL_S = 0.5    # how often bring-up asks whether the new API server is ready (to apply the CNI)
 # Cilium's VXLAN device and port (its defaults.VxlanDevice, defaults.TunnelPortVXLAN), made on every node
@@ -281,7 +292,7 @@ class KindProvider:
             progress.note(line)
         exists = self.exists()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        if not exists:
+        if not exists and refuses_cgroup_v1(self.node_image):
             self.cgroup_v1 = kind_host.engine_cgroup_version() == 1
         Path(self.config_path).write_text(self.config_yaml())
         steps = self.plan(exists)[1:]  # the list command already ran
