@@ -39,9 +39,10 @@ POLL_S = 0.2            # how often an idle worker looks for new jobs
 CLOSE_TIMEOUT_S = 600.0  # the longest close() waits for the worker before rendering the rest itself
 
 
-def _write_png(path: Path, png: bytes) -> None:
+def _write_atomic(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` whole or not at all (the reader never sees a part)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(png)
+    tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
@@ -49,7 +50,7 @@ def run_job(job: Path, alluredir: Path) -> None:
     """Render one spooled plot into the alluredir and remove the job."""
     with job.open("rb") as f:
         file_name, plot = pickle.load(f)
-    _write_png(alluredir / file_name, plots.render(plot))
+    _write_atomic(alluredir / file_name, plots.render(plot))
     job.unlink()
 
 
@@ -76,6 +77,7 @@ def main(spool_dir: str) -> int:
         for job in jobs:
             run_job(job, alluredir)
         if not jobs:
+            # listed again after END is seen: a last job may have come between the listing and END
             if (spool / END).exists() and not pending(spool):
                 return 0
             time.sleep(POLL_S)
@@ -107,7 +109,6 @@ class DeferredPlots:
         self.placeholder.write_bytes(b"")
         self._capture = _Capture(str(self.placeholder))
         allure_commons.plugin_manager.register(self._capture)
-        self._n = 0
         self.sent = 0
         self.rendered_here = 0
         self.worker = subprocess.Popen([sys.executable, "-m", "netslo.report.render_worker", str(self.spool)],
@@ -120,13 +121,9 @@ class DeferredPlots:
         allure.attach.file(str(self.placeholder), name=name, attachment_type=allure.attachment_type.PNG)
         if self._capture.file_name is None:   # no Allure result is open: nothing to fill in
             return
-        self._n += 1
-        job = self.spool / f"{self._n:06d}.job"
-        tmp = job.with_suffix(".tmp")
-        with tmp.open("wb") as f:
-            pickle.dump((self._capture.file_name, plot), f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, job)
         self.sent += 1
+        _write_atomic(self.spool / f"{self.sent:06d}.job",
+                      pickle.dumps((self._capture.file_name, plot), protocol=pickle.HIGHEST_PROTOCOL))
 
     def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
         """Wait for the worker (``timeout`` s at most), render what is left here, remove the spool."""
