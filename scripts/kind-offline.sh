@@ -3,6 +3,8 @@
 # and every image the cluster needs, all from Debian's packages and the Go module proxy.
 #
 #   scripts/kind-offline.sh up       build what is missing (cached) and start the engine
+#   scripts/kind-offline.sh engine   start only the engine (Debian's packages fetched when missing);
+#                                    builds nothing
 #   scripts/kind-offline.sh env      print the exports that make "pytest --netslo-provider kind" use it
 #   scripts/kind-offline.sh status   engine, clusters, cached artefacts; exit 0 only when the engine runs
 #   scripts/kind-offline.sh down     delete kind clusters, containers, networks, mounts, cgroups and
@@ -71,6 +73,14 @@ cmd_build() {
   ko_step node-image node_image
   ln -sf "$K8S_DIR/bin/kubectl" "$KO_BIN/kubectl"
   if ((started)) && [[ ${1:-} == stop ]]; then engine_stop_all; fi
+}
+
+cmd_engine() {
+  install_packages
+  ko_timed engine-fetch engine_fetch
+  engine_client_link
+  engine_alive || ko_timed engine-start engine_start
+  ko_log "engine: running on $KO_SOCK (nothing built)"
 }
 
 cmd_up() {
@@ -156,9 +166,10 @@ cmd_down() {
 
 case ${1:-} in
   up) require_root; cmd_up ;;
+  engine) require_root; cmd_engine ;;
   build) cmd_build stop ;;
   env) cmd_env ;;
   status) cmd_status ;;
   down) cmd_down ;;
-  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

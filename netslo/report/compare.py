@@ -35,7 +35,8 @@ def to_json(result) -> dict:
                            for c in sc.checks],
                 "absolute": [{"metric": c.threshold.metric, "threshold": c.threshold.text, "value": _num(c.estimate.value),
                               "hi": _num(c.estimate.hi), "verdict": c.verdict} for c in sc.absolute],
-            } for sc in result.scenarios]}
+            } for sc in result.scenarios],
+            "not_gated": list(result.not_gated)}
 
 
 def markdown(result) -> str:
@@ -54,6 +55,9 @@ def markdown(result) -> str:
         bad = [c for c in sc.absolute if c.verdict != "pass"]
         if bad:
             lines.append(f"| `{sc.scenario.id}` | B's thresholds | | | " + "; ".join(c.line() for c in bad) + " | | | ❌ |")
+    if result.not_gated:
+        lines += ["", f"not gated (gate: selected-only; no objective's compare: selects them): "
+                      f"{', '.join(f'`{s}`' for s in result.not_gated)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -63,6 +67,8 @@ def terminal_lines(result) -> list[str]:
         out.append(f"{sc.scenario.id:<24} {sc.verdict:<9} {len(sc.pairs)} pairs, {sc.seconds:.1f} s")
         out += [f"  {c.line()}" for c in sc.checks]
         out += [f"  B's threshold: {c.line()}" for c in sc.absolute if c.verdict != "pass"]
+    if result.not_gated:
+        out.append(f"not gated (gate: selected-only): {', '.join(result.not_gated)}")
     out.append(f"netslo compare: {MARK.get(result.verdict, '')} {result.verdict}")
     return out
 

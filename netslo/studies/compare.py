@@ -11,7 +11,9 @@ Per scenario and per ``compare:`` margin of the SLO file (``netslo.stats.paired`
 percentile, or loss(B) − loss(A), with a paired block bootstrap CI; Holm over every margin of the
 run; **fail** when B is worse than the margin with confidence, **pass** when it is within it. An
 inconclusive comparison gets more pairs (``more_pairs`` at a time, ``max_pairs`` in all); one still
-inconclusive then is **undecided**: never a pass. The CIs and the Holm correction use a family-wise
+inconclusive then is **undecided**: never a pass. A scenario no objective's ``compare:`` selects is a
+configuration error, unless the SLO file says ``gate: selected-only``: then it is left out and listed
+as not gated (``Comparison.not_gated``). The CIs and the Holm correction use a family-wise
 ``FAMILY_ALPHA`` of 1 % (the regression check's); B's absolute thresholds are judged too, on all of
 B's blocks together, at the SLO file's confidence.
 """
@@ -115,6 +117,7 @@ class Comparison:
     seed: int
     scenarios: list = field(default_factory=list)      # of ScenarioComparison
     confidence: float = 0.95
+    not_gated: list = field(default_factory=list)      # scenario ids no objective selects (gate: selected-only)
 
     @property
     def verdict(self) -> str:
@@ -163,20 +166,34 @@ def _decide(result: Comparison) -> None:
         c.verdict = c.relative.verdict(p, result.confidence)
 
 
+def gated(spec: slo_mod.SloSpec, scenarios, datapath: str) -> tuple[dict, list]:
+    """scenario id -> its ``compare:`` margins, and the ids left out (``gate: selected-only``); a
+    SpecError for a scenario no margin selects (otherwise), or when none is selected at all."""
+    margins, not_gated = {}, []
+    for scenario in scenarios:
+        found = spec.margins_for({**scenario.labels(), "datapath": datapath})
+        if found:
+            margins[scenario.id] = found
+        elif spec.gate == slo_mod.GATE_SELECTED_ONLY:
+            not_gated.append(scenario.id)
+        else:
+            raise SpecError(f"{spec.source}: objectives", scenario.id,
+                            "an objective with 'compare:' margins whose select matches this scenario "
+                            "(or 'gate: selected-only' to leave the others out)")
+    if not margins:
+        raise SpecError(f"{spec.source}: objectives", "no compare: margins for any scenario",
+                        f"an objective with 'compare:' margins selecting one of {', '.join(s.id for s in scenarios)}")
+    return margins, not_gated
+
+
 def compare(a: Side, b: Side, spec: slo_mod.SloSpec, scenarios=SCENARIOS, *, block: int = BLOCK, pairs: int = PAIRS,
             more_pairs: int = MORE_PAIRS, max_pairs: int = MAX_PAIRS, seed: int | None = None) -> Comparison:
     """Every scenario measured on both sides, interleaved, and judged (see the module doc)."""
     seed = int(time.time_ns() % 2**31) if seed is None else seed
     rng = np.random.default_rng(seed)
     result = Comparison(a.spec, b.spec, seed, confidence=1.0 - FAMILY_ALPHA)
-    margins = {}
-    for scenario in scenarios:
-        labels = {**scenario.labels(), "datapath": b.cluster.datapath}
-        margins[scenario.id] = spec.margins_for(labels)
-        if not margins[scenario.id]:
-            raise SpecError(f"{spec.source}: objectives", scenario.id,
-                            "an objective with 'compare:' margins whose select matches this scenario")
-    for scenario in scenarios:
+    margins, result.not_gated = gated(spec, scenarios, b.spec.datapath)
+    for scenario in (s for s in scenarios if s.id in margins):
         sc = ScenarioComparison(scenario)
         t0 = time.monotonic()
         progress.note(f"compare {scenario.id}: {pairs} pairs of {block} requests (A and B in random order)")
@@ -206,7 +223,9 @@ def compare(a: Side, b: Side, spec: slo_mod.SloSpec, scenarios=SCENARIOS, *, blo
 
 
 def run(a: ClusterSpec, b: ClusterSpec, spec: slo_mod.SloSpec, **kwargs) -> Comparison:
-    """Bring both sides up, compare them, and take both down again (also on error and Ctrl-C)."""
+    """Bring both sides up, compare them, and take both down again (also on error and Ctrl-C). The SLO
+    file is checked against the scenarios first: a configuration error brings nothing up."""
+    gated(spec, kwargs.get("scenarios", SCENARIOS), b.datapath)
     with contextlib.ExitStack() as stack:
         side_a = bring_up(stack, "A", a)
         side_b = bring_up(stack, "B", b)
