@@ -45,13 +45,20 @@ class ChunkDelays:
     def __init__(self, chunk: Chunk):
         self.chunk = chunk
         self._fields: dict = {}
+        self._present: dict = {}  # field -> its presence mask, unpacked once (one object per field)
         self._on: dict = {}       # (series, mask's name) -> its values: a chunk's series share parts
+
+    def present(self, name: str) -> np.ndarray:
+        """``Chunk.present(name)``, unpacked once: a mask derived from it is then the same object."""
+        if name not in self._present:
+            self._present[name] = self.chunk.present(name)
+        return self._present[name]
 
     def nonneg(self, name: str) -> np.ndarray:
         """Rows whose ``name`` is >= 0 (from the presence bits when no known value is negative)."""
         c = self.chunk.columns[name]
         if c.lo is None or c.lo >= 0:
-            return self.chunk.present(name)
+            return self.present(name)
         return self.chunk.values(name) >= 0
 
     @cached_property
@@ -87,12 +94,12 @@ class ChunkDelays:
         if ch.columns[name].ref != ref:
             return (ch.values(name) - ch.values(ref))[mask]
         rel, present = self._stored(name)
-        return rel if np.array_equal(mask, present) else rel[mask[present]]
+        return rel if mask is present or np.array_equal(mask, present) else rel[mask[present]]
 
     def _stored(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(relative values of the known rows, known-rows mask) of a field, decoded once."""
         if name not in self._fields:
-            self._fields[name] = (self.chunk.relative(name), self.chunk.present(name))
+            self._fields[name] = (self.chunk.relative(name), self.present(name))
         return self._fields[name]
 
     def series(self, name: str) -> np.ndarray:
@@ -127,7 +134,7 @@ class ChunkDelays:
             return None
         field, ref, _ = DIFFERENCES[name]
         c = self.chunk.columns[field]
-        if field in ADDED or ref in ADDED or c.ref != ref or not np.array_equal(self.mask(name), self.chunk.present(field)):
+        if field in ADDED or ref in ADDED or c.ref != ref or not np.array_equal(self.mask(name), self.present(field)):
             return None
         return c.base, c.span, c.offsets, self.chunk.count(field)
 

@@ -89,11 +89,9 @@ class OrderStatistics:
     def add(self, values: np.ndarray) -> None:
         if not len(values):
             return
-        if self.counting:
+        if self.counting:   # range checked where counted: bincount refuses < 0, and > span lengthens it
             off = np.asarray(values, dtype=np.int64) - np.int64(self.lo)
-            if off.min() < 0 or off.max() > self.span:
-                raise ValueError(f"OrderStatistics: value outside [{self.lo}, {self.lo + self.span}]")
-            self._pending.append(off.astype(np.uint32))
+            self._pending.append(off)
             self._pending_n += len(off)
             if self._pending_n >= COUNT_SLICE:
                 self._count()
@@ -103,7 +101,14 @@ class OrderStatistics:
 
     def _count(self) -> None:
         if self._pending:
-            self.hist += np.bincount(np.concatenate(self._pending), minlength=self.span + 1)
+            off = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
+            try:
+                counts = np.bincount(off, minlength=self.span + 1)
+            except ValueError:          # a negative offset
+                counts = None
+            if counts is None or len(counts) > self.span + 1:
+                raise ValueError(f"OrderStatistics: value outside [{self.lo}, {self.lo + self.span}]")
+            self.hist += counts
             self._pending, self._pending_n = [], 0
 
     def pick(self, ranks) -> dict:

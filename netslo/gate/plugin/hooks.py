@@ -33,7 +33,7 @@ from netslo.slo.runner import SloBreach
 pytest_plugins = ["netslo.gate.plugin.gate", "netslo.gate.plugin.deselection", "netslo.gate.plugin.report", "netslo.gate.plugin.progress",
                   "netslo.gate.plugin.cluster", "netslo.gate.plugin.impair", "netslo.gate.plugin.protocols", "netslo.gate.plugin.qos",
                   "netslo.gate.plugin.gate_time", "netslo.gate.plugin.family_select",
-                  "netslo.gate.plugin.selected_only", "netslo.gate.plugin.studies"]
+                  "netslo.gate.plugin.selected_only", "netslo.gate.plugin.studies", "netslo.gate.plugin.compare"]
 
 OPTIONS = pytest.StashKey["NetsloOptions"]()
 OUTCOME = pytest.StashKey[object]()

@@ -1,0 +1,79 @@
+"""``--netslo-compare=SPEC``: is B worse than A? The comparison (``netslo.studies.compare``) inside a
+gate session: A is the session's embedded cluster spec (``--netslo-datapath``, ``--netslo-nodes``), B
+the cluster spec given; both are brought up next to each other, every scenario is measured in
+interleaved pairs of blocks and judged by the SLO file's ``compare:`` margins. One test per scenario
+(``netslo/gate/test_compare.py``); without the option they are deselected and the summary says so.
+compare.json and compare.md go to the results directory."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from netslo.core.errors import SpecError
+from netslo.gate.plugin.deselection import deselect
+from netslo.gate.plugin.hooks import GROUP, OPTIONS
+from netslo.providers import clusterspec
+from netslo.report import compare as compare_report
+from netslo.studies import compare
+
+SPEC_B = pytest.StashKey[clusterspec.ClusterSpec]()
+GATED = pytest.StashKey[list]()         # the compare.SCENARIOS the SLO file's compare: margins select
+COMPARED = "compared"      # the parameter of the comparison tests: a compare.SCENARIOS entry
+
+
+def pytest_addoption(parser):
+    parser.getgroup(*GROUP).addoption(
+        "--netslo-compare", default=None, metavar="SPEC",
+        help="compare the session's embedded cluster (A) with cluster spec B (a YAML file or key=value pairs: "
+             "datapath, nodes, rules), interleaved, by the SLO file's compare: margins (netslo/gate/test_compare.py)")
+
+
+@pytest.hookimpl(tryfirst=True)   # before the provider is asked whether it can start
+def pytest_configure(config):
+    text, provider = config.getoption("--netslo-compare"), config.getoption("--netslo-provider")
+    if text is not None and provider != "netns":
+        err = SpecError("--netslo-compare", text, f"--netslo-provider netns, not {provider} (a comparison of kind, "
+                                                  "minikube or existing clusters is not built yet)")
+        raise pytest.UsageError(f"netslo: {err}")
+
+
+def side_a(config) -> clusterspec.ClusterSpec:
+    """A: the session's embedded cluster, as a cluster spec."""
+    opts = config.stash[OPTIONS]
+    return clusterspec.parse({"datapath": opts.datapath, "nodes": opts.nodes}, "--netslo-datapath/--netslo-nodes")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Without --netslo-compare the comparison tests are deselected; with it, B's spec and the SLO
+    file's margins are checked here (one line, before anything is brought up), and scenarios a
+    ``gate: selected-only`` file leaves out are deselected as not gated."""
+    ours = [i for i in items if COMPARED in getattr(getattr(i, "callspec", None), "params", {})]
+    text = config.getoption("--netslo-compare")
+    if text is None or OPTIONS not in config.stash:
+        deselect(config, items, ours, "comparison tests deselected (run them with --netslo-compare=SPEC)")
+        return
+    opts = config.stash[OPTIONS]
+    try:
+        config.stash[SPEC_B] = b = clusterspec.load(text, "--netslo-compare")
+        if dataclasses.replace(b, source="") == dataclasses.replace(side_a(config), source=""):
+            raise SpecError("--netslo-compare", text, "a cluster spec that differs from A "
+                                                      f"({side_a(config).describe()})")
+        _, not_gated = compare.gated(opts.slo, compare.SCENARIOS, b.datapath)
+        config.stash[GATED] = [s for s in compare.SCENARIOS if s.id not in not_gated]
+    except SpecError as e:
+        raise pytest.UsageError(f"netslo: {e}") from None
+    deselect(config, items, [i for i in ours if i.callspec.params[COMPARED].id in not_gated],
+             f"comparisons not gated: no objective's compare: of {opts.slo.source} selects them")
+
+
+@pytest.fixture(scope="session")
+def netslo_comparison(pytestconfig):
+    """The comparison of A and B (``compare.Comparison``), run once for the session; its report is
+    written to the results directory. Both clusters are down again before the first test reads it."""
+    opts = pytestconfig.stash[OPTIONS]
+    result = compare.run(side_a(pytestconfig), pytestconfig.stash[SPEC_B], opts.slo,
+                         scenarios=pytestconfig.stash[GATED])
+    compare_report.write(result, opts.results_dir)
+    return result
