@@ -310,7 +310,8 @@ def _describe_ipdv(chunks, name: str, capacity: int, confidence: float, prefix: 
         v = delays.ipdv_seconds(x, pair)
         moments.add(v)
         if exact_ints:
-            keys.add(np.abs(np.diff(x))[pair])
+            k = np.diff(x)
+            keys.add(np.abs(k, out=k)[pair])
         else:
             floats.append(v)
     moments.finish()
@@ -330,8 +331,9 @@ def _describe_ipdv(chunks, name: str, capacity: int, confidence: float, prefix: 
         table[wanted] = True
     group_k, group_v = [], []
     for x, pair in delays.pairs(chunks, name):
-        k = np.abs(np.diff(x))
-        if table is not None:
+        k = np.diff(x)
+        np.abs(k, out=k)
+        if table is not None:   # a key clipped to the last slot is larger than every wanted one
             hit = pair & table[np.minimum(k, len(table) - 1)]
         else:
             hit = pair & (wanted[np.minimum(np.searchsorted(wanted, k), len(wanted) - 1)] == k)

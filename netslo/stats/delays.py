@@ -104,14 +104,17 @@ class ChunkDelays:
 
     def series(self, name: str) -> np.ndarray:
         """Values of series ``name`` (one of ``SERIES``) on its mask's rows, in row order."""
-        if name == "owd_down":
-            return self.series_on("round_trip", self.srv) - self.series_on("owd_up", self.srv) \
-                - self.series_on("server_time", self.srv)
+        if name == "owd_down":   # (the cached parts are never written to: one new array, then in place)
+            out = self.series_on("round_trip", self.srv) - self.series_on("owd_up", self.srv)
+            out -= self.series_on("server_time", self.srv)
+            return out
         if name == "rtt":
             round_trip = self.series_on("round_trip", self.got)
             srv = self.srv[self.got]
             if not srv.any():
                 return round_trip
+            if srv.all():           # every answered row has the responder's stamps
+                return round_trip - self.series_on("server_time", self.srv)
             residence = np.zeros(len(round_trip), dtype=np.int64)
             residence[srv] = self.series_on("server_time", self.srv)
             return round_trip - residence
@@ -176,7 +179,8 @@ def pairs(chunks, name: str):
 def ipdv_seconds(x: np.ndarray, pair: np.ndarray) -> np.ndarray:
     """|IPDV| of the pairs (s): |F(x[i+1]) - F(x[i])| with F = ns -> s as everywhere (``x * 1e-9``)."""
     f = seconds(x)
-    return np.abs(f[1:] - f[:-1])[pair]
+    d = f[1:] - f[:-1]
+    return np.abs(d, out=d)[pair]
 
 
 def _field_bounds(chunks, name: str, ref: str) -> tuple[int, int] | None:

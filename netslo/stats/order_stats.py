@@ -90,7 +90,9 @@ class OrderStatistics:
         if not len(values):
             return
         if self.counting:   # range checked where counted: bincount refuses < 0, and > span lengthens it
-            off = np.asarray(values, dtype=np.int64) - np.int64(self.lo)
+            off = np.asarray(values, dtype=np.int64)
+            if self.lo:
+                off = off - np.int64(self.lo)
             self._pending.append(off)
             self._pending_n += len(off)
             if self._pending_n >= COUNT_SLICE:
@@ -163,17 +165,22 @@ class Moments:
 
     def add(self, values: np.ndarray) -> None:
         """Feed values (float64) in series order; full blocks are folded in at once."""
-        if not len(values):
+        v = np.asarray(values, dtype=np.float64)
+        if not len(v):
             return
-        self._pending.append(np.asarray(values, dtype=np.float64))
-        self._pending_n += len(values)
-        if self._pending_n >= BLOCK:
-            joined = np.concatenate(self._pending)
-            full = len(joined) - len(joined) % BLOCK
-            for i in range(0, full, BLOCK):
-                self._fold(joined[i:i + BLOCK])
-            self._pending = [joined[full:]] if full < len(joined) else []
-            self._pending_n = len(joined) - full
+        if self._pending_n:             # complete the partial block first (the only copy made)
+            need = BLOCK - self._pending_n
+            if len(v) < need:
+                self._pending.append(v.copy())
+                self._pending_n += len(v)
+                return
+            self._fold(np.concatenate([*self._pending, v[:need]]))
+            self._pending, self._pending_n, v = [], 0, v[need:]
+        full = len(v) - len(v) % BLOCK
+        for i in range(0, full, BLOCK):
+            self._fold(v[i:i + BLOCK])
+        if full < len(v):
+            self._pending, self._pending_n = [v[full:].copy()], len(v) - full
 
     def add_blocks(self, blocks) -> "Moments":
         for b in blocks:
@@ -183,7 +190,8 @@ class Moments:
     def _fold(self, block: np.ndarray) -> None:
         nb = len(block)
         mb = float(np.sum(block)) / nb
-        m2b = float(np.sum((block - mb) ** 2))
+        d = block - mb
+        m2b = float(np.sum(np.multiply(d, d, out=d)))
         if self.n == 0:
             self.n, self.mean, self.m2 = nb, mb, m2b
             return
