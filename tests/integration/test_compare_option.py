@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from tests.integration.test_compare_clusters import _namespaces
+
 SLO = """version: 1
 gate: selected-only
 defaults: {interval: 1ms}
@@ -29,11 +31,6 @@ def _gate(tmp_path, *args: str):
                            "-p", "no:cacheprovider", "--netslo-slo", str(tmp_path / "slo.yaml"),
                            "--netslo-results", str(tmp_path / "res"), *args],
                           cwd=tmp_path, capture_output=True, text=True, timeout=900)
-
-
-def _namespaces() -> int:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return sum(1 for line in out.splitlines() if line.startswith("nsl-"))
 
 
 @pytest.mark.slow
