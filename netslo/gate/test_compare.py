@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from netslo.gate.plugin.compare import COMPARED
+from netslo.report import compare as compare_report
 from netslo.studies import compare
 
 pytestmark = [pytest.mark.cni, pytest.mark.slow]
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.cni, pytest.mark.slow]
 @pytest.mark.parametrize(COMPARED, compare.SCENARIOS, ids=lambda s: s.id)
 def test_b_is_no_worse_than_a(netslo_comparison, compared):
     sc = next(s for s in netslo_comparison.scenarios if s.scenario.id == compared.id)
-    lines = [c.line() for c in sc.checks] + [f"B's threshold: {c.line()}" for c in sc.absolute if c.verdict != "pass"]
+    lines = compare_report.scenario_lines(sc)
     header = (f"{compared.id}: {sc.verdict} after {len(sc.pairs)} pairs — A: {netslo_comparison.a.describe()}; "
               f"B: {netslo_comparison.b.describe()}")
     if sc.verdict != "pass":

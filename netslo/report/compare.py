@@ -61,12 +61,16 @@ def markdown(result) -> str:
     return "\n".join(lines) + "\n"
 
 
+def scenario_lines(sc) -> list[str]:
+    """One scenario's checks, a line each: every margin, then B's thresholds that did not pass."""
+    return [c.line() for c in sc.checks] + [f"B's threshold: {c.line()}" for c in sc.absolute if c.verdict != "pass"]
+
+
 def terminal_lines(result) -> list[str]:
     out = [f"A: {result.a.describe()}", f"B: {result.b.describe()}"]
     for sc in result.scenarios:
         out.append(f"{sc.scenario.id:<24} {sc.verdict:<9} {len(sc.pairs)} pairs, {sc.seconds:.1f} s")
-        out += [f"  {c.line()}" for c in sc.checks]
-        out += [f"  B's threshold: {c.line()}" for c in sc.absolute if c.verdict != "pass"]
+        out += [f"  {line}" for line in scenario_lines(sc)]
     if result.not_gated:
         out.append(f"not gated (gate: selected-only): {', '.join(result.not_gated)}")
     out.append(f"netslo compare: {MARK.get(result.verdict, '')} {result.verdict}")

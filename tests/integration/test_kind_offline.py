@@ -3,7 +3,7 @@
 dockerd 20.10 left to itself sets the iptables FORWARD policy to DROP, adds its chains and NAT rules and
 turns on net.ipv4.ip_forward; the offline engine runs with --iptables=false --ip-forward=false
 --ip-masq=false --bridge=none. This test snapshots the host's iptables/ip6tables/nft rulesets, the
-FORWARD policy, ip_forward and the bridge-nf sysctls before ``up``, starts a container on kind's network
+FORWARD policy, ip_forward and the bridge-nf sysctls before the engine starts, starts a container on kind's network
 (what a kind node does), and compares after ``down``; it also checks that ``down`` leaves no engine
 process, mount, cgroup or bridge behind. Needs root; it starts only the engine (``scripts/kind-offline.sh
 engine``: Debian's engine packages, fetched once into /var/cache/netslo/kind-offline) and builds nothing,
@@ -29,7 +29,7 @@ SYSCTLS = ("net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding", "net/ipv4/conf
            "net/bridge/bridge-nf-call-arptables")
 
 
-def _built() -> str | None:
+def _cannot_run() -> str | None:
     if os.geteuid() != 0:
         return "needs root (docker engine, mounts, cgroups)"
     if (STATE / "dockerd.pid").exists():
@@ -37,7 +37,7 @@ def _built() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_built() is not None, reason=_built() or "")
+pytestmark = pytest.mark.skipif(_cannot_run() is not None, reason=_cannot_run() or "")
 
 
 def _run(*argv: str, check: bool = True) -> str:

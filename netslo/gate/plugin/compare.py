@@ -19,7 +19,6 @@ from netslo.report import compare as compare_report
 from netslo.studies import compare
 
 SPEC_B = pytest.StashKey[clusterspec.ClusterSpec]()
-GATED = pytest.StashKey[list]()         # the compare.SCENARIOS the SLO file's compare: margins select
 COMPARED = "compared"      # the parameter of the comparison tests: a compare.SCENARIOS entry
 
 
@@ -57,11 +56,10 @@ def pytest_collection_modifyitems(session, config, items):
     opts = config.stash[OPTIONS]
     try:
         config.stash[SPEC_B] = b = clusterspec.load(text, "--netslo-compare")
-        if dataclasses.replace(b, source="") == dataclasses.replace(side_a(config), source=""):
-            raise SpecError("--netslo-compare", text, "a cluster spec that differs from A "
-                                                      f"({side_a(config).describe()})")
+        a = side_a(config)
+        if dataclasses.replace(b, source="") == dataclasses.replace(a, source=""):
+            raise SpecError("--netslo-compare", text, f"a cluster spec that differs from A ({a.describe()})")
         _, not_gated = compare.gated(opts.slo, compare.SCENARIOS, b.datapath)
-        config.stash[GATED] = [s for s in compare.SCENARIOS if s.id not in not_gated]
     except SpecError as e:
         raise pytest.UsageError(f"netslo: {e}") from None
     deselect(config, items, [i for i in ours if i.callspec.params[COMPARED].id in not_gated],
@@ -72,8 +70,7 @@ def pytest_collection_modifyitems(session, config, items):
 def netslo_comparison(pytestconfig):
     """The comparison of A and B (``compare.Comparison``), run once for the session; its report is
     written to the results directory. Both clusters are down again before the first test reads it."""
-    opts = pytestconfig.stash[OPTIONS]
-    result = compare.run(side_a(pytestconfig), pytestconfig.stash[SPEC_B], opts.slo,
-                         scenarios=pytestconfig.stash[GATED])
+    opts = pytestconfig.stash[OPTIONS]   # (the scenarios the file does not gate, compare leaves out itself)
+    result = compare.run(side_a(pytestconfig), pytestconfig.stash[SPEC_B], opts.slo)
     compare_report.write(result, opts.results_dir)
     return result
