@@ -7,6 +7,10 @@
     python -m netslo compare --a SPEC --b SPEC [--slo FILE] [--results DIR] [--seed N]
                                            is B worse than A? both clusters up, interleaved pairs,
                                            a non-inferiority verdict per compare: margin (exit 1 if not)
+    python -m netslo mesh [--nodes N] [--zones Z] [--provider existing --kubeconfig K] [--select L=G,...]
+                          [--limit N] [--partners K] [--budget 10m | --requests N] [--slo FILE] [--results DIR]
+                                           every node pair in rounds of disjoint pairs, judged per pair
+                                           (Holm), per zone/pool and over pairs; a heatmap (exit 1 if not met)
     python -m netslo reap [--dry-run]      remove what killed runs left behind on this machine
     python -m netslo reap --kubeconfig K [--context C] [--max-age 180min] [--dry-run]
                                            ... and their namespaces on that cluster (owner gone)
@@ -68,6 +72,28 @@ def main(argv=None) -> int:
     c.add_argument("--seed", type=int, default=None, help="seed of the random block order (default: from the clock)")
     c.add_argument("--pairs", type=int, default=None, help="pairs of blocks measured first per scenario (default 16)")
     c.add_argument("--max-pairs", type=int, default=None, help="pairs at most, when undecided (default 48)")
+    m = sub.add_parser("mesh", help="measure every node pair of a cluster in rounds of disjoint pairs and judge "
+                                    "them (per pair with Holm, per zone/pool, over pairs)")
+    m.add_argument("--provider", default="netns", choices=("netns", "existing"),
+                   help="netns: an embedded cluster of --nodes nodes; existing: the cluster of --kubeconfig")
+    m.add_argument("--nodes", default="8", help="netns: nodes (2..64, default 8)")
+    m.add_argument("--zones", default="1", help="netns: emulated zones, contiguous blocks of nodes (default 1)")
+    m.add_argument("--datapath", default="bridge", help="netns: bridge | routed | vxlan (default bridge)")
+    m.add_argument("--kubeconfig", default=None, help="existing: kubeconfig (default $KUBECONFIG)")
+    m.add_argument("--context", default=None, help="existing: kubeconfig context")
+    m.add_argument("--image", default=None, help="existing: the agent image (default localhost/netslo-agent:<version>)")
+    m.add_argument("--select", default=None, metavar="LABEL=GLOB,...", help="only nodes whose labels match")
+    m.add_argument("--limit", default=None, help="at most this many of the selected nodes (by name)")
+    m.add_argument("--partners", default=None, help="a sampled design: this many partners per node (every zone "
+                                                    "and pool pair still covered); default every pair")
+    m.add_argument("--budget", default=None, help="time for the probing, e.g. 10m: sets the requests per pair, or "
+                                                  "refuses naming the least it needs")
+    m.add_argument("--requests", default=None, help="requests per pair (default 600)")
+    m.add_argument("--interval", default=None, help="send period per pair, e.g. 5ms (default: the SLO file's interval)")
+    m.add_argument("--pool-label", default=None, help="the node label that names a node's pool (default netslo.io/pool)")
+    m.add_argument("--seed", default="0", help="seed of a sampled design (default 0)")
+    m.add_argument("--slo", default=None, help="SLO file (default: slo.yaml here, else the shipped one)")
+    m.add_argument("--results", default="netslo-results", help="where mesh.json, mesh.md and mesh-heatmap.png go")
     r = sub.add_parser("reap", help="remove namespaces/processes of dead runs (here, or on a cluster)")
     r.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     r.add_argument("--kubeconfig", help="reap run namespaces on this cluster (default $KUBECONFIG with --context)")
@@ -83,6 +109,8 @@ def main(argv=None) -> int:
             return _image(p, args)
         if args.cmd == "compare":
             return _compare(args)
+        if args.cmd == "mesh":
+            return _mesh(args)
         if args.cmd == "slo-schema":
             print(slo.schema_json())
         elif args.cmd == "slo":
@@ -148,6 +176,48 @@ def _compare(args) -> int:
     print("\n".join(report.terminal_lines(result)))
     for path in report.write(result, Path(args.results).expanduser()):
         print(f"netslo compare: wrote {path}")
+    return 0 if result.verdict == "pass" else 1
+
+
+def _whole(option: str, text, lo: int, hi: int | None = None) -> int:
+    """``text`` as a whole number lo..hi, else SpecError naming ``option``."""
+    if not str(text).isdigit() or int(text) < lo or (hi is not None and int(text) > hi):
+        raise SpecError(option, text, f"a whole number {lo}..{hi if hi is not None else ''}".rstrip("."))
+    return int(text)
+
+
+def _mesh(args) -> int:
+    from pathlib import Path
+
+    from netslo.core.units import duration
+    from netslo.providers import NETNS_MAX_NODES, POOL_LABEL, make_provider
+    from netslo.report import mesh as report
+    from netslo.studies.mesh import measure
+    spec = slo.load(args.slo or (Path("slo.yaml") if Path("slo.yaml").exists() else slo.shipped_slo("slo.yaml")))
+    if args.budget is not None and args.requests is not None:
+        raise SpecError("--budget/--requests", f"{args.budget}/{args.requests}", "one of the two, not both")
+    mesh = measure.MeshSpec(
+        select=measure.parse_select(args.select, "--select"),
+        limit=None if args.limit is None else _whole("--limit", args.limit, 2),
+        partners=None if args.partners is None else _whole("--partners", args.partners, 1),
+        budget_s=None if args.budget is None else duration(args.budget, "--budget"),
+        requests=None if args.requests is None else _whole("--requests", args.requests, 1),
+        interval_s=measure.parse_interval(args.interval, "--interval"),
+        seed=_whole("--seed", args.seed, 0), pool_label=args.pool_label or POOL_LABEL, option="--")
+    if args.provider == "netns":   # IPv4 pods (what a mesh measures), responders forked from the warm agent
+        from netslo.providers.netns.cluster import NetnsCluster
+        nodes = _whole("--nodes", args.nodes, 2, NETNS_MAX_NODES)
+        zones = _whole("--zones", args.zones, 1, nodes)
+
+        def up():
+            return NetnsCluster(nodes=nodes, datapath=args.datapath, ip_family="ipv4", zones=zones, fork_responders=True)
+    else:
+        up = make_provider("existing", kubeconfig=args.kubeconfig, context=args.context, image=args.image).up
+    with up() as cluster:
+        result = measure.run(cluster, mesh, spec)
+    print("\n".join(report.terminal_lines(result)))
+    for path in report.write(result, Path(args.results).expanduser()):
+        print(f"netslo mesh: wrote {path}")
     return 0 if result.verdict == "pass" else 1
 
 

@@ -3,7 +3,8 @@
 # source, without a registry (scripts/kind-offline.sh); then, against the same cluster's kubeconfig,
 # the Kubernetes provider tests (tests/integration/test_kube_*.py: pods, Services with kube-proxy's
 # counters, bandwidth annotations on the node, the impairment DaemonSet, kubeconfigs, reaping after
-# kill -9) and the latency, DNS, impairment and QoS modules of the gate with --netslo-provider existing.
+# kill -9) and the latency, DNS, impairment and QoS modules and the node-pair mesh of the gate with
+# --netslo-provider existing.
 # Clusters are dual-stack (netslo's kind default): the gate's IPv6 scenarios run beside the IPv4 ones.
 # The engine is always taken down again, also when a test fails or the run is interrupted, and the
 # host's FORWARD policy, ip_forward, IPv6 forwarding, ip6tables and namespaces are checked unchanged.
@@ -86,11 +87,12 @@ for name, why in bad:
     print(f"ci-kind: {name} skipped, not an expected skip of this CNI: {why}", file=sys.stderr)
 sys.exit(1 if bad else 0)
 PYEOF
-    say "--netslo-provider existing on the same (dual-stack) cluster: cross-node udp/tcp-rr latency (v4, v6), DNS, impairments, the QoS tests whose path differs there"
+    say "--netslo-provider existing on the same (dual-stack) cluster: cross-node udp/tcp-rr latency (v4, v6), DNS, impairments, the QoS tests whose path differs there, the node-pair mesh"
     NETSLO_KUBECONFIG=$KUBECONFIG_KIND "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider existing \
-      --netslo-ip-family dual --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results="$results-existing" \
+      --netslo-ip-family dual --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results="$results-existing" --netslo-mesh \
       -k "not (priority or congestion or iperf3 or slow_start or bufferbloat) and not (test_latency_slo and not (cross-node-udp-1k or cross-node-tcp-rr-1k))" \
-      netslo/gate/test_latency.py netslo/gate/test_dns.py netslo/gate/test_impairments.py netslo/gate/test_qos.py || rc=1
+      netslo/gate/test_latency.py netslo/gate/test_dns.py netslo/gate/test_impairments.py netslo/gate/test_qos.py \
+      netslo/gate/test_mesh.py || rc=1
     # -k: the QoS shaping studies act through the same node agent (netslo.providers.kube.links) as on kind
     # just above; here only what differs on existing runs (DSCP capture through the node agents, bandwidth
     # annotations), to keep the warm CI near its budget. The whole module on existing: drop the -k.

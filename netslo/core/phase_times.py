@@ -65,10 +65,24 @@ def timed_call(kind: str):
     return wrap
 
 
+@contextmanager
+def on_behalf():
+    """A worker thread's part of a block its starter times as a whole (e.g. the pairs of one mesh
+    round, measured at once): neither its time nor its schedule is counted again."""
+    depth = getattr(_depth, "n", 0)
+    _depth.n, _depth.silent = depth + 1, True
+    try:
+        yield
+    finally:
+        _depth.n, _depth.silent = depth, False
+
+
 def scheduled(seconds: float, kind: str) -> None:
     """Add ``seconds`` of measurement schedule to the thread's outermost timed kind (else ``kind``)."""
     if kind not in KINDS:
         raise ValueError(f"phase kind: value {kind!r} — expected one of {', '.join(KINDS)}")
+    if getattr(_depth, "silent", False):
+        return
     if getattr(_depth, "n", 0):
         kind = _depth.kind
     with _lock:

@@ -6,6 +6,9 @@ from netslo.core.errors import SpecError
 
 PROVIDERS = ("netns", "kind", "minikube", "existing")
 DATAPATHS = ("bridge", "routed", "vxlan")       # the embedded provider's pod datapaths
+ZONE_LABEL = "topology.kubernetes.io/zone"   # a node's zone (Kubernetes' well-known label)
+POOL_LABEL = "netslo.io/pool"   # the emulated nodes' pool (a real cluster's: a label the user names)
+NETNS_MAX_NODES = 64   # the embedded provider's nodes at most (a node: two namespaces and a veth pair)
 
 
 def make_provider(name: str, **options):

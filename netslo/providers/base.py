@@ -72,6 +72,10 @@ class Cluster(abc.ABC):
     def nodes(self) -> list[str]:
         """Node names, in a stable order."""
 
+    def node_labels(self, node: str) -> dict[str, str]:
+        """The labels of ``node`` (a Kubernetes node's; an emulated node's zone and pool)."""
+        return {}
+
     @abc.abstractmethod
     def add_pod(self, name: str, node: str, *, host_network: bool = False,
                 annotations: dict | None = None, responders=None) -> Pod:

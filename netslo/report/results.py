@@ -57,6 +57,7 @@ class ResultsWriter:
         self.tally = None          # netslo.report.tally.Tally of the session, when the gate ran
         self.slo_source = None     # the session's own SLO file (records judged by others name theirs)
         self.written: Path | None = None
+        self.sections: dict = {}   # further top-level keys of results.json (e.g. 'mesh': every node pair)
 
     @timed_call("reports")
     def add(self, test_id: str, outcome) -> None:
@@ -69,11 +70,12 @@ class ResultsWriter:
     def write(self) -> Path | None:
         """results.json with every record and the session's tally (counts of passed / failed /
         errored / skipped tests); nothing when the session measured and tallied nothing."""
-        if not self.records and not (self.tally and self.tally.entries):
+        if not self.records and not self.sections and not (self.tally and self.tally.entries):
             return None
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / "results.json"
-        doc = {"schema": SCHEMA_VERSION, "environment": self.environment, "slo": self.slo_source, "results": self.records}
+        doc = {"schema": SCHEMA_VERSION, "environment": self.environment, "slo": self.slo_source, "results": self.records,
+               **self.sections}
         if self.tally is not None and self.tally.entries:
             doc["gate"] = self.tally.to_json()
         path.write_text(json.dumps(doc, indent=1))

@@ -20,6 +20,9 @@ File format (units are mandatory)::
         select: {datapath: calico}
         trials: 12            # a change study's trials for this objective (default: defaults.trials)
         thresholds: {policy_enforce.p50: 500ms}
+      - name: cross-zone      # node pairs of a mesh (netslo.studies.mesh): zone/pool 'a' or 'a~b',
+        select: {zones: cross}  # zones/pools same | cross; a scenario has none of these keys
+        thresholds: {rtt.p99: 5ms, mesh.p99.rtt.p99: 2ms}   # per pair; P99 over pairs of per-pair P99
 
 Every threshold is an upper bound (metric <= value). Verdict per threshold, from the metric's CI
 [lo, hi]: **pass** when hi <= threshold, **fail** when lo > threshold, otherwise **inconclusive**:
@@ -70,7 +73,10 @@ DELAY_SERIES = ("rtt", "rtt_app", "owd_up", "owd_down", "ipdv", "ipdv_app", "ipd
 DELAY_STATS = ("min", "mean", "p50", "p90", "p99", "p99.9", "max")
 FRACTION_METRICS = ("loss", "loss_up", "loss_down", "dup", "reorder", "dns.fail", "dns.retry")
 POINT_DELAY_METRICS = ("rfc3550",)
-SELECT_KEYS = ("protocol", "placement", "profile", "datapath", "family")
+SELECT_KEYS = ("protocol", "placement", "profile", "datapath", "family", "zone", "zones", "pool", "pools")
+# keys only a node pair of a mesh has (netslo.studies.mesh): its zone and pool ('a', or 'a~b' across
+# two, sorted) and whether its nodes share them ('same' | 'cross'); a scenario without them never matches
+MESH_SELECT_KEYS = ("zone", "zones", "pool", "pools")
 SHIPPED = "netslo"                 # extends: the gate's own SLO file
 GATE_ALL, GATE_SELECTED_ONLY = "all", "selected-only"
 # Series of one value per trial of a change study (netslo.studies.enforcement), seconds; a percentile of them is
@@ -89,7 +95,13 @@ TRIAL_STATS = ("min", "p50", "p90", "p99", "p99.9", "max")
 SHIFT_METRICS = ("policy_cost.p50", "policy_cost.p99")   # RTT percentile shift, most decoy policies vs none
 # the study a metric belongs to (a scenario's 'study' label); metrics absent here belong to probe scenarios
 STUDY_OF = {"policy_enforce": "policy", "policy_allow": "policy", "policy_cost": "policy-cost",
-            "svc_program": "service", "svc_endpoint": "service-endpoint", "disruption": "disruption"}
+            "svc_program": "service", "svc_endpoint": "service-endpoint", "disruption": "disruption",
+            "mesh": "mesh"}
+# A mesh objective over the pairs it selects (netslo.stats.mesh.over_pairs): 'mesh.p99.rtt.p99' is the
+# P99 over pairs of each pair's RTT P99 (clusterloader2's "P99 of P99"); 'mesh.max.loss' the worst loss.
+MESH_METRIC_RE = r"^mesh\.(p50|p90|p99|max)\.(rtt\.(p50|p90|p99)|loss)$"
+# what a mesh judges per pair (netslo.stats.mesh.pair_pvalue): other metrics of the objectives are left out
+MESH_PAIR_METRIC_RE = r"^(rtt\.(p50|p90|p99|p99\.9)|loss)$"
 
 _DURATION_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*(ns|us|µs|ms|s|sec|min)\s*$"
 _PERCENT_RE = r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%\s*$"
@@ -115,7 +127,8 @@ def trial_series(metric: str) -> str | None:
 def unit_of(metric: str) -> str:
     """'1' (a fraction), 'count' (a whole number) or 's' (a duration): how a threshold of ``metric``
     is written and its estimate printed."""
-    if metric in FRACTION_METRICS or trial_series(metric) in DISRUPTION_FRACTIONS:
+    if metric in FRACTION_METRICS or trial_series(metric) in DISRUPTION_FRACTIONS or \
+            (metric.startswith("mesh.") and metric.endswith(".loss")):
         return "1"
     if trial_series(metric) in DISRUPTION_COUNTS:
         return "count"
@@ -190,6 +203,8 @@ def json_schema() -> dict:
                                               _FRACTION_METRIC_RE: {"$ref": "#/$defs/percent"},
                                               _STUDY_METRIC_RE: {"$ref": "#/$defs/duration"},
                                               _STUDY_FRACTION_RE: {"$ref": "#/$defs/percent"},
+                                              r"^mesh\.(p50|p90|p99|max)\.rtt\.(p50|p90|p99)$": {"$ref": "#/$defs/duration"},
+                                              r"^mesh\.(p50|p90|p99|max)\.loss$": {"$ref": "#/$defs/percent"},
                                               _STUDY_COUNT_RE: {"type": "integer", "minimum": 0}},
                     },
                 },
@@ -327,7 +342,8 @@ class SloSpec:
         """Could an objective judge a scenario of these labels? A selector key the labels lack (the
         datapath, before the cluster is up) is taken to match."""
         study = labels.get("study")
-        return any(all(k not in labels or any(fnmatch.fnmatchcase(str(labels[k]), p) for p in pats)
+        return any(all((k not in labels and k not in MESH_SELECT_KEYS)
+                       or any(fnmatch.fnmatchcase(str(labels.get(k, "")), p) for p in pats)
                        for k, pats in o.select.items())
                    and any(STUDY_OF.get(t.metric.partition(".")[0]) == study for t in o.thresholds)
                    for o in self.objectives)

@@ -1,4 +1,4 @@
-"""The node-pair mesh's schedule (netslo.studies.mesh) and its attribution of failures to nodes
+"""The node-pair mesh's schedule (netslo.studies.mesh.schedule) and its attribution of failures to nodes
 (netslo.stats.mesh): the properties each promises, checked over many sizes."""
 
 import itertools
@@ -7,7 +7,7 @@ import pytest
 
 from netslo.core.errors import SpecError
 from netslo.stats.mesh import culprits
-from netslo.studies import mesh
+from netslo.studies.mesh import schedule as mesh
 
 
 def _nodes(n):

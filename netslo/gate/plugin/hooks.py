@@ -23,7 +23,7 @@ from netslo.core.families import MODES, families_of
 from netslo.core.resources import shipped_slo
 from netslo.core.units import format_duration
 from netslo.gate.plugin.rootdir import check_rootdir
-from netslo.providers import DATAPATHS, PROVIDERS, make_provider
+from netslo.providers import DATAPATHS, NETNS_MAX_NODES, PROVIDERS, make_provider
 from netslo.report.results import ResultsWriter
 from netslo.slo import skips
 from netslo.slo import spec as slo_mod
@@ -33,7 +33,8 @@ from netslo.slo.runner import SloBreach
 pytest_plugins = ["netslo.gate.plugin.gate", "netslo.gate.plugin.deselection", "netslo.gate.plugin.report", "netslo.gate.plugin.progress",
                   "netslo.gate.plugin.cluster", "netslo.gate.plugin.impair", "netslo.gate.plugin.protocols", "netslo.gate.plugin.qos",
                   "netslo.gate.plugin.gate_time", "netslo.gate.plugin.family_select",
-                  "netslo.gate.plugin.selected_only", "netslo.gate.plugin.studies", "netslo.gate.plugin.compare"]
+                  "netslo.gate.plugin.selected_only", "netslo.gate.plugin.studies", "netslo.gate.plugin.compare",
+                  "netslo.gate.plugin.mesh"]
 
 OPTIONS = pytest.StashKey["NetsloOptions"]()
 OUTCOME = pytest.StashKey[object]()
@@ -84,7 +85,10 @@ def pytest_addoption(parser):
     g = parser.getgroup(*GROUP)
     g.addoption("--netslo-provider", default="netns", help=f"where pods run: {', '.join(PROVIDERS)} (default netns)")
     g.addoption("--netslo-datapath", default="bridge", help=f"netns datapath: {', '.join(DATAPATHS)} (default bridge)")
-    g.addoption("--netslo-nodes", default="2", help="number of nodes of the cluster (default 2)")
+    g.addoption("--netslo-nodes", default="2", help="number of nodes of the cluster (default 2; netns up to "
+                                                    f"{NETNS_MAX_NODES}, a mesh's size)")
+    g.addoption("--netslo-zones", default="1", help="netns: emulated zones, in contiguous blocks of nodes "
+                                                    "(label topology.kubernetes.io/zone; default 1)")
     g.addoption("--netslo-ip-family", default=None, metavar="FAMILY",
                 help=f"IP families of the pods: {', '.join(MODES)} (default dual where netslo makes the "
                      "cluster: netns, kind; ipv4 on minikube and existing — say dual for a dual-stack cluster); "
@@ -183,8 +187,9 @@ def pytest_configure(config):
             raise SpecError("--netslo-provider", provider, f"one of {', '.join(PROVIDERS)}")
         if datapath not in DATAPATHS:
             raise SpecError("--netslo-datapath", datapath, f"one of {', '.join(DATAPATHS)}")
-        if not str(nodes_text).isdigit() or not 1 <= int(nodes_text) <= 16:
-            raise SpecError("--netslo-nodes", nodes_text, "a whole number 1..16")
+        most = NETNS_MAX_NODES if provider == "netns" else 16
+        if not str(nodes_text).isdigit() or not 1 <= int(nodes_text) <= most:
+            raise SpecError("--netslo-nodes", nodes_text, f"a whole number 1..{most}")
         allowed = skips.parse_allowed(config.getoption("--netslo-allow-skip"), "--netslo-allow-skip")
         ip_family = config.getoption("--netslo-ip-family") or ("dual" if provider in ("netns", "kind") else "ipv4")
         families_of(ip_family, "--netslo-ip-family")
@@ -219,7 +224,10 @@ def _provider_options(config, provider: str, datapath: str, nodes: int, ip_famil
     embedded provider and kind build the families asked for; minikube and an existing cluster have
     their own (an IPv6 scenario on a cluster without IPv6 addresses errors, naming the missing address)."""
     if provider == "netns":
-        return {"nodes": nodes, "datapath": datapath, "ip_family": ip_family}
+        zones = config.getoption("--netslo-zones")
+        if not str(zones).isdigit() or not 1 <= int(zones) <= nodes:
+            raise SpecError("--netslo-zones", zones, f"a whole number 1..{nodes} (the nodes)")
+        return {"nodes": nodes, "datapath": datapath, "ip_family": ip_family, "zones": int(zones)}
     image = config.getoption("--netslo-agent-image")
     if provider == "existing":
         return {"kubeconfig": config.getoption("--netslo-kubeconfig"), "context": config.getoption("--netslo-context"),

@@ -189,6 +189,12 @@ class KubeCluster(Cluster):
             self._load_nodes(60.0)
         return list(self._nodes)
 
+    def node_labels(self, node: str) -> dict[str, str]:
+        """The node's labels, as the API gave them when the nodes were listed (one list call)."""
+        if self._nodes is None:
+            self._load_nodes(60.0)
+        return dict(self._node_objs.get(node, {}).get("metadata", {}).get("labels") or {})
+
     def node_ip(self, node: str) -> str:
         """The node's InternalIP (for NodePort and hostNetwork targets)."""
         for a in self._node_objs.get(node, {}).get("status", {}).get("addresses", []):

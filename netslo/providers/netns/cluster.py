@@ -50,7 +50,7 @@ from netslo.core.errors import InfrastructureError, SpecError, Unsupported
 from netslo.core.families import IPV4, IPV6, families_of
 from netslo.core.phase_times import timed_call
 from netslo.core.procs import CHILD_CWD, LIVE_RUNS, alive, child_env, owned_elsewhere_or_here
-from netslo.providers import DATAPATHS
+from netslo.providers import DATAPATHS, NETNS_MAX_NODES, POOL_LABEL, ZONE_LABEL
 from netslo.providers.base import RESPONDER_PORTS, Cluster, PathPoint, Pod
 
 STATE_ROOT = Path("/run/netslo")
@@ -226,13 +226,17 @@ class NetnsCluster(Cluster):
     shared_clock = True
 
     def __init__(self, nodes: int = 2, datapath: str = "bridge", run_id: str | None = None,
-                 fork_responders: bool = False, ip_family: str = "dual"):
+                 fork_responders: bool = False, ip_family: str = "dual", zones: int = 1, pools: int = 1):
         if datapath not in DATAPATHS:
             raise SpecError("--netslo-datapath", datapath, f"one of {', '.join(DATAPATHS)}")
         self.families = families_of(ip_family)
         self.ip_family = ip_family
-        if not isinstance(nodes, int) or not 1 <= nodes <= 16:
-            raise SpecError("--netslo-nodes", nodes, "a whole number 1..16")
+        if not isinstance(nodes, int) or not 1 <= nodes <= NETNS_MAX_NODES:
+            raise SpecError("--netslo-nodes", nodes, f"a whole number 1..{NETNS_MAX_NODES}")
+        for name, value in (("--netslo-zones", zones), ("--netslo-pools", pools)):
+            if not isinstance(value, int) or not 1 <= value <= nodes:
+                raise SpecError(name, value, f"a whole number 1..{nodes} (the nodes)")
+        self.zones, self.pools = zones, pools
         require_privileges()
         run_id = run_id or os.environ.get("NETSLO_RUN_ID") or secrets.token_hex(3)
         if not re.fullmatch(r"[0-9a-f]{6}", run_id):
@@ -270,6 +274,13 @@ class NetnsCluster(Cluster):
     @property
     def nodes(self) -> list[str]:
         return [f"node{i}" for i in range(self.node_count)]
+
+    def node_labels(self, node: str) -> dict[str, str]:
+        """Emulated zone and pool labels: zones in contiguous blocks of nodes (zone-a, zone-b, ...),
+        pools across them (node i in pool-(i mod pools))."""
+        i = self._node_index(node)
+        return {ZONE_LABEL: f"zone-{chr(ord('a') + i * self.zones // self.node_count)}",
+                POOL_LABEL: f"pool-{i % self.pools}"}
 
     def _node_index(self, node: str) -> int:
         if node not in self.nodes:
@@ -321,7 +332,8 @@ class NetnsCluster(Cluster):
                 node_ns = self._create_ns(f"node{i}")
                 # before its devices exist: they take the namespace's defaults (accept_dad=0)
                 self.sysctl(node_ns, self._node_sysctls())
-                sw.link("add", ifname=f"n{i}", kind="veth", peer={"ifname": "eth0", "net_ns_fd": node_ns})
+                sw.link("add", ifname=f"n{i}", kind="veth",
+                        peer={"ifname": "eth0", "net_ns_fd": node_ns, "address": self._node_mac(i)})
                 idx = sw.link_lookup(ifname=f"n{i}")[0]
                 br = sw.link_lookup(ifname="br0")[0]
                 sw.link("set", index=idx, master=br, state="up")
@@ -346,6 +358,7 @@ class NetnsCluster(Cluster):
             ipr.addr("add", index=eth, address=UNDERLAY.format(10 + i), prefixlen=24)
             if self.v6:
                 self._addr6(ipr, eth, UNDERLAY6.format(10 + i), 64)
+            self._underlay_neighbours(ipr, i, eth)
             if self.datapath == "routed":
                 # proxy-ARP answers only for targets routed out of another interface (as on a
                 # Calico node, whose default route covers 169.254.1.1): give it such a route.
@@ -390,6 +403,26 @@ class NetnsCluster(Cluster):
                 ipr.route(op, dst=f"10.244.{j}.0/24", gateway=UNDERLAY.format(10 + j))
                 if self.v6:
                     ipr.route(op, dst=f"{POD6.format(j, '')}/64", gateway=UNDERLAY6.format(10 + j))
+
+    def _underlay_neighbours(self, ipr, i: int, eth: int) -> None:
+        """Permanent neighbour entries for every other node's underlay addresses, as a node's own ARP
+        cache holds them. The kernel's neighbour table is one for all namespaces, and its
+        garbage-collected entries are capped by net.ipv4.neigh.default.gc_thresh3 (1024 by default):
+        n nodes learning each other's addresses need n(n - 1) of them, so 32 nodes overflowed it
+        ("neighbor table overflow!", a pair losing 77 % while its nodes' entries could not be made).
+        Permanent entries are not counted against that cap."""
+        for j in range(self.node_count):
+            if j != i:
+                ipr.neigh("add", dst=UNDERLAY.format(10 + j), lladdr=self._node_mac(j), ifindex=eth,
+                          state=0x80)  # NUD_PERMANENT
+                if self.v6:
+                    ipr.neigh("add", dst=UNDERLAY6.format(10 + j), lladdr=self._node_mac(j), ifindex=eth,
+                              state=0x80, family=10)  # AF_INET6
+
+    @staticmethod
+    def _node_mac(i: int) -> str:
+        """MAC of node i's underlay eth0 (172.18.0.(10+i)); 0a:58 + the IPv4 address."""
+        return f"0a:58:ac:12:00:{10 + i:02x}"
 
     @staticmethod
     def _vtep_mac(i: int) -> str:
@@ -749,9 +782,11 @@ class NetnsCluster(Cluster):
 class NetnsProvider:
     """Factory of NetnsCluster with the user's options."""
 
-    def __init__(self, nodes: int = 2, datapath: str = "bridge", ip_family: str = "dual"):
+    def __init__(self, nodes: int = 2, datapath: str = "bridge", ip_family: str = "dual", zones: int = 1):
         families_of(ip_family)      # SpecError at start-up, before anything is created
-        self.nodes, self.datapath, self.ip_family = nodes, datapath, ip_family
+        if not isinstance(zones, int) or not 1 <= zones <= nodes:
+            raise SpecError("--netslo-zones", zones, f"a whole number 1..{nodes} (the nodes)")
+        self.nodes, self.datapath, self.ip_family, self.zones = nodes, datapath, ip_family, zones
 
     def up(self) -> NetnsCluster:
-        return NetnsCluster(nodes=self.nodes, datapath=self.datapath, ip_family=self.ip_family)
+        return NetnsCluster(nodes=self.nodes, datapath=self.datapath, ip_family=self.ip_family, zones=self.zones)

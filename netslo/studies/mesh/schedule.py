@@ -1,4 +1,4 @@
-"""Which node pairs a mesh measures, and when: the schedule of a node-pair mesh (issue 53, first part).
+"""Which node pairs a mesh measures, and when: the schedule of a node-pair mesh.
 
 * ``round_robin(nodes)``: every unordered pair exactly once, in rounds of disjoint pairs, so no node is in
   two measurements at a time (the circle method of a round-robin tournament: n - 1 rounds of n/2 pairs
@@ -136,16 +136,17 @@ def rounds_of(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     return [sorted(m) for m, _ in rounds]
 
 
-def requests_per_pair(rounds: list, budget_s: float, interval_s: float, least: int, overhead_s: float = 1.0) -> int:
+def requests_per_pair(rounds: list, budget_s: float, interval_s: float, least: int, overhead_s: float = 1.0,
+                      option: str = "--netslo-mesh-budget") -> int:
     """Requests per pair so that the rounds fit ``budget_s`` (each round: its requests x ``interval_s``
     plus ``overhead_s`` to start and collect); SpecError naming the least budget that gives ``least``."""
     if budget_s <= 0 or interval_s <= 0 or least < 1:
-        raise SpecError("--netslo-mesh-budget", budget_s, "a duration > 0 s")
+        raise SpecError(option, budget_s, "a duration > 0 s")
     per_round = budget_s / len(rounds) - overhead_s
     n = math.floor(per_round / interval_s) if per_round > 0 else 0
     if n < least:
         need = len(rounds) * (least * interval_s + overhead_s)
-        raise SpecError("--netslo-mesh-budget", f"{budget_s:g}s",
+        raise SpecError(option, f"{budget_s:g}s",
                         f"at least {math.ceil(need)}s for {len(rounds)} rounds of {least} requests per pair "
                         f"every {interval_s * 1e3:g} ms")
     return n

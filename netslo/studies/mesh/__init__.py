@@ -1,0 +1,2 @@
+"""A node-pair mesh: which pairs and when (``schedule``), and the mesh measured and judged
+(``measure``)."""
