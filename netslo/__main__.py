@@ -7,7 +7,7 @@
     python -m netslo compare --a SPEC --b SPEC [--slo FILE] [--results DIR] [--seed N]
                                            is B worse than A? both clusters up, interleaved pairs,
                                            a non-inferiority verdict per compare: margin (exit 1 if not)
-    python -m netslo mesh [--nodes N] [--zones Z] [--provider existing --kubeconfig K] [--select L=G,...]
+    python -m netslo mesh [--nodes N] [--zones Z] [--pools P] [--provider existing --kubeconfig K] [--select L=G,...]
                           [--limit N] [--partners K] [--budget 10m | --requests N] [--slo FILE] [--results DIR]
                                            every node pair in rounds of disjoint pairs, judged per pair
                                            (Holm), per zone/pool and over pairs; a heatmap (exit 1 if not met)
@@ -78,6 +78,7 @@ def main(argv=None) -> int:
                    help="netns: an embedded cluster of --nodes nodes; existing: the cluster of --kubeconfig")
     m.add_argument("--nodes", default="8", help="netns: nodes (2..64, default 8)")
     m.add_argument("--zones", default="1", help="netns: emulated zones, contiguous blocks of nodes (default 1)")
+    m.add_argument("--pools", default="1", help="netns: emulated pools, across the zones (node i in pool i mod pools)")
     m.add_argument("--datapath", default="bridge", help="netns: bridge | routed | vxlan (default bridge)")
     m.add_argument("--kubeconfig", default=None, help="existing: kubeconfig (default $KUBECONFIG)")
     m.add_argument("--context", default=None, help="existing: kubeconfig context")
@@ -207,10 +208,11 @@ def _mesh(args) -> int:
     if args.provider == "netns":   # IPv4 pods (what a mesh measures), responders forked from the warm agent
         from netslo.providers.netns.cluster import NetnsCluster
         nodes = _whole("--nodes", args.nodes, 2, NETNS_MAX_NODES)
-        zones = _whole("--zones", args.zones, 1, nodes)
+        zones, pools = _whole("--zones", args.zones, 1, nodes), _whole("--pools", args.pools, 1, nodes)
 
         def up():
-            return NetnsCluster(nodes=nodes, datapath=args.datapath, ip_family="ipv4", zones=zones, fork_responders=True)
+            return NetnsCluster(nodes=nodes, datapath=args.datapath, ip_family="ipv4", zones=zones, pools=pools,
+                                fork_responders=True)
     else:
         up = make_provider("existing", kubeconfig=args.kubeconfig, context=args.context, image=args.image).up
     with up() as cluster:

@@ -16,6 +16,11 @@ pod to the responder pod while an action is taken ``trials`` times; ``disruption
   existing clusters the CNI agent pod on the server's node deleted until its successor is Ready
   (``netslo.providers.kube.disruption``; marker ``rollout``: there only with ``--netslo-disruption``).
   Judged against the ``disruption.*`` objective of the SLO file.
+* **Agent roll** (``test_disruption_slo_rollout[agent-roll-*]``): the CNI agent's DaemonSet rolled to a
+  new revision (its pod template changed, as a configuration change does), node by node, until every
+  pod is updated and available; on the embedded provider *emulated* (every node's routes reprogrammed
+  in turn). **kube-proxy restarted** (``[kube-proxy-restart-*]``): kube-proxy's pod on the server's
+  node deleted until its successor is Ready; a real cluster's only (marker ``cluster_only``).
 
 The controls are the embedded provider's (marker ``emulation``: deselected elsewhere).
 """
@@ -63,6 +68,17 @@ def _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions
     return disruption.run(netslo_cluster, client, server, ports, action, trials, dns=dns)
 
 
+def _judged(cluster, client_for, responder, disruptions, dns, slo, study_report, request, action, placement) -> None:
+    """``action``'s study at ``placement`` over the trials its ``disruption.*`` objective asks, judged;
+    fails with the study's report when the SLO is not met."""
+    labels = {"study": "disruption", "placement": placement, "protocol": "udp", "profile": action}
+    ths = study_thresholds(slo, cluster, labels, "disruption.*")
+    study = _run(cluster, client_for, responder, disruptions, dns, placement, action, max(t.trials for t in ths))
+    study.judge(ths, slo.sampling.confidence)
+    text = study_report(request.node.name, study.summary(), study.numbers(slo.sampling.confidence))
+    assert study.checks and not study.failed, "disruption SLO not met:\n" + text
+
+
 @pytest.mark.emulation
 @pytest.mark.parametrize("name, trials", CONTROLS, ids=[c[0] for c in CONTROLS])
 def test_disruption_control_measures_the_drop_it_was_given(netslo_cluster, netslo_client_for, netslo_responder,
@@ -93,11 +109,20 @@ def test_disruption_control_measures_the_drop_it_was_given(netslo_cluster, netsl
 @pytest.mark.slo_labels(study="disruption", protocol="udp", profile="agent-restart")
 def test_disruption_slo_agent_restart(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions,
                                       netslo_disruption_dns, netslo_slo, netslo_study_report, request, placement):
-    labels = {"study": "disruption", "placement": placement, "protocol": "udp", "profile": "agent-restart"}
-    ths = study_thresholds(netslo_slo, netslo_cluster, labels, "disruption.*")
-    trials = max(t.trials for t in ths)
-    study = _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, netslo_disruption_dns,
-                 placement, "agent-restart", trials)
-    study.judge(ths, netslo_slo.sampling.confidence)
-    text = netslo_study_report(request.node.name, study.summary(), study.numbers(netslo_slo.sampling.confidence))
-    assert study.checks and not study.failed, "disruption SLO not met:\n" + text
+    _judged(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, netslo_disruption_dns, netslo_slo,
+            netslo_study_report, request, "agent-restart", placement)
+
+
+ROLLOUTS = [pytest.param("agent-roll", marks=pytest.mark.slo_labels(study="disruption", protocol="udp",
+                                                                      profile="agent-roll"), id="agent-roll"),
+            pytest.param("kube-proxy-restart", marks=[pytest.mark.cluster_only, pytest.mark.slo_labels(
+                study="disruption", protocol="udp", profile="kube-proxy-restart")], id="kube-proxy-restart")]
+
+
+@pytest.mark.rollout
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("action", ROLLOUTS)
+def test_disruption_slo_rollout(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions,
+                                netslo_disruption_dns, netslo_slo, netslo_study_report, request, action, placement):
+    _judged(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, netslo_disruption_dns, netslo_slo,
+            netslo_study_report, request, action, placement)

@@ -58,6 +58,7 @@ class ResultsWriter:
         self.slo_source = None     # the session's own SLO file (records judged by others name theirs)
         self.written: Path | None = None
         self.sections: dict = {}   # further top-level keys of results.json (e.g. 'mesh': every node pair)
+        self.summary_parts: list = []   # Markdown appended to summary.md (e.g. the mesh's matrix)
 
     @timed_call("reports")
     def add(self, test_id: str, outcome) -> None:

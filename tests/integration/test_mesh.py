@@ -102,12 +102,17 @@ def test_bad_input_is_one_line_naming_option_and_value(tmp_path, args, option, v
 
 def test_gate_option_runs_the_mesh_and_writes_every_pair_to_results_json(tmp_path):
     run = subprocess.run([sys.executable, "-m", "netslo", "gate", "--netslo-mesh", "--netslo-nodes", "4",
-                          "-k", "mesh", "--netslo-results", str(tmp_path / "res"), "-q", "-p", "no:cacheprovider"],
+                          "-k", "mesh", "--netslo-results", str(tmp_path / "res"), "-q", "-p", "no:cacheprovider",
+                          "--alluredir", str(tmp_path / "allure")],
                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "1 passed" in run.stdout
     doc = json.loads((tmp_path / "res" / "results.json").read_text())
     assert len(doc["mesh"]["pairs"]) == 6 and doc["mesh"]["verdict"] == "pass"
+    summary = (tmp_path / "res" / "summary.md").read_text()
+    assert "netslo mesh of 4 nodes" in summary and "| `node3` |" in summary   # the verdict and the matrix
+    pngs = list((tmp_path / "allure").glob("*-attachment.png"))
+    assert len(pngs) == 1 and pngs[0].read_bytes() == (tmp_path / "res" / "mesh-heatmap.png").read_bytes()
     bad = subprocess.run([sys.executable, "-m", "netslo", "gate", "--netslo-mesh", "--netslo-mesh-requests", "many",
                           "-k", "mesh", "-q", "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)

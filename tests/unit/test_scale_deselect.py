@@ -57,3 +57,23 @@ def test_the_gate_marks_its_agent_restart_as_rollout_and_its_controls_as_emulati
     restart = [m.name for m in test_disruption.test_disruption_slo_agent_restart.pytestmark]
     controls = [m.name for m in test_disruption.test_disruption_control_measures_the_drop_it_was_given.pytestmark]
     assert "rollout" in restart and "emulation" not in restart and "emulation" in controls
+
+
+def test_cluster_only_studies_are_deselected_on_the_embedded_provider_only():
+    def items():
+        return [Item(name="test_disruption_slo_rollout[kube-proxy-restart-same-node]", marks={"cni", "rollout", "cluster_only"}),
+                Item(name="test_disruption_slo_rollout[agent-roll-same-node]", marks={"cni", "rollout"})]
+    its = items()
+    dropped, lines = collect(studies, SimpleNamespace(provider="netns"), its)
+    assert [i.name for i in dropped] == ["test_disruption_slo_rollout[kube-proxy-restart-same-node]"]
+    assert len(lines) == 1 and "real-cluster-only studies deselected on the embedded provider" in lines[0]
+    its = items()
+    dropped, lines = collect(studies, SimpleNamespace(provider="kind"), its, {"--netslo-disruption": True})
+    assert len(its) == 2 and not dropped and not lines
+
+
+def test_the_gate_marks_kube_proxy_restart_cluster_only_and_every_rollout_action_rollout():
+    from netslo.gate import test_disruption
+    assert "rollout" in [m.name for m in test_disruption.test_disruption_slo_rollout.pytestmark]
+    params = {p.id: [m.name for m in p.marks] for p in test_disruption.ROLLOUTS}
+    assert "cluster_only" in params["kube-proxy-restart"] and "cluster_only" not in params["agent-roll"]

@@ -51,6 +51,8 @@ MARKERS = (
     "existing it runs only with --netslo-scale",
     "rollout: a disruption study that restarts cluster components (a CNI agent pod: minutes on a real "
     "cluster); on kind, minikube and existing it runs only with --netslo-disruption",
+    "cluster_only: a study of a real cluster's component with no emulated equivalent (kube-proxy); "
+    "deselected on the embedded provider",
 )
 GROUP = ("netslo", "netslo: network SLO gate")
 

@@ -2,7 +2,8 @@
 disjoint pairs, judged per pair (Holm over the pairs), per zone and pool pair and over pairs by the
 SLO file's objectives; one test (``netslo/gate/test_mesh.py``), deselected without the option.
 mesh.json, mesh.md and mesh-heatmap.png go to the results directory, every pair also into
-results.json (``mesh``), and the heatmap and matrix into Allure. The options beside it choose the
+results.json (``mesh``), the verdict and matrix into summary.md, and the heatmap and matrix into
+Allure. The options beside it choose the
 nodes (``--netslo-mesh-select``, ``-limit``), the design (``-partners``), the requests per pair
 (``-budget`` or ``-requests``) and the pool label (``-pool-label``); a bad value is one line."""
 
@@ -86,6 +87,7 @@ def netslo_mesh(pytestconfig, netslo_cluster):
     writer = pytestconfig.stash.get(RESULTS, None)
     if writer is not None:
         writer.sections["mesh"] = mesh_report.to_json(result)
+        writer.summary_parts.append(paths[1].read_text())   # summary.md: the verdict and the matrix
     if _allure_on(pytestconfig):
         import allure
         allure.attach.file(str(paths[2]), name="mesh heatmap", attachment_type=allure.attachment_type.PNG)

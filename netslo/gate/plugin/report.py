@@ -290,7 +290,7 @@ def pytest_sessionfinish(session, exitstatus):
     tally = tally if tally is not None and tally.entries else None   # no `cni` test in this session
     summary = ""
     if writer and (writer.records or tally):
-        summary = summary_mod.markdown(writer.records, env, tally)
+        summary = summary_mod.markdown(writer.records, env, tally) + "".join("\n" + part for part in writer.summary_parts)
         path = writer.dir / "summary.md"
         writer.dir.mkdir(parents=True, exist_ok=True)
         path.write_text(summary)

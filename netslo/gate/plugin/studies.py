@@ -38,8 +38,13 @@ def pytest_collection_modifyitems(session, config, items):
     """On a real cluster the tests marked ``scale`` run only with ``--netslo-scale`` (they make and
     remove thousands of API objects and wait for the CNI to program them: minutes), those marked
     ``rollout`` only with ``--netslo-disruption`` (they restart cluster components); otherwise they
-    are deselected and the terminal summary names them."""
-    if OPTIONS not in config.stash or config.stash[OPTIONS].provider == "netns":
+    are deselected and the terminal summary names them. On the embedded provider those marked
+    ``cluster_only`` (a real cluster's component with no emulated equivalent) are deselected."""
+    if OPTIONS not in config.stash:
+        return
+    if config.stash[OPTIONS].provider == "netns":
+        deselect(config, items, [i for i in items if i.get_closest_marker("cluster_only") is not None],
+                 "real-cluster-only studies deselected on the embedded provider (it has no such component)")
         return
     provider = config.stash[OPTIONS].provider
     if not config.getoption("--netslo-scale"):

@@ -4,6 +4,11 @@
   the DaemonSet that names the cluster's CNI); the action ends when the DaemonSet's new pod on that
   node is Ready (marks: ``on_start`` the delete, ``off_end`` the new pod seen Ready).
 * ``kube-proxy-restart``: the same for kube-proxy's pod on the server's node.
+* ``agent-roll``: the CNI agent's DaemonSet rolled to a new revision, as a change of its configuration
+  rolls it: its pod template gets the annotation ``ROLL_ANNOTATION`` (what ``kubectl rollout restart``
+  does), and the DaemonSet replaces its pods node by node; the action ends when its status says every
+  pod is of the new revision and available (``on_start``/``on_end`` the patch, ``off_end`` the status
+  seen complete). The annotation stays on the DaemonSet, as a rollout restart leaves its own.
 
 A pod that does not come back Ready within ``READY_TIMEOUT_S`` is an InfrastructureError naming it and
 its last events. The trial's window is the action's expected length plus a clean stretch; an action that
@@ -23,24 +28,30 @@ READY_TIMEOUT_S = 120.0
 POLL_S = 0.2
 # s from the delete to the end of a trial's window: the new pod's start and readiness (kind + Calico on
 # this 2-core VM, 2026-12-02: calico-node Ready again 5.7-6.4 s after its delete) and a clean stretch
-WINDOW_S = {"agent-restart": 20.0, "kube-proxy-restart": 20.0}
+WINDOW_S = {"agent-restart": 20.0, "kube-proxy-restart": 20.0, "agent-roll": 45.0}
+ROLL_ANNOTATION = "netslo.io/rolled-at"     # the pod template's annotation a roll changes (ns since the epoch)
 AGENTS = {"calico": "calico-node", "cilium": "cilium", "antrea": "antrea-agent"}   # DaemonSet per CNI
 NAMESPACE = "kube-system"
 
 
 class KubeDisruptions(Disruptions):
-    """The agent and kube-proxy restarts of a ``KubeCluster`` (module doc)."""
+    """The agent and kube-proxy restarts and the agent's roll of a ``KubeCluster`` (module doc)."""
 
     def __init__(self, cluster):
         self.cluster = cluster
 
     def action(self, name: str, client: Pod, server: Pod) -> Action:
+        if name == "agent-roll":
+            ds = self._agent_daemonset()
+            return Action(name, lambda: self._roll(ds), f"{NAMESPACE}/{ds} DaemonSet rolled to a new revision (its "
+                          "pod template changed), until every pod of it is updated and available", WINDOW_S[name])
         if name == "agent-restart":
-            ds = AGENTS.get(self.cluster.datapath)
-            if ds is None:
-                raise Unsupported(f"no CNI agent DaemonSet known for datapath {self.cluster.datapath}", "provider")
+            ds = self._agent_daemonset()
         elif name == "kube-proxy-restart":
             ds = "kube-proxy"
+            if self.cluster.api.get("daemonset", ds, NAMESPACE, missing_ok=True) is None:
+                raise Unsupported(f"the cluster runs no {NAMESPACE}/{ds} DaemonSet (its CNI replaces kube-proxy)",
+                                  "limitation")
         else:
             drop_spec(name)      # a name of a known form: one this provider cannot do yet
             raise Unsupported(f"action {name} on provider {self.cluster.provider}: drops and partitions are "
@@ -48,6 +59,37 @@ class KubeDisruptions(Disruptions):
         node = server.node
         return Action(name, lambda: self._restart(ds, node), f"{NAMESPACE}/{ds} pod on node {node} deleted, "
                       "until its successor is Ready", WINDOW_S[name])
+
+    def _agent_daemonset(self) -> str:
+        ds = AGENTS.get(self.cluster.datapath)
+        if ds is None:
+            raise Unsupported(f"no CNI agent DaemonSet known for datapath {self.cluster.datapath}", "provider")
+        return ds
+
+    def _roll(self, ds: str) -> dict:
+        before = self.cluster.api.get("daemonset", ds, NAMESPACE)
+        generation = before["metadata"].get("generation", 0)
+        marks = {"on_start": time.monotonic_ns()}
+        body = {"spec": {"template": {"metadata": {"annotations": {ROLL_ANNOTATION: str(time.time_ns())}}}}}
+        self.cluster.api.patch("daemonset", ds, NAMESPACE, body, what=f"roll {NAMESPACE}/{ds}")
+        marks["on_end"] = time.monotonic_ns()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        st: dict = {}
+        while time.monotonic() < deadline:
+            obj = self.cluster.api.get("daemonset", ds, NAMESPACE)
+            st = obj.get("status") or {}
+            want = st.get("desiredNumberScheduled", -1)
+            if (st.get("observedGeneration", 0) > generation and st.get("updatedNumberScheduled") == want
+                    and st.get("numberAvailable") == want and not st.get("numberUnavailable")):
+                marks["off_start"] = marks["off_end"] = time.monotonic_ns()
+                marks["pods"] = want
+                return marks
+            time.sleep(POLL_S)
+        events = self.cluster.api.events(NAMESPACE)
+        counts = ", ".join(f"{k} {st.get(k)}" for k in ("desiredNumberScheduled", "updatedNumberScheduled",
+                                                        "numberAvailable", "numberUnavailable"))
+        raise InfrastructureError(f"DaemonSet {NAMESPACE}/{ds} not rolled within {READY_TIMEOUT_S:.0f} s ({counts}); "
+                                  f"events: {'; '.join(events) or 'none'}")
 
     def _pods(self, ds: str, node: str) -> list[dict]:
         items, _ = self.cluster.api.list("pods", NAMESPACE, field_selector=f"spec.nodeName={node}")

@@ -12,6 +12,8 @@
 * ``agent-restart`` (*emulated*): the server node's routes to the other nodes' pod CIDRs (and, on the
   vxlan datapath, its VXLAN FDB and neighbour entries) deleted and programmed again at once, the way
   a CNI agent that starts afresh re-programs its node. Same-node paths do not cross those routes.
+* ``agent-roll`` (*emulated*): the same on every node in turn, ``ROLL_GAP_S`` apart, the way a
+  DaemonSet rolled to a new revision restarts its agents node by node.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from netslo.providers.disruption import Action, Disruptions, drop_spec
 
 CLEAN_WINDOW_S = 1.5     # after an action: its recovery and a clean second (stats.disruption.CLEAN_S)
 AGENT_RESTART = "agent-restart"
+AGENT_ROLL = "agent-roll"
+ROLL_GAP_S = 0.2         # between two nodes' emulated agent restarts in a roll
 ETH_P_IP = 0x0800
 CLSACT_INGRESS, CLSACT_EGRESS = 0xFFFFFFF2, 0xFFFFFFF3
 SINK = "nsl-drop"        # the ifb device, down, that dropped packets are redirected to
@@ -46,6 +50,11 @@ class NetnsDisruptions(Disruptions):
             return Action(name, lambda: self._reprogram(node), f"emulated: node {server.node}'s routes to the other "
                           "nodes' pod CIDRs deleted and programmed again (a CNI agent starting afresh)",
                           CLEAN_WINDOW_S, emulated=True)
+        if name == AGENT_ROLL:
+            n = len(self.cluster.nodes)
+            return Action(name, self._roll, f"emulated: every node's routes to the other nodes' pod CIDRs deleted and "
+                          f"programmed again, node by node {ROLL_GAP_S * 1e3:g} ms apart (a CNI DaemonSet rolled)",
+                          CLEAN_WINDOW_S + n * ROLL_GAP_S, emulated=True)
         kind, seconds, direction = drop_spec(name)
         if kind == "partition":   # the server node cut off the underlay: cross-node paths, not same-node
             ns, where = self.cluster.node_netns(server.node), f"node {server.node}'s underlay eth0"
@@ -89,6 +98,16 @@ class NetnsDisruptions(Disruptions):
             self.cluster.program_node_routes(ipr, node, "add")
             self._routes_out.remove(node)
         marks["off_end"] = time.monotonic_ns()
+        return marks
+
+    def _roll(self) -> dict:
+        marks = {}
+        for i in range(len(self.cluster.nodes)):
+            if i:
+                time.sleep(ROLL_GAP_S)
+            one = self._reprogram(i)
+            marks.setdefault("on_start", one["on_start"])
+            marks["on_end"], marks["off_start"], marks["off_end"] = one["on_end"], one["off_start"], one["off_end"]
         return marks
 
     def close(self) -> None:
