@@ -12,8 +12,9 @@
 * ``agent-restart`` (*emulated*): the server node's routes to the other nodes' pod CIDRs (and, on the
   vxlan datapath, its VXLAN FDB and neighbour entries) deleted and programmed again at once, the way
   a CNI agent that starts afresh re-programs its node. Same-node paths do not cross those routes.
-* ``agent-roll`` (*emulated*): the same on every node in turn, ``ROLL_GAP_S`` apart, the way a
-  DaemonSet rolled to a new revision restarts its agents node by node.
+* ``agent-roll`` (*emulated*): the same on the path's nodes in turn (the client's and the server's, by
+  name), ``ROLL_GAP_S`` apart, the way a DaemonSet rolled to a new revision restarts its agents node by
+  node (the other nodes' agents do not touch this path's routes).
 """
 
 from __future__ import annotations
@@ -51,10 +52,11 @@ class NetnsDisruptions(Disruptions):
                           "nodes' pod CIDRs deleted and programmed again (a CNI agent starting afresh)",
                           CLEAN_WINDOW_S, emulated=True)
         if name == AGENT_ROLL:
-            n = len(self.cluster.nodes)
-            return Action(name, self._roll, f"emulated: every node's routes to the other nodes' pod CIDRs deleted and "
-                          f"programmed again, node by node {ROLL_GAP_S * 1e3:g} ms apart (a CNI DaemonSet rolled)",
-                          CLEAN_WINDOW_S + n * ROLL_GAP_S, emulated=True)
+            nodes = sorted({self.cluster._node_index(client.node), self.cluster._node_index(server.node)})
+            where = " and ".join(self.cluster.nodes[i] for i in nodes)
+            return Action(name, lambda: self._roll(nodes), f"emulated: the routes of {where} to the other nodes' pod "
+                          f"CIDRs deleted and programmed again, node by node {ROLL_GAP_S * 1e3:g} ms apart (a CNI "
+                          "DaemonSet rolled)", CLEAN_WINDOW_S + len(nodes) * ROLL_GAP_S, emulated=True)
         kind, seconds, direction = drop_spec(name)
         if kind == "partition":   # the server node cut off the underlay: cross-node paths, not same-node
             ns, where = self.cluster.node_netns(server.node), f"node {server.node}'s underlay eth0"
@@ -100,10 +102,10 @@ class NetnsDisruptions(Disruptions):
         marks["off_end"] = time.monotonic_ns()
         return marks
 
-    def _roll(self) -> dict:
+    def _roll(self, nodes: list[int]) -> dict:
         marks = {}
-        for i in range(len(self.cluster.nodes)):
-            if i:
+        for k, i in enumerate(nodes):
+            if k:
                 time.sleep(ROLL_GAP_S)
             one = self._reprogram(i)
             marks.setdefault("on_start", one["on_start"])
