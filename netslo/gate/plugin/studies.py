@@ -54,7 +54,7 @@ def pytest_collection_modifyitems(session, config, items):
     if not config.getoption("--netslo-disruption"):
         deselect(config, items, [i for i in items if i.get_closest_marker("rollout") is not None],
                  f"rollout studies deselected on provider {provider} (run them with --netslo-disruption: they "
-                 f"restart the CNI agent on a node, 5 times per placement)")
+                 f"restart the CNI agent, roll its DaemonSet or restart kube-proxy, 5 times per placement)")
 
 
 def pytest_terminal_summary(terminalreporter, config):
