@@ -267,7 +267,7 @@ def _aggregates(result: MeshResult, spec: slo_mod.SloSpec) -> None:
 
 
 def judge(result: MeshResult, spec: slo_mod.SloSpec) -> None:
-    """(Re)judge the measured pairs of ``result`` by ``spec`"'s objectives, in place."""
+    """(Re)judge the measured pairs of ``result`` by the objectives of ``spec``, in place."""
     _pair_checks(result, spec)
     _aggregates(result, spec)
     result.attribution = verdicts.culprits(result.failed_pairs, list(result.pairs))
