@@ -180,17 +180,10 @@ def _compare(args) -> int:
     return 0 if result.verdict == "pass" else 1
 
 
-def _whole(option: str, text, lo: int, hi: int | None = None) -> int:
-    """``text`` as a whole number lo..hi, else SpecError naming ``option``."""
-    if not str(text).isdigit() or int(text) < lo or (hi is not None and int(text) > hi):
-        raise SpecError(option, text, f"a whole number {lo}..{hi if hi is not None else ''}".rstrip("."))
-    return int(text)
-
-
 def _mesh(args) -> int:
     from pathlib import Path
 
-    from netslo.core.units import duration
+    from netslo.core.units import duration, whole
     from netslo.providers import NETNS_MAX_NODES, POOL_LABEL, make_provider
     from netslo.report import mesh as report
     from netslo.studies.mesh import measure
@@ -199,16 +192,16 @@ def _mesh(args) -> int:
         raise SpecError("--budget/--requests", f"{args.budget}/{args.requests}", "one of the two, not both")
     mesh = measure.MeshSpec(
         select=measure.parse_select(args.select, "--select"),
-        limit=None if args.limit is None else _whole("--limit", args.limit, 2),
-        partners=None if args.partners is None else _whole("--partners", args.partners, 1),
+        limit=None if args.limit is None else whole(args.limit, "--limit", 2),
+        partners=None if args.partners is None else whole(args.partners, "--partners", 1),
         budget_s=None if args.budget is None else duration(args.budget, "--budget"),
-        requests=None if args.requests is None else _whole("--requests", args.requests, 1),
+        requests=None if args.requests is None else whole(args.requests, "--requests", 1),
         interval_s=measure.parse_interval(args.interval, "--interval"),
-        seed=_whole("--seed", args.seed, 0), pool_label=args.pool_label or POOL_LABEL, option="--")
+        seed=whole(args.seed, "--seed", 0), pool_label=args.pool_label or POOL_LABEL, option="--")
     if args.provider == "netns":   # IPv4 pods (what a mesh measures), responders forked from the warm agent
         from netslo.providers.netns.cluster import NetnsCluster
-        nodes = _whole("--nodes", args.nodes, 2, NETNS_MAX_NODES)
-        zones, pools = _whole("--zones", args.zones, 1, nodes), _whole("--pools", args.pools, 1, nodes)
+        nodes = whole(args.nodes, "--nodes", 2, NETNS_MAX_NODES)
+        zones, pools = whole(args.zones, "--zones", 1, nodes), whole(args.pools, "--pools", 1, nodes)
 
         def up():
             return NetnsCluster(nodes=nodes, datapath=args.datapath, ip_family="ipv4", zones=zones, pools=pools,

@@ -4,6 +4,7 @@
 - fractions  -> 0..1 (float):    "0.5%", "1.5%"   (a percent sign is required)
 - rates      -> bits per second: "10mbit", "1gbit", "500kbit", "100bps" (bytes/s), "2MBps"
 - sizes      -> bytes (int):     "64", "1k"/"1kB" (1000), "2KiB" (2048), "1MB", "1MiB"
+- whole numbers of an option (int): "16", within bounds
 
 Every error is a ``SpecError`` naming the field, the value and the expected form.
 """
@@ -48,6 +49,15 @@ def _split(text, field: str, expected: str) -> tuple[float, str]:
 def _non_negative(number: float, text, field: str, expected: str) -> None:
     if number < 0:
         raise SpecError(field, text, expected + " (not negative)")
+
+
+def whole(text, field: str, lo: int, hi: int | None = None, note: str = "") -> int:
+    """A command-line whole number lo..hi (hi None: no upper bound), written in digits; ``note`` is
+    added to the expected form, e.g. '(the nodes)'."""
+    if not str(text).isdigit() or int(text) < lo or (hi is not None and int(text) > hi):
+        form = f"a whole number {lo}..{hi}" if hi is not None else f"a whole number >= {lo}"
+        raise SpecError(field, text, f"{form} {note}".rstrip())
+    return int(text)
 
 
 def duration(text, field: str = "duration") -> float:

@@ -18,8 +18,8 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from netslo.core.units import format_duration, format_percent
+from netslo.report.compare import MARK
 
-MARK = {"pass": "✅", "fail": "❌", "undecided": "⚠️", "inconclusive": "⚠️"}
 MATRIX_NODES = 16     # summary.md's matrix up to this many nodes; beyond, the worst pairs
 WORST = 10
 
@@ -164,6 +164,7 @@ def heatmap_png(result) -> bytes:
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 3)
     failed = set(result.failed_pairs)
+    blocks = _blocks(result)
     ix = {m: i for i, m in enumerate(nodes)}
     for ax, (metric, title) in zip(axes, (("rtt.p50", "RTT P50"), ("rtt.p99", "RTT P99"), ("loss", "loss"))):
         m = _matrix(result, metric)
@@ -188,11 +189,10 @@ def heatmap_png(result) -> bytes:
         for a, b in failed:
             for i, j in ((ix[a], ix[b]), (ix[b], ix[a])):
                 ax.add_patch(_square(i, j))
-        for _, cuts in _blocks(result):
+        for _, cuts in blocks:
             for c in cuts:
                 ax.axhline(c - 0.5, color="black", lw=1.0)
                 ax.axvline(c - 0.5, color="black", lw=1.0)
-    blocks = _blocks(result)
     fig.suptitle(f"netslo mesh: {n} nodes, {len(result.pairs)} pairs — {result.verdict}"
                  + (f" ({blocks[0][0]} blocks marked)" if blocks else ""), fontsize=10)
     buf = io.BytesIO()

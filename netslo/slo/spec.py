@@ -97,9 +97,6 @@ SHIFT_METRICS = ("policy_cost.p50", "policy_cost.p99")   # RTT percentile shift,
 STUDY_OF = {"policy_enforce": "policy", "policy_allow": "policy", "policy_cost": "policy-cost",
             "svc_program": "service", "svc_endpoint": "service-endpoint", "disruption": "disruption",
             "mesh": "mesh"}
-# A mesh objective over the pairs it selects (netslo.stats.mesh.over_pairs): 'mesh.p99.rtt.p99' is the
-# P99 over pairs of each pair's RTT P99 (clusterloader2's "P99 of P99"); 'mesh.max.loss' the worst loss.
-MESH_METRIC_RE = r"^mesh\.(p50|p90|p99|max)\.(rtt\.(p50|p90|p99)|loss)$"
 # what a mesh judges per pair (netslo.stats.mesh.pair_pvalue): other metrics of the objectives are left out
 MESH_PAIR_METRIC_RE = r"^(rtt\.(p50|p90|p99|p99\.9)|loss)$"
 
@@ -203,6 +200,8 @@ def json_schema() -> dict:
                                               _FRACTION_METRIC_RE: {"$ref": "#/$defs/percent"},
                                               _STUDY_METRIC_RE: {"$ref": "#/$defs/duration"},
                                               _STUDY_FRACTION_RE: {"$ref": "#/$defs/percent"},
+                                              # a mesh's objective over the pairs it selects (netslo.stats.mesh.over_pairs):
+                                              # 'mesh.p99.rtt.p99', P99 over pairs of each pair's RTT P99 (clusterloader2's form)
                                               r"^mesh\.(p50|p90|p99|max)\.rtt\.(p50|p90|p99)$": {"$ref": "#/$defs/duration"},
                                               r"^mesh\.(p50|p90|p99|max)\.loss$": {"$ref": "#/$defs/percent"},
                                               _STUDY_COUNT_RE: {"type": "integer", "minimum": 0}},

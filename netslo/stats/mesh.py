@@ -34,9 +34,8 @@ import numpy as np
 
 from netslo.stats.analysis import Estimate
 from netslo.stats.order_stats import point_rank
-from netslo.stats.paired import holm
+from netslo.stats.paired import FAIL, INCONCLUSIVE, PASS, holm
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 SHARE = 0.75     # a named node: at least this share of its measured pairs failed
 
 

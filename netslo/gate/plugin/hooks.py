@@ -21,7 +21,7 @@ import pytest
 from netslo.core.errors import InfrastructureError, NotEnoughSamples, SpecError, Unsupported
 from netslo.core.families import MODES, families_of
 from netslo.core.resources import shipped_slo
-from netslo.core.units import format_duration
+from netslo.core.units import format_duration, whole
 from netslo.gate.plugin.rootdir import check_rootdir
 from netslo.providers import DATAPATHS, NETNS_MAX_NODES, PROVIDERS, make_provider
 from netslo.report.results import ResultsWriter
@@ -189,9 +189,7 @@ def pytest_configure(config):
             raise SpecError("--netslo-provider", provider, f"one of {', '.join(PROVIDERS)}")
         if datapath not in DATAPATHS:
             raise SpecError("--netslo-datapath", datapath, f"one of {', '.join(DATAPATHS)}")
-        most = NETNS_MAX_NODES if provider == "netns" else 16
-        if not str(nodes_text).isdigit() or not 1 <= int(nodes_text) <= most:
-            raise SpecError("--netslo-nodes", nodes_text, f"a whole number 1..{most}")
+        whole(nodes_text, "--netslo-nodes", 1, NETNS_MAX_NODES if provider == "netns" else 16)
         allowed = skips.parse_allowed(config.getoption("--netslo-allow-skip"), "--netslo-allow-skip")
         ip_family = config.getoption("--netslo-ip-family") or ("dual" if provider in ("netns", "kind") else "ipv4")
         families_of(ip_family, "--netslo-ip-family")
@@ -226,10 +224,8 @@ def _provider_options(config, provider: str, datapath: str, nodes: int, ip_famil
     embedded provider and kind build the families asked for; minikube and an existing cluster have
     their own (an IPv6 scenario on a cluster without IPv6 addresses errors, naming the missing address)."""
     if provider == "netns":
-        zones = config.getoption("--netslo-zones")
-        if not str(zones).isdigit() or not 1 <= int(zones) <= nodes:
-            raise SpecError("--netslo-zones", zones, f"a whole number 1..{nodes} (the nodes)")
-        return {"nodes": nodes, "datapath": datapath, "ip_family": ip_family, "zones": int(zones)}
+        zones = whole(config.getoption("--netslo-zones"), "--netslo-zones", 1, nodes, "(the nodes)")
+        return {"nodes": nodes, "datapath": datapath, "ip_family": ip_family, "zones": zones}
     image = config.getoption("--netslo-agent-image")
     if provider == "existing":
         return {"kubeconfig": config.getoption("--netslo-kubeconfig"), "context": config.getoption("--netslo-context"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from netslo.core.errors import SpecError
-from netslo.core.units import duration
+from netslo.core.units import duration, whole
 from netslo.gate.plugin.deselection import deselect
 from netslo.gate.plugin.hooks import GROUP, OPTIONS, RESULTS
 from netslo.gate.plugin.report import _allure_on
@@ -41,13 +41,9 @@ def pytest_addoption(parser):
                 help=f"mesh: the node label naming a node's pool (default {POOL_LABEL})")
 
 
-def _whole(config, option: str, lo: int):
+def _whole(config, option: str, lo: int) -> int | None:
     text = config.getoption(option)
-    if text is None:
-        return None
-    if not str(text).isdigit() or int(text) < lo:
-        raise SpecError(option, text, f"a whole number >= {lo}")
-    return int(text)
+    return None if text is None else whole(text, option, lo)
 
 
 def spec_of(config) -> measure.MeshSpec:
@@ -84,12 +80,13 @@ def netslo_mesh(pytestconfig, netslo_cluster):
     opts = pytestconfig.stash[OPTIONS]
     result = measure.run(netslo_cluster, pytestconfig.stash[SPEC], opts.slo)
     paths = mesh_report.write(result, opts.results_dir)
+    text = paths[1].read_text()
     writer = pytestconfig.stash.get(RESULTS, None)
     if writer is not None:
         writer.sections["mesh"] = mesh_report.to_json(result)
-        writer.summary_parts.append(paths[1].read_text())   # summary.md: the verdict and the matrix
+        writer.summary_parts.append(text)   # summary.md: the verdict and the matrix
     if _allure_on(pytestconfig):
         import allure
         allure.attach.file(str(paths[2]), name="mesh heatmap", attachment_type=allure.attachment_type.PNG)
-        allure.attach(paths[1].read_text(), name="mesh.md", attachment_type=allure.attachment_type.TEXT)
+        allure.attach(text, name="mesh.md", attachment_type=allure.attachment_type.TEXT)
     return result

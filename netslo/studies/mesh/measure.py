@@ -249,7 +249,7 @@ def _pair_checks(result: MeshResult, spec: slo_mod.SloSpec) -> None:
             e = pr.estimates[t.metric]
             p = verdicts.pair_pvalue(pr.rtts, pr.sent, pr.lost, t.metric, t.limit)
             result.checks.append(verdicts.PairCheck(pr.pair, t.metric, t.limit, t.objective, e, p))
-    verdicts.judge_pairs(result.checks, FAMILY_ALPHA)
+    verdicts.judge_pairs(result.checks, result.alpha)
     result.not_judged = sorted(left)
 
 
@@ -326,7 +326,6 @@ def run(cluster, spec: MeshSpec, slo: slo_mod.SloSpec, the_plan: Plan | None = N
         todo, requests = schedule.rounds_of(again), p.requests * AGAIN
         progress.note(f"mesh: {len(again)} pairs inconclusive or off pace: measured again with {requests} requests")
     result.phases.update(probing=probing, analysis=analysis)
-    late = off_pace(result, p.interval)
     if late:
         a, b = late[0]
         raise OffPace(f"mesh: {len(late)} of {len(result.pairs)} pairs could not keep their send schedule, measured "
