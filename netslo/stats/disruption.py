@@ -28,6 +28,10 @@ only requests sent in it count. Resolution: each probe's send interval.
   send (a query send expired and was resent, or no answer came); NaN without a DNS probe.
 * ``rtt_before`` / ``rtt_during`` (s): P50 RTT of the UDP requests answered in the ``before`` s
   before t0, and from t0 until recovery (the whole window if it did not recover).
+* ``send_gap`` (s): the longest time in the window without a UDP request sent (t0 to the first send,
+  or between two sends): the resolution the window was actually measured at. An open-loop sender
+  that was frozen (its node paused, its process starved) sends late, all at once, so requests of a
+  lost stretch would be missing, not lost: an outage shorter than ``send_gap`` may not have been seen.
 """
 
 from __future__ import annotations
@@ -97,7 +101,8 @@ def window(udp: SampleSet, held: list[SampleSet], new: SampleSet | None, t0_ns: 
     if hi <= lo:
         raise ValueError(f"window: no UDP request sent in the {window_s:g} s after t0 (the probe did not run through it)")
     s, g, v = send[lo:hi], got[lo:hi], seen[lo:hi]
-    out = {"outage": longest_gap(s, ~g), "loss": float((~g).mean())}
+    out = {"outage": longest_gap(s, ~g), "loss": float((~g).mean()),
+           "send_gap": float(max(s[0] - t0_ns, np.diff(s).max(initial=0))) * 1e-9}
     if (v < 0).any():
         out["outage_up"] = out["outage_down"] = math.nan
     else:

@@ -48,6 +48,12 @@ LEAD_IN_S = 0.5         # s from the probes' start to the first trial's BEFORE_S
 LEAD_IN_EXECS = 12      # ... and as long as this many agent execs (the warm-up's) one after another
 TAIL_S = 0.3
 WAIT_S = 1.0            # s the probes wait for answers after their last request
+# s: the longest a trial's window may go without a UDP request sent (``netslo.stats.disruption``
+# ``send_gap``); beyond it the client was not running and the trial is an InfrastructureError, never a
+# shorter outage. A starved sender is not a frozen one: on kind + Cilium here (2 cores, 2026-12-03) a
+# cilium-agent starting beside the client held it back 31-139 ms, a DaemonSet roll 249-381 ms; a paused
+# node holds it for as long as the pause
+MAX_SEND_GAP_S = 1.0
 
 
 @dataclass
@@ -99,7 +105,7 @@ class Study:
             return "inf" if math.isinf(x) else f"{x * 1e3:.1f} ms"
         lines = [f"{self.action}: {len(self.trials)} trials, window {self.window:.2f} s"
                  + (" (emulated)" if self.emulated else "") + f": {self.description}"]
-        for name in (*metrics.SERIES, "rtt_before", "rtt_during"):
+        for name in (*metrics.SERIES, "rtt_before", "rtt_during", "send_gap"):
             v = self.series(name)
             v = v[~np.isnan(v)]
             if len(v):
@@ -163,9 +169,15 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
                                lead_in + 1.5 * late * 1e-9 + LEAD_IN_S)
     _covered(samples, done, action.window)
     held = [samples[f"held-{i}"] for i in range(HELD)]
-    for t in done:
+    for k, t in enumerate(done, 1):
         t.values = metrics.window(samples["udp"], held, samples["new"], t.t0_ns, action.window, BEFORE_S,
                                   samples.get("dns"))
+        if t.values["send_gap"] > MAX_SEND_GAP_S:
+            raise InfrastructureError(
+                f"the client pod {client.name} on node {client.node} sent no UDP request for "
+                f"{t.values['send_gap'] * 1e3:.0f} ms in trial {k} of {action.name} (at most "
+                f"{MAX_SEND_GAP_S * 1e3:g} ms expected at one every {UDP_INTERVAL_S * 1e3:g} ms): its probes were "
+                "not running (the node paused or the process starved), so an outage that short would not be seen")
     return Study(action.name, action.description, action.emulated, done, action.window, samples)
 
 

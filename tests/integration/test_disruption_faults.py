@@ -10,6 +10,8 @@ hangs past it), never as a hang and never as a clean run.
   held connection reset, new connections failing;
 * the server's processes paused for 1 s (a frozen node) reads as a stall of the held connections, with
   no connection reset;
+* the client's processes paused for 2 s (its node frozen: the open-loop sender sends nothing, then
+  everything at once) is an InfrastructureError naming the send gap, never a clean trial;
 * an action that takes longer than its window is an InfrastructureError, not a shorter outage.
 """
 
@@ -45,6 +47,17 @@ def _signal(cluster, pod, sig) -> int:
         except ProcessLookupError:
             pass
     return len(pids)
+
+
+def _paused(cluster, pod, seconds):
+    """An action pausing every process of ``pod`` (SIGSTOP) for ``seconds``."""
+    def pause():
+        marks = {"paused": _signal(cluster, pod, signal.SIGSTOP), "on_end": time.monotonic_ns()}
+        time.sleep(seconds)
+        marks["off_start"] = time.monotonic_ns()
+        _signal(cluster, pod, signal.SIGCONT)
+        return marks
+    return Action(f"pause-{pod.name}", pause, f"pod {pod.name} paused {seconds:g} s", seconds + 1.5)
 
 
 @pytest.mark.timeout(120)
@@ -87,19 +100,19 @@ def test_a_server_whose_responders_died_is_an_endless_outage_with_every_held_con
 @pytest.mark.timeout(120)
 def test_a_paused_server_reads_as_a_stall_of_the_held_connections_not_a_reset(cl):
     c, server, cross, _, ports = cl
-
-    def pause():
-        marks = {"paused": _signal(c, server, signal.SIGSTOP), "on_end": time.monotonic_ns()}
-        time.sleep(1.0)
-        marks["off_start"] = time.monotonic_ns()
-        _signal(c, server, signal.SIGCONT)
-        return marks
-
-    study = disruption.run(c, cross, server, ports, Action("pause-server", pause, "server paused 1 s", 2.5), trials=1)
+    study = disruption.run(c, cross, server, ports, _paused(c, server, 1.0), trials=1)
     v, m = study.trials[0].values, study.trials[0].marks
     assert m["paused"] >= 1
     assert v["stall"] >= (m["off_start"] - m["on_end"]) * 1e-9 - 0.05, study.summary()
     assert v["resets"] == 0, study.summary()
+
+
+@pytest.mark.timeout(120)
+def test_a_paused_client_is_an_infrastructure_error_naming_its_send_gap_not_a_clean_trial(cl):
+    c, server, cross, _, ports = cl
+    with pytest.raises(InfrastructureError, match=r"the client pod client on node node1 sent no UDP request for "
+                                                  r"(19\d\d|2\d\d\d) ms in trial 1 of pause-client"):
+        disruption.run(c, cross, server, ports, _paused(c, cross, 2.0), trials=1)
 
 
 @pytest.mark.timeout(120)

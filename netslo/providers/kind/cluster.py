@@ -554,6 +554,12 @@ class KindCluster(KubeCluster):
             raise InfrastructureError(f"{what}: exit {proc.returncode}: {lines[-1] if lines else 'no output'}")
         return proc.stdout
 
+    def disruptions(self):
+        """The Kubernetes actions and a partition of a node done from this host
+        (``netslo.providers.kind.disruption``)."""
+        from netslo.providers.kind.disruption import KindDisruptions
+        return KindDisruptions(self)
+
     def observation_points(self, client: Pod, server: Pod) -> list[PathPoint]:
         """Where client -> server traffic can be captured from this host, in path order: the pods'
         eth0, their host-side veths, and across nodes the CNI's tunnel device on each node and the

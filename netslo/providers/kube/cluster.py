@@ -34,6 +34,7 @@ from netslo.providers.kube.api import KubeApi, tail
 from netslo.providers.kube.session import AgentSessions
 from netslo.providers.kube.wait import (
     Hopeless,
+    node_ready,
     pod_summary,
     wait_deleted,
     wait_endpoints,
@@ -412,12 +413,32 @@ class KubeCluster(Cluster):
         """``python -m netslo.agent ARGS`` in the pod, run by its warm agent session (``kube_session``:
         no new exec, no interpreter start); stdout, InfrastructureError with stderr's tail unless exit 0."""
         env = dict(word.split("=", 1) for word in self._pod_env(pod))
-        res = self._sessions.call(self.k8s_pod_name(pod), list(args), env, timeout)
+        try:
+            res = self._sessions.call(self.k8s_pod_name(pod), list(args), env, timeout)
+        except InfrastructureError as e:   # the session ended or stalled: say what became of the pod
+            raise InfrastructureError(f"{e}; {self.pod_evidence(pod)}") from e
         if res.returncode != 0:
             raise InfrastructureError(f"python -m netslo.agent {' '.join(args[:3])} in pod "
                                       f"{self.namespace}/{self.k8s_pod_name(pod)}: exit {res.returncode}: "
                                       f"{tail(res.stderr)}")
         return res.stdout
+
+    def pod_evidence(self, pod: Pod) -> str:
+        """One line on what became of ``pod``: its state (or that it is gone or being deleted), its
+        node's Ready condition and the pod's last events; what could not be read says so."""
+        name = self.k8s_pod_name(pod)
+        try:
+            obj = self.api.get("pod", name, self.namespace, missing_ok=True)
+            node = self.api.get("node", pod.node, missing_ok=True)
+        except InfrastructureError as e:
+            return f"pod {self.namespace}/{name}: state unreadable ({e})"
+        if obj is None:
+            state = "gone (deleted)"
+        else:
+            state = pod_summary(obj) + ("; being deleted" if obj["metadata"].get("deletionTimestamp") else "")
+        where = f"node {pod.node}: " + (node_ready(node)[1] if node is not None else "gone")
+        events = self.api.events(self.namespace, name)
+        return f"pod {self.namespace}/{name}: {state}; {where}; events: {'; '.join(events) or 'none'}"
 
     # ---- services ---------------------------------------------------------------------------
     def add_service(self, name: str, pod: Pod, *, type: str = "ClusterIP",

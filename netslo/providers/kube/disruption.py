@@ -55,8 +55,9 @@ class KubeDisruptions(Disruptions):
                                   "limitation")
         else:
             drop_spec(name)      # a name of a known form: one this provider cannot do yet
-            raise Unsupported(f"action {name} on provider {self.cluster.provider}: drops and partitions are "
-                              "the embedded provider's for now", "provider")
+            raise Unsupported(f"action {name} on provider {self.cluster.provider}: drops are the embedded "
+                              "provider's, partitions the embedded provider's and kind's (a node seen from this "
+                              "host)", "provider")
         node = server.node
         return Action(name, lambda: self._restart(ds, node), f"{NAMESPACE}/{ds} pod on node {node} deleted, "
                       "until its successor is Ready", WINDOW_S[name])
