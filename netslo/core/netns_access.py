@@ -25,6 +25,8 @@ import os
 import socket
 import threading
 
+from netslo.core.errors import InfrastructureError
+
 CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
@@ -107,6 +109,15 @@ def rtnl(netns: str):
     except BaseException:
         os.close(fd)
         raise
+
+
+def link_index(ipr, netns: str, ifname: str, what: str = "") -> int:
+    """Index of interface ``ifname`` through ``ipr`` (an ``rtnl(netns)``); InfrastructureError naming it
+    and the namespace (after ``what``, e.g. 'bandwidth: ') when there is none."""
+    found = ipr.link_lookup(ifname=ifname)
+    if not found:
+        raise InfrastructureError(f"{what}no interface {ifname} in namespace {netns}")
+    return found[0]
 
 
 def _proc_sys(key: str) -> str:

@@ -39,10 +39,7 @@ class Drops:
         namespace ``ns`` for ``seconds``; its clock marks. InfrastructureError when tc refuses."""
         try:
             with netns_access.rtnl(ns) as ipr:
-                found = ipr.link_lookup(ifname=ifname)
-                if not found:
-                    raise InfrastructureError(f"DROP in {ns}: no interface {ifname}")
-                dev = found[0]
+                dev = netns_access.link_index(ipr, ns, ifname, "DROP: ")
                 if not ipr.link_lookup(ifname=SINK):
                     ipr.link("add", ifname=SINK, kind="ifb")     # stays down: what it is given is dropped
                 self._where.add((ns, ifname))

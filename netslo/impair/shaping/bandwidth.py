@@ -141,10 +141,7 @@ def install(netns: str, host_if: str, ingress_bits: float | None, egress_bits: f
     ifb = ifb_name(host_if) if egress_bits else None
     try:
         with netns_access.rtnl(netns) as ipr:
-            found = ipr.link_lookup(ifname=host_if)
-            if not found:
-                raise InfrastructureError(f"bandwidth: no interface {host_if} in {netns}")
-            dev = found[0]
+            dev = netns_access.link_index(ipr, netns, host_if, "bandwidth: ")
             if ingress_bits:
                 _tbf(ipr, dev, TbfParams.plugin(ingress_bits, burst_bits))
             if egress_bits:
@@ -230,10 +227,8 @@ def root_qdisc(netns: str, ifname: str) -> str | None:
 def link_mtu(netns: str, host_if: str) -> int:
     """MTU (bytes) of the pod's host-side veth: the frame size the shaper's byte counts are made of."""
     with netns_access.rtnl(netns) as ipr:
-        dev = ipr.link_lookup(ifname=host_if)
-        if not dev:
-            raise InfrastructureError(f"bandwidth: no interface {host_if} in {netns}")
-        return ipr.get_links(dev[0])[0].get_attr("IFLA_MTU")
+        dev = netns_access.link_index(ipr, netns, host_if, "bandwidth: ")
+        return ipr.get_links(dev)[0].get_attr("IFLA_MTU")
 
 
 def remove(s: Shaping) -> None:

@@ -281,10 +281,7 @@ def install(netns: str, ifname: str, policy: QosPolicy, layer: str = "ip", keys=
     inst = Installed(netns, ifname, policy, layer, port=port, control=control)
     try:
         with netns_access.rtnl(netns) as ipr:
-            found = ipr.link_lookup(ifname=ifname)
-            if not found:
-                raise InfrastructureError(f"no interface {ifname} in {netns}")
-            dev = found[0]
+            dev = netns_access.link_index(ipr, netns, ifname)
             teardown.remove_root(ipr, dev, f"{ifname} in {netns}", "htb", ROOT)  # never a foreign qdisc
             default_i = policy.classes.index(policy.default_class)
             ipr.tc("add", "htb", dev, ROOT, default=FIRST_LEAF + default_i)

@@ -24,19 +24,12 @@ from dataclasses import dataclass
 from pyroute2.netlink.exceptions import NetlinkError
 
 from netslo.core.errors import InfrastructureError, Unsupported
-from netslo.core.netns_access import path_of
+from netslo.core.netns_access import link_index, path_of
 from netslo.impair import teardown
 
 BURST_MTUS = 4
 ROOT_HANDLE = 0x10000
 COMMENT = "netslo-qos"
-
-
-def _link(ipr, netns: str, ifname: str) -> int:
-    found = ipr.link_lookup(ifname=ifname)
-    if not found:
-        raise InfrastructureError(f"no interface {ifname} in namespace {netns}")
-    return found[0]
 
 
 def clear_root(netns: str, ifname: str, kind: str = "tbf") -> None:
@@ -79,7 +72,7 @@ def install_tbf(netns: str, ifname: str, rate_bits: float, queue_s: float = 0.05
         raise InfrastructureError(f"tbf bottleneck on {ifname}: namespace {netns} does not exist")
     try:
         with ipr:
-            dev = _link(ipr, netns, ifname)
+            dev = link_index(ipr, netns, ifname)
             mtu = ipr.get_links(dev)[0].get_attr("IFLA_MTU") + 14
             burst = BURST_MTUS * mtu
             limit = max(int(rate * queue_s), 2 * mtu)
