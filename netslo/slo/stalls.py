@@ -147,14 +147,18 @@ def path_freeze(samples: SampleSet) -> Freeze | None:
 
 def why_remeasure(analysis: Analysis, samples: SampleSet, level: float = HOST_STALL_S) -> str | None:
     """The note for a failing run worth measuring again, or None (see the module doc); ``level``:
-    the client lateness (s) that counts as a host stall (``stall_level``)."""
+    the client lateness (s) that counts as a host stall (``stall_level``). A run with both names
+    both, the path's freeze first. Over a host stall a "freeze" that held fewer than
+    ``FREEZE_MIN_REQUESTS`` requests is the stall's own pattern (the request in flight read late, the
+    missed ones sent at once and answered together), not the path's."""
+    why = []
     stall = host_stall(analysis, level)
-    if stall is not None:
-        return (f"the measuring host stalled (sender timer error max {format_duration(stall)}, "
-                f"stall level {format_duration(level)})")
     freeze = path_freeze(samples)
-    if freeze is not None:
-        return (f"the path froze: {freeze.held} requests sent from {freeze.at:.2f} s into the run were held "
-                f"(the first for {format_duration(freeze.wait)}) and answered within "
-                f"{format_duration(freeze.answered_within)} of each other")
-    return None
+    if freeze is not None and (stall is None or freeze.held >= FREEZE_MIN_REQUESTS):
+        why.append(f"the path froze: {freeze.held} requests sent from {freeze.at:.2f} s into the run were held "
+                   f"(the first for {format_duration(freeze.wait)}) and answered within "
+                   f"{format_duration(freeze.answered_within)} of each other")
+    if stall is not None:
+        why.append(f"the measuring host stalled (sender timer error max {format_duration(stall)}, "
+                   f"stall level {format_duration(level)})")
+    return ", and ".join(why) or None

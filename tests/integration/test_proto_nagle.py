@@ -19,6 +19,7 @@ from netslo.core.procs import CHILD_CWD
 from netslo.core.resources import IMPORT_ROOT, shipped_slo
 from netslo.providers.netns.cluster import NETNS_DIR, NetnsCluster, pids_in_netns
 from netslo.slo import spec as slo
+from netslo.slo.idle_guard import IdleGuard, guarded
 from netslo.slo.scenario import Scenario
 from netslo.stats.samples import SampleSet
 from netslo.studies.interleave import judge, p50_shift
@@ -86,8 +87,13 @@ def test_broker_sockets_show_the_configured_nagle_setting(two_brokers):
 
 
 def _split_writes(c, client, server, port, nodelay: bool, count=25, interval=SPLIT_INTERVAL):
-    out = c.exec_in(client, [sys.executable, "-m", "tests.integration.splitwrite_client", server.ip, str(port),
-                             str(count), str(interval), "100", "1" if nodelay else "0"], timeout=60)
+    """One run of the split-write client; under the runner's ``IdleGuard`` (sends 100 ms apart leave
+    the vCPUs idle long enough to wake milliseconds late on a loaded VM, as in a CI run of 2026-12-03:
+    P50 5.1 ms with TCP_NODELAY, sender timer error P99 4.8 ms)."""
+    assert guarded(interval), interval
+    with IdleGuard():
+        out = c.exec_in(client, [sys.executable, "-m", "tests.integration.splitwrite_client", server.ip, str(port),
+                                 str(count), str(interval), "100", "1" if nodelay else "0"], timeout=60)
     s = SampleSet.from_bytes(out)
     s.meta["shared_clock"] = True
     return s
@@ -105,7 +111,11 @@ def test_nagle_with_small_split_writes_behind_a_delayed_ack_peer_breaks_the_slo(
             runs[name].append(_split_writes(c, client, good, port, nodelay=name == "nodelay"))
     runs = {k: SampleSet.concat(v) for k, v in runs.items()}
     scenario = Scenario("cross-node", "tcp-rr", "64b", interval=SPLIT_INTERVAL)
-    verdict = {name: judge(c, scenario, s, SLO, SPLIT_INTERVAL) for name, s in runs.items()}
+
+    def again():   # TCP_NODELAY measured afresh when its run failed over a host stall (runner.settle_stalls)
+        return SampleSet.concat([_split_writes(c, client, good, port, nodelay=True) for _ in range(2)])
+    verdict = {"nodelay": judge(c, scenario, runs["nodelay"], SLO, SPLIT_INTERVAL, remeasure=again),
+               "nagle": judge(c, scenario, runs["nagle"], SLO, SPLIT_INTERVAL)}
     shift = p50_shift(runs["nodelay"], runs["nagle"])
     assert shift.lo > 0, shift
     print(f"split writes: P50 nodelay {verdict['nodelay'].analysis.metrics['rtt.p50'].value * 1e3:.2f} ms, "

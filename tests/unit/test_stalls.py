@@ -35,6 +35,15 @@ def test_a_freeze_is_found_with_its_length_and_the_requests_it_held():
     assert "the path froze" in stalls.why_remeasure(_analysis(s), s)
 
 
+def test_a_freeze_while_the_client_was_also_late_names_both_the_freeze_first():
+    start, end = 300 * MS, 358 * MS
+    s = _run(lambda t: np.where((t >= start) & (t < end), end + (t - start) // 20, t + MS // 2))
+    s.rows["send_ns"][10] += 6 * MS            # one send 6 ms late: over a 5 ms stall level
+    why = stalls.why_remeasure(_analysis(s), s, level=0.005)
+    assert why.startswith("the path froze: ") and ", and the measuring host stalled (" in why, why
+    assert stalls.why_remeasure(_analysis(s), s, level=0.010).count("stalled") == 0
+
+
 def test_a_slow_path_is_not_a_freeze():
     s = _run(lambda t: t + 50 * MS)            # 50 ms on every request: answers as spread as sends
     assert stalls.path_freeze(s) is None
