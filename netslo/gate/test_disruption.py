@@ -21,6 +21,9 @@ pod to the responder pod while an action is taken ``trials`` times; ``disruption
   pod is updated and available; on the embedded provider *emulated* (every node's routes reprogrammed
   in turn). **kube-proxy restarted** (``[kube-proxy-restart-*]``): kube-proxy's pod on the server's
   node deleted until its successor is Ready; a real cluster's only (marker ``cluster_only``).
+* **Drain** (``[drain-*]``): the server's node cordoned and a Service's only backend evicted from it, so
+  its endpoint moves to another node; the probes send to the Service (``netslo.providers.kube.drain``;
+  a real cluster's only). Between trials the backend is moved home again.
 
 The controls are the embedded provider's (marker ``emulation``: deselected elsewhere).
 """
@@ -116,7 +119,9 @@ def test_disruption_slo_agent_restart(netslo_cluster, netslo_client_for, netslo_
 ROLLOUTS = [pytest.param("agent-roll", marks=pytest.mark.slo_labels(study="disruption", protocol="udp",
                                                                       profile="agent-roll"), id="agent-roll"),
             pytest.param("kube-proxy-restart", marks=[pytest.mark.cluster_only, pytest.mark.slo_labels(
-                study="disruption", protocol="udp", profile="kube-proxy-restart")], id="kube-proxy-restart")]
+                study="disruption", protocol="udp", profile="kube-proxy-restart")], id="kube-proxy-restart"),
+            pytest.param("drain", marks=[pytest.mark.cluster_only, pytest.mark.slo_labels(
+                study="disruption", protocol="udp", profile="drain")], id="drain")]
 
 
 @pytest.mark.rollout

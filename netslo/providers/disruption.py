@@ -28,13 +28,24 @@ from netslo.providers.base import Pod
 class Action:
     """One action: ``name`` (the test's profile label), ``run()`` -> its clock marks (ns by name),
     ``description`` (one line for the report), ``window`` (s from its start that the trial's metrics
-    cover: its own length, the recovery and a clean second), ``emulated``."""
+    cover: its own length, the recovery and a clean second), ``emulated``.
+
+    An action that needs its own target (a drain: a Service whose backend moves) gives ``target``,
+    (host, protocol -> port) that the probes send to instead of the server pod, and ``restore()``,
+    run after each trial's window (outside every window; at most ``restore_s`` s) to put things back
+    for the next trial. ``one_responder`` False: the answers come from more than one responder over
+    the study (a replaced backend), so no responder's end-of-run report covers the window and the
+    outage per direction is not measured."""
 
     name: str
     run: Callable[[], dict]
     description: str
     window: float
     emulated: bool = False
+    target: tuple[str, dict] | None = None
+    restore: Callable[[], dict] | None = None
+    restore_s: float = 0.0
+    one_responder: bool = True
 
 
 def drop_spec(name: str) -> tuple[str, float, str]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from netslo.core import progress
 from netslo.core.errors import InfrastructureError
 from netslo.slo import spec as slo_mod
 from netslo.stats import disruption as metrics
@@ -158,6 +159,8 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
     longer by 1.5 times its lateness; late again, it is an InfrastructureError."""
     if trials < 1:
         raise ValueError(f"trials: value {trials!r} — expected >= 1")
+    if action.target is not None:     # the action's own target (a drain's Service)
+        host, ports = action.target
     t = time.monotonic()
     cluster.exec_agent(client, ["probe", "--help"], timeout=60.0)   # the probes imported before the lead-in
     # the probes start at once, each through its own exec: wait for as many as one after another
@@ -168,6 +171,8 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
         samples, done = _study(cluster, client, server, ports, action, trials, host, dns,
                                lead_in + 1.5 * late * 1e-9 + LEAD_IN_S)
     _covered(samples, done, action.window)
+    if not action.one_responder:      # a replaced responder's report covers only its own part of the run
+        samples["udp"].rows["srv_seen"] = -1
     held = [samples[f"held-{i}"] for i in range(HELD)]
     for k, t in enumerate(done, 1):
         t.values = metrics.window(samples["udp"], held, samples["new"], t.t0_ns, action.window, BEFORE_S,
@@ -183,7 +188,7 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
 
 def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -> tuple[dict, list]:
     """One run of the probes with the trials inside it: (probe name -> samples, trials)."""
-    span = lead_in + trials * (BEFORE_S + action.window) * 1.1 + TAIL_S
+    span = lead_in + trials * (BEFORE_S + action.window + action.restore_s) * 1.1 + TAIL_S
     specs = probe_specs(host or server.ip, ports, span, dns)
     box: dict = {}
 
@@ -199,8 +204,9 @@ def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -
     done: list[Trial] = []
     try:
         time.sleep(lead_in)
-        for _ in range(trials):
+        for k in range(trials):
             time.sleep(BEFORE_S)
+            progress.note(f"disruption {action.name}: trial {k + 1}/{trials}")
             t0 = time.monotonic_ns()
             marks = action.run() or {}
             done.append(Trial(t0, marks))
@@ -209,6 +215,17 @@ def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -
                 raise InfrastructureError(f"action {action.name} took {took:.1f} s, longer than its "
                                           f"{action.window:g} s window (trial {len(done)})")
             time.sleep(max(0.0, action.window - (time.monotonic_ns() - t0) * 1e-9))
+            if action.restore is not None:   # outside every window: the next trial's BEFORE_S follows it
+                r0 = time.monotonic_ns()
+                done[-1].marks["restore"] = action.restore() or {}
+                took = (time.monotonic_ns() - r0) * 1e-9
+                if took > action.restore_s:
+                    raise InfrastructureError(f"action {action.name}'s restore took {took:.1f} s, longer than "
+                                              f"its {action.restore_s:g} s (trial {len(done)})")
+    except BaseException as e:
+        progress.note(f"disruption {action.name}: stopped in trial {len(done) or 1}/{trials} ({e}); "
+                      f"waiting for its probes to end (at most {span + WAIT_S + 60:.0f} s)")
+        raise
     finally:
         for t in threads:
             t.join(timeout=span + WAIT_S + 60)

@@ -117,3 +117,29 @@ def test_an_action_that_overruns_its_window_is_an_infrastructure_error_not_a_sho
     slow = Action("slow", lambda: time.sleep(1.5) or {}, "sleeps past its window", window=1.0)
     with pytest.raises(InfrastructureError, match=r"action slow took 1\.\d s, longer than its 1 s window \(trial 1\)"):
         disruption.run(c, cross, server, ports, slow, trials=2)
+
+
+@pytest.mark.timeout(120)
+def test_an_actions_restore_runs_between_trials_outside_every_window(cl):
+    """``Action.restore`` (a drain moves its backend home) runs after each window: here a real 300 ms
+    DROP, lost by the UDP probe (so it happened) yet in no trial's window. ``one_responder=False``
+    leaves the per-direction outage unmeasured (NaN)."""
+    c, server, cross, _, ports = cl
+    with c.disruptions() as acts:
+        drop = acts.action("drop-300ms", cross, server)
+        act = Action("still", lambda: {"on_start": time.monotonic_ns()}, "nothing, then a 300 ms drop as its restore",
+                     window=1.5, restore=drop.run, restore_s=1.0, one_responder=False)
+        study = disruption.run(c, cross, server, ports, act, trials=2)
+    lost = int((study.samples["udp"].rows["recv_ns"] < 0).sum())
+    assert lost >= 250, f"{lost} UDP requests lost: the restore's drop did not happen"
+    for t in study.trials:
+        assert t.values["outage"] == 0 and t.values["loss"] == 0, t.values
+        assert math.isnan(t.values["outage_up"]) and "on_end" in t.marks["restore"], t
+
+
+@pytest.mark.timeout(120)
+def test_a_restore_that_overruns_its_budget_is_an_infrastructure_error(cl):
+    c, server, cross, _, ports = cl
+    act = Action("still", dict, "nothing", window=1.0, restore=lambda: time.sleep(1.5) or {}, restore_s=1.0)
+    with pytest.raises(InfrastructureError, match=r"action still's restore took 1\.\d s, longer than its 1 s \(trial 1\)"):
+        disruption.run(c, cross, server, ports, act, trials=2)

@@ -17,6 +17,7 @@ import pytest
 from netslo.providers.kube import manifests as km
 from netslo.providers.kube import reap as kube_reap
 from netslo.providers.kube.api import KubeApi
+from netslo.providers.kube.drain import uncordon
 from netslo.providers.kube.wait import wait_deleted
 
 from . import kube_target
@@ -110,3 +111,52 @@ def test_a_live_run_and_a_young_run_of_another_host_are_not_reaped():
         c.api.delete("namespace", other["metadata"]["name"])
         wait_deleted(c.api, "namespace", other["metadata"]["name"], None, 120.0)
         c.close()
+
+
+# A run that drains its first node of a Service backend (the node left cordoned), says so, and waits.
+DRAIN = textwrap.dedent("""
+    import sys, time
+    from netslo.providers.existing import ExistingProvider
+    from netslo.providers.kube.drain import Drain
+    c = ExistingProvider(kubeconfig=sys.argv[1], pull_policy="Never").up()
+    d = Drain(c, c.nodes[0])
+    marks = d.move()
+    print(c.run_id, marks["from_node"], marks["to_node"], flush=True)
+    time.sleep(600)
+""")
+
+
+def _cordon_of(api, node: str) -> tuple:
+    obj = api.get("node", node)
+    return bool(obj["spec"].get("unschedulable")), (obj["metadata"].get("annotations") or {}).get(
+        "netslo.io/cordoned-by")
+
+
+def test_a_node_a_killed_run_left_cordoned_for_a_drain_is_uncordoned_by_the_reaper():
+    """kill -9 of a run between a drain and its restore leaves the node cordoned (the next runs could
+    not schedule there); ``netslo reap`` uncordons it once the run's namespace is gone with it."""
+    api = KubeApi(kube_target.kubeconfig())
+    if len(api.get("nodes")) < 2:
+        pytest.skip("a drain needs two nodes")
+    proc = subprocess.Popen([sys.executable, "-c", DRAIN, kube_target.kubeconfig()], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().split()
+        assert len(line) == 3, f"the run did not drain: {proc.stderr.read()[-2000:] if proc.poll() is not None else ''}"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    run_id, node, to = line
+    try:
+        assert node != to and _cordon_of(api, node) == (True, run_id)
+        real = _reap_cli()
+        print(real.stdout)
+        assert real.returncode == 0, real.stderr
+        assert f"uncordoned node {node}" in real.stdout and run_id in real.stdout, real.stdout
+        assert _cordon_of(api, node) == (False, None)
+        again = _reap_cli("--dry-run").stdout
+        assert "uncordon" not in again, again
+    finally:
+        if _cordon_of(api, node)[1] == run_id:   # a failed test must not leave the node cordoned
+            uncordon(api, node)
+        api.delete("namespace", km.namespace_name(run_id))

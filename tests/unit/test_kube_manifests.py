@@ -115,3 +115,18 @@ def test_nodeport_service_with_traffic_policy():
 def test_bad_service_options(kw, msg):
     with pytest.raises(SpecError, match=msg):
         km.service_manifest("srv", "r1", "server", **kw)
+
+
+def test_a_drains_backend_prefers_its_node_and_the_service_selects_whichever_pod_runs():
+    dep = km.backend_deployment_manifest("drain-backend", "6b03abcd12ef", "node-a")
+    spec = dep["spec"]
+    assert dep["kind"] == "Deployment" and spec["replicas"] == 1
+    affinity = spec["template"]["spec"]["affinity"]["nodeAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in affinity      # drained, it may move
+    pref = affinity["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"]["matchExpressions"][0]
+    assert pref == {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}
+    labels = spec["template"]["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in spec["selector"]["matchLabels"].items())
+    svc = km.service_manifest("drain", "6b03abcd12ef", "drain-backend", protocols=("udp", "tcp"))
+    assert all(labels[k] == v for k, v in svc["spec"]["selector"].items())
+    assert spec["template"]["spec"]["containers"][0]["command"][:4] == ["python", "-m", "netslo.agent", "responders"]

@@ -249,6 +249,13 @@ class KubeApi:
         return self._call(what or f"patch {self._where(kind, name, namespace)}", fn, name, *args, body=body,
                           field_manager=FIELD_MANAGER)
 
+    def evict(self, pod: str, namespace: str) -> None:
+        """Evict a pod through the Eviction API (policy/v1), as ``kubectl drain`` does: its disruption
+        budget is honoured (429 while the budget forbids it) and its grace period kept."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+        self._call(f"evict pod {namespace}/{pod}", self._group("CoreV1Api").create_namespaced_pod_eviction,
+                   pod, namespace, body=body)
+
     def apply(self, obj: dict | list, what: str | None = None, server_side: bool = True) -> None:
         """Server-side apply (field manager ``netslo``, conflicts forced) of any kinds, in order.
 

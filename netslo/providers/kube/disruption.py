@@ -10,6 +10,9 @@
   pod is of the new revision and available (``on_start``/``on_end`` the patch, ``off_end`` the status
   seen complete). The annotation stays on the DaemonSet, as a rollout restart leaves its own.
 
+* ``drain``: the server's node drained of a Service's backend, which moves to another node
+  (``netslo.providers.kube.drain``): the probes send to that Service.
+
 A pod that does not come back Ready within ``READY_TIMEOUT_S`` is an InfrastructureError naming it and
 its last events. The trial's window is the action's expected length plus a clean stretch; an action that
 overruns its window is the study's InfrastructureError, never a shorter measured outage.
@@ -22,6 +25,7 @@ import time
 from netslo.core.errors import InfrastructureError, Unsupported
 from netslo.providers.base import Pod
 from netslo.providers.disruption import Action, Disruptions, drop_spec
+from netslo.providers.kube import drain as drain_mod
 from netslo.providers.kube.wait import pod_ready_safe
 
 READY_TIMEOUT_S = 120.0
@@ -40,8 +44,16 @@ class KubeDisruptions(Disruptions):
 
     def __init__(self, cluster):
         self.cluster = cluster
+        self._drains: dict[str, drain_mod.Drain] = {}     # node -> its drain's backend and Service
 
     def action(self, name: str, client: Pod, server: Pod) -> Action:
+        if name == "drain":
+            node = server.node
+            d = self._drains.get(node) or self._drains.setdefault(node, drain_mod.Drain(self.cluster, node))
+            return Action(name, d.move, f"node {node} cordoned and its Service backend ({drain_mod.BACKEND}, one "
+                          "replica) evicted, until its replacement on another node is a ready endpoint; the "
+                          "probes send to the Service", drain_mod.WINDOW_S, target=d.target, restore=d.restore,
+                          restore_s=drain_mod.RESTORE_S, one_responder=False)
         if name == "agent-roll":
             ds = self._agent_daemonset()
             return Action(name, lambda: self._roll(ds), f"{NAMESPACE}/{ds} DaemonSet rolled to a new revision (its "
@@ -120,4 +132,6 @@ class KubeDisruptions(Disruptions):
                                   f"after its delete; events: {'; '.join(events) or 'none'}")
 
     def close(self) -> None:
-        """Nothing to undo: a deleted pod's DaemonSet makes the next one."""
+        """Uncordon what a drain cordoned (a deleted pod's DaemonSet makes the next one by itself)."""
+        for d in self._drains.values():
+            d.close()

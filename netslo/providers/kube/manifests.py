@@ -162,6 +162,25 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
     }
 
 
+def backend_deployment_manifest(name: str, run_id: str, node: str, *, image: str = DEFAULT_IMAGE,
+                                pull_policy: str = "Never", responders=("udp", "tcp")) -> dict:
+    """A Deployment of one agent pod serving ``responders``, that prefers ``node`` (preferred, not
+    required, node affinity: drained, its replacement goes to another node). Its pods carry the
+    ``POD_LABEL`` ``name``, so ``service_manifest(..., pod_name=name)`` selects whichever one runs."""
+    pod = agent_pod_manifest(name, run_id, node, image=image, pull_policy=pull_policy, responders=responders,
+                             role="backend")
+    pod["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100, "preference": {"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}}]}}
+    meta = pod["metadata"]
+    select = {POD_LABEL: meta["name"], RUN_LABEL: run_id}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels(run_id)},
+            "spec": {"replicas": 1, "selector": {"matchLabels": select},
+                     "template": {"metadata": {"labels": meta["labels"], "annotations": meta["annotations"]},
+                                  "spec": pod["spec"]}}}
+
+
 def service_manifest(name: str, run_id: str, pod_name: str, *, type: str = "ClusterIP",
                      external_traffic_policy: str | None = None,
                      protocols=("udp", "tcp", "http"), ports: list | None = None) -> dict:

@@ -15,7 +15,9 @@ record (older netslo), cannot be checked from here: it counts as gone once older
 
 Only namespaces labelled ``app.kubernetes.io/managed-by=netslo`` whose name is ``netslo-<their
 netslo.io/run-id label>`` are considered; deleting one removes everything of that run in it (agent
-pods, Services, the impairment DaemonSet). Times are seconds.
+pods, Services, the impairment DaemonSet). A node a run cordoned for a drain carries that run's id
+(``netslo.providers.kube.drain``): it is uncordoned once no live namespace of that run is left.
+Times are seconds.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from netslo.core.errors import InfrastructureError
 from netslo.core.procs import alive
 from netslo.providers.kube import manifests as km
+from netslo.providers.kube.drain import CORDON_ANNOTATION, uncordon
 from netslo.providers.tool import run_tool
 
 DEFAULT_MAX_AGE = 3 * 3600.0   # s: owners this host cannot check count as gone after this long
@@ -121,12 +124,14 @@ def _contents(api, namespace: str) -> str:
 
 def reap(api, *, dry_run: bool = False, max_age: float = DEFAULT_MAX_AGE, wait: bool = False,
          timeout: float = 120.0) -> list[str]:
-    """Delete the namespaces of dead runs (``dead_namespaces``); one line per namespace.
+    """Delete the namespaces of dead runs (``dead_namespaces``) and uncordon the nodes a drain of a run
+    without a live namespace left cordoned (``drain.CORDON_ANNOTATION``); one line per thing.
 
     ``wait``: watch each until it is gone (InfrastructureError after ``timeout`` s)."""
     from netslo.providers.kube.wait import wait_deleted
     said = []
-    for ns, why in dead_namespaces(api, max_age):
+    dead = dead_namespaces(api, max_age)
+    for ns, why in dead:
         name = ns["metadata"]["name"]
         verb = "would delete" if dry_run else "deleted" if wait else "deleting"
         said.append(f"kube reap: {verb} namespace {name} on {api.host} ({why}): {_contents(api, name)}")
@@ -134,6 +139,21 @@ def reap(api, *, dry_run: bool = False, max_age: float = DEFAULT_MAX_AGE, wait: 
             api.delete("namespace", name)
             if wait:
                 wait_deleted(api, "namespace", name, None, timeout)
+    live = {ns["metadata"]["name"] for ns in api.get("namespaces", selector=MANAGED_SELECTOR)
+            if not ns["metadata"].get("deletionTimestamp")} - {ns["metadata"]["name"] for ns, _ in dead}
+    try:
+        nodes = api.get("nodes")
+    except InfrastructureError as e:      # (a run lists them anyway; reaping namespaces needs not)
+        return said + [f"kube reap: nodes not checked for a drain's cordon ({e})"]
+    for node in nodes:
+        meta = node.get("metadata", {})
+        run_id = (meta.get("annotations") or {}).get(CORDON_ANNOTATION)
+        if run_id and km.namespace_name(run_id) not in live:
+            verb = "would uncordon" if dry_run else "uncordoned"
+            said.append(f"kube reap: {verb} node {meta['name']} on {api.host} (cordoned for a drain by run "
+                        f"{run_id}, which is gone)")
+            if not dry_run:
+                uncordon(api, meta["name"])
     return said
 
 
