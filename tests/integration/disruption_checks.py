@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import time
 
+from netslo.providers.disruption import Action
 from netslo.studies import disruption
 
 STEP = disruption.UDP_INTERVAL_S
@@ -23,3 +25,31 @@ def assert_partition_measured(study, min_loss: float) -> None:
         v = t.values
         assert least <= v["outage"] <= most, (study.summary(), least, most)
         assert v["loss"] > min_loss and not math.isinf(v["recovery"]) and v["resets"] == 0, study.summary()
+
+
+def pause_action(name: str, stop, resume, seconds: float, description: str, slack: float) -> Action:
+    """An action that calls ``stop()`` (its result: mark ``stopped``), holds ``seconds`` and then calls
+    ``resume()`` (also when the hold is interrupted), with clock marks around both calls; its window
+    is ``seconds + slack``."""
+    def pause():
+        marks = {"on_start": time.monotonic_ns()}
+        marks["stopped"] = stop()
+        marks["on_end"] = time.monotonic_ns()
+        try:
+            time.sleep(seconds)
+        finally:
+            marks["off_start"] = time.monotonic_ns()
+            resume()
+            marks["off_end"] = time.monotonic_ns()
+        return marks
+    return Action(name, pause, description, seconds + slack)
+
+
+def check_partition(cluster, server, cross, same, ports, min_loss: float) -> None:
+    """A 1 s partition of the server's node, 2 trials from ``cross``: measured within its marks
+    (``assert_partition_measured``); 1 trial from ``same`` (the same node): nothing lost."""
+    with cluster.disruptions() as acts:
+        study = disruption.run(cluster, cross, server, ports, acts.action("partition-1s", cross, server), trials=2)
+        assert_partition_measured(study, min_loss)
+        local = disruption.run(cluster, same, server, ports, acts.action("partition-1s", same, server), trials=1)
+    assert local.trials[0].values["outage"] == 0.0, local.summary()

@@ -27,7 +27,7 @@ from netslo.providers.disruption import Action
 from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
 from netslo.studies import disruption
 
-from .disruption_checks import assert_partition_measured
+from .disruption_checks import check_partition, pause_action
 
 
 @pytest.fixture
@@ -51,23 +51,14 @@ def _signal(cluster, pod, sig) -> int:
 
 def _paused(cluster, pod, seconds):
     """An action pausing every process of ``pod`` (SIGSTOP) for ``seconds``."""
-    def pause():
-        marks = {"paused": _signal(cluster, pod, signal.SIGSTOP), "on_end": time.monotonic_ns()}
-        time.sleep(seconds)
-        marks["off_start"] = time.monotonic_ns()
-        _signal(cluster, pod, signal.SIGCONT)
-        return marks
-    return Action(f"pause-{pod.name}", pause, f"pod {pod.name} paused {seconds:g} s", seconds + 1.5)
+    return pause_action(f"pause-{pod.name}", lambda: _signal(cluster, pod, signal.SIGSTOP),
+                        lambda: _signal(cluster, pod, signal.SIGCONT), seconds, f"pod {pod.name} paused {seconds:g} s", 1.5)
 
 
 @pytest.mark.timeout(120)
 def test_a_partition_is_measured_loss_across_nodes_and_nothing_on_the_same_node(cl):
     c, server, cross, same, ports = cl
-    with c.disruptions() as acts:
-        study = disruption.run(c, cross, server, ports, acts.action("partition-1s", cross, server), trials=2)
-        assert_partition_measured(study, min_loss=0.3)
-        local = disruption.run(c, same, server, ports, acts.action("partition-1s", same, server), trials=1)
-    assert local.trials[0].values["outage"] == 0.0, local.summary()
+    check_partition(c, server, cross, same, ports, min_loss=0.3)
 
 
 @pytest.mark.timeout(120)
@@ -98,7 +89,7 @@ def test_a_paused_server_reads_as_a_stall_of_the_held_connections_not_a_reset(cl
     c, server, cross, _, ports = cl
     study = disruption.run(c, cross, server, ports, _paused(c, server, 1.0), trials=1)
     v, m = study.trials[0].values, study.trials[0].marks
-    assert m["paused"] >= 1
+    assert m["stopped"] >= 1
     assert v["stall"] >= (m["off_start"] - m["on_end"]) * 1e-9 - 0.05, study.summary()
     assert v["resets"] == 0, study.summary()
 
