@@ -8,6 +8,7 @@ drop is known to about the probes' send interval. ARP and IPv6 pass.
     drops = Drops()
     marks = drops.hold(netns, "eth0", 0.2, "both")   # returns once the drop is over
     drops.close()                                     # whatever an interrupted hold left: gone
+    reap(netns, "eth0")                               # ... also one a killed process left
 
 ``hold`` returns CLOCK_MONOTONIC ns marks (``time.monotonic_ns``): ``on_start``/``on_end`` around the
 filters' insertion, ``off_start``/``off_end`` around the qdisc's deletion (``netslo.providers.disruption``).
@@ -64,15 +65,26 @@ class Drops:
         """Remove the clsact qdiscs and sink devices this object made. Idempotent; a namespace that is
         gone (its cluster deleted) is skipped."""
         for ns, ifname in list(self._where):
-            try:
-                with netns_access.rtnl(ns) as ipr:
-                    for dev in ipr.link_lookup(ifname=ifname):
-                        try:
-                            ipr.tc("del", "clsact", dev)
-                        except NetlinkError:
-                            pass    # none left
-                    for idx in ipr.link_lookup(ifname=SINK):
-                        ipr.link("del", index=idx)
-            except (OSError, NetlinkError):
-                pass   # its namespace went with the cluster
+            reap(ns, ifname)
             self._where.discard((ns, ifname))
+
+
+def reap(ns: str, ifname: str) -> str | None:
+    """Remove a drop from ``ifname`` of namespace ``ns`` if a sink device shows one was made there (by
+    this process, or by a run killed while it held one: a kind node it left partitioned); what was
+    removed, or None. A namespace that is gone is skipped."""
+    try:
+        with netns_access.rtnl(ns) as ipr:
+            sinks = ipr.link_lookup(ifname=SINK)
+            if not sinks:
+                return None
+            for dev in ipr.link_lookup(ifname=ifname):
+                try:
+                    ipr.tc("del", "clsact", dev)
+                except NetlinkError:
+                    pass    # none left
+            for idx in sinks:
+                ipr.link("del", index=idx)
+    except (OSError, NetlinkError):
+        return None   # its namespace went with the cluster
+    return f"removed the DROP at {ifname} (its clsact qdisc and the {SINK} sink device)"

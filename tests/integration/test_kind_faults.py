@@ -17,7 +17,8 @@ run:
   probe that failed and what became of the pod (being deleted, or gone) and its node;
 * the CNI agent on the server's node crash-looping (its process killed whenever it runs for 14 s, the
   kubelet restarting it with back-off) is measured: the data plane keeps forwarding, and the agent
-  is Ready again afterwards.
+  is Ready again afterwards;
+* a partition left by a process killed while it held one is removed by the next run on the cluster.
 
 Fixture layout: the server and a same-node client on the worker, the cross-node client on the control
 plane, so a partition or pause of the server's node leaves this host's API connection alone.
@@ -26,17 +27,23 @@ plane, so a partition or pause of the server's node leaves this host's API conne
 from __future__ import annotations
 
 import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
 
 from netslo.core.errors import InfrastructureError
+from netslo.impair import drop
+from netslo.impair.drop import SINK
 from netslo.providers.disruption import Action
+from netslo.providers.kind import host as kind_host
 from netslo.providers.kind.cluster import KindProvider
 from netslo.providers.kube.api import KubeApi
 from netslo.providers.kube.disruption import AGENTS, NAMESPACE
 from netslo.providers.kube.wait import pod_ready_safe
 from netslo.studies import disruption
+from netslo.traffic.probes import ProbeSpec
 
 from . import kube_target
 from .disruption_checks import check_partition, pause_action
@@ -187,3 +194,43 @@ def test_the_client_pod_deleted_under_the_study_is_an_infrastructure_error_namin
                                                   r"pod netslo-\w+/client-doomed: (gone \(deleted\)|.*being deleted); "
                                                   rf"node {doomed.node}: Ready=True"):
         disruption.run(c, doomed, server, ports, Action("delete-client", delete, "client pod deleted", 3.0), trials=1)
+
+
+# A process that partitions a node (netslo.impair.drop) for 10 min, says so, and waits to be killed.
+PARTITION = textwrap.dedent("""
+    import sys, threading
+    from netslo.impair.drop import Drops
+    from netslo.providers.kind import host
+    threading.Thread(target=Drops().hold, args=(host.node_netns(sys.argv[1]), "eth0", 600, "both")).start()
+""")
+
+
+def _partitioned(node: str) -> bool:
+    out = subprocess.run(["nsenter", f"--net={kind_host.node_netns(node)}", "ip", "-o", "link", "show", SINK],
+                         capture_output=True, text=True, timeout=30)
+    return out.returncode == 0 and SINK in out.stdout
+
+
+@pytest.mark.timeout(300)
+def test_a_partition_a_killed_run_left_on_a_kept_clusters_node_is_removed_by_the_next_run(kind):
+    """kill -9 while a partition holds leaves the node cut off (in a kept cluster the next run's
+    node would go NotReady); the next run on the cluster removes it before it waits for Ready nodes."""
+    c, server, cross, _, ports = kind
+    proc = subprocess.Popen([sys.executable, "-c", PARTITION, server.node])
+    try:
+        deadline = time.monotonic() + 30
+        while not _partitioned(server.node):
+            assert proc.poll() is None and time.monotonic() < deadline, "the partition did not start"
+            time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    assert _partitioned(server.node), "the killed process's partition is not there to reap"
+    later = KindProvider(cni=c.datapath, keep_cluster=True).up()
+    try:
+        assert not _partitioned(server.node)
+        got = c.probe(cross, ProbeSpec("udp", server.ip, ports["udp"], count=100, interval=0.005))
+        assert int((got.rows["recv_ns"] >= 0).sum()) == 100, "the cross-node path does not answer again"
+    finally:
+        later.close()
+        drop.reap(kind_host.node_netns(server.node), "eth0")   # a failed test must not leave it cut off

@@ -48,6 +48,7 @@ from netslo.core import families, progress
 from netslo.core.errors import InfrastructureError, SpecError, Unsupported
 from netslo.core.phase_times import timed_call
 from netslo.core.procs import CHILD_CWD, child_env
+from netslo.impair import drop
 from netslo.providers import cni as cni_mod
 from netslo.providers.base import PathPoint, Pod
 from netslo.providers.cni.install import (
@@ -506,6 +507,19 @@ class KindCluster(KubeCluster):
         self._kind = owner
         self._node_ns: dict[str, str] = {}
         self._pod_ns: dict[str, tuple[str, str]] = {}
+
+    def open(self, ready_timeout: float = 60.0) -> "KindCluster":
+        """``KubeCluster.open``, after removing a partition (``netslo.impair.drop``) that a run killed
+        while it held one left on a node of a kept cluster: under it the node would not be Ready."""
+        for node in self._kind.node_names():
+            try:
+                ns = self.node_netns(node)
+            except (InfrastructureError, OSError):
+                continue          # no such node container (a kept cluster of fewer nodes)
+            line = drop.reap(ns, "eth0")
+            if line:
+                progress.note(f"kind reap: node {node}: {line}, left by a killed run")
+        return super().open(ready_timeout)
 
     # ---- the datapath seen from this host (kind nodes are local containers) ---------------------
     @property
