@@ -38,6 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.gate_power import answered, pooled, rate  # noqa: E402
+from netslo.core.errors import SpecError  # noqa: E402
 from netslo.core.resources import shipped_slo  # noqa: E402
 from netslo.providers import clusterspec  # noqa: E402
 from netslo.report import regression as reg  # noqa: E402
@@ -116,25 +117,21 @@ def shifted(pairs: list[paired.Pair], kind: str, rng: np.random.Generator) -> li
 
 
 def margins_of(text: str) -> list[slo_mod.Margin]:
-    out = []
-    for part in text.split(","):
-        metric, _, value = part.partition("=")
-        out.append(slo_mod.Margin(metric, float(value.rstrip("%")) / 100.0, f"+{value}", "power-study"))
-    return out
+    """``rtt.p50=5%,loss=0.25%`` read as an SLO file's ``compare:`` margins (checked as there)."""
+    compare_ = {metric: f"+{value}" for metric, _, value in (part.partition("=") for part in text.split(","))}
+    doc = {"version": 1, "objectives": [{"name": "power-study", "compare": compare_}]}
+    return slo_mod.parse(doc, "--margins").margins_for({})
 
 
 def paired_verdict(run: dict[str, list[paired.Pair]], margins: list[slo_mod.Margin], seed: int) -> str:
     """The run judged as ``netslo compare`` judges one: its checks, Holm, fail / pass / undecided."""
-    checks = []
-    for pairs in run.values():
-        sc = compare.ScenarioComparison(SCENARIOS[0], pairs=pairs)
-        checks += compare._relatives(sc, margins, 1.0 - compare.FAMILY_ALPHA, seed)
-    result = compare.Comparison(None, None, seed, [compare.ScenarioComparison(SCENARIOS[0], checks=checks)],
-                                confidence=1.0 - compare.FAMILY_ALPHA)
+    result = compare.Comparison(None, None, seed, confidence=1.0 - compare.FAMILY_ALPHA)
+    for sc_def in SCENARIOS:
+        sc = compare.ScenarioComparison(sc_def, pairs=run[sc_def.id])
+        sc.checks = compare._relatives(sc, margins, result.confidence, seed)
+        result.scenarios.append(sc)
     compare._decide(result)
-    verdicts = {c.verdict for c in checks}
-    return paired.FAIL if paired.FAIL in verdicts else (compare.UNDECIDED if paired.INCONCLUSIVE in verdicts
-                                                        else paired.PASS)
+    return result.verdict
 
 
 def side_run(run: dict[str, list[paired.Pair]], side: str, name: str) -> reg.Run:
@@ -191,10 +188,14 @@ def main(argv=None) -> int:
     an.add_argument("-K", type=int, default=10, help="baseline runs of the baseline method")
     an.add_argument("--seed", type=int, default=7)
     args = ap.parse_args(argv)
-    if args.cmd == "measure":
-        measure(args.out, args.runs, args.a, args.b, args.pairs, args.seed)
-    else:
-        analyze(args.dirs, [int(x) for x in args.lengths.split(",")], margins_of(args.margins), args.K, args.seed)
+    try:
+        if args.cmd == "measure":
+            measure(args.out, args.runs, args.a, args.b, args.pairs, args.seed)
+        else:
+            analyze(args.dirs, [int(x) for x in args.lengths.split(",")], margins_of(args.margins), args.K, args.seed)
+    except SpecError as e:
+        print(f"compare_power: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -511,6 +511,7 @@ class KindCluster(KubeCluster):
     def open(self, ready_timeout: float = 60.0) -> "KindCluster":
         """``KubeCluster.open``, after removing a partition (``netslo.impair.drop``) that a run killed
         while it held one left on a node of a kept cluster: under it the node would not be Ready."""
+        said = []
         for node in self._kind.node_names():
             try:
                 ns = self.node_netns(node)
@@ -518,8 +519,11 @@ class KindCluster(KubeCluster):
                 continue          # no such node container (a kept cluster of fewer nodes)
             line = drop.reap(ns, "eth0")
             if line:
-                progress.note(f"kind reap: node {node}: {line}, left by a killed run")
-        return super().open(ready_timeout)
+                said.append(f"kind reap: node {node}: {line}, left by a killed run")
+                progress.note(said[-1])
+        super().open(ready_timeout)
+        self.reaped = said + self.reaped     # open() sets what it reaped of dead runs' namespaces
+        return self
 
     # ---- the datapath seen from this host (kind nodes are local containers) ---------------------
     @property
