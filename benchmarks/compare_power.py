@@ -1,22 +1,32 @@
 """False alarms and power of ``netslo compare`` (interleaved A/B), side by side with the baseline method.
 
-    python benchmarks/compare_power.py measure OUT --runs 100 [--b rules=0] [--pairs 16] [--seed 1]
-    python benchmarks/compare_power.py analyze OUT [--lengths 4,8,16] [--margins rtt.p50=5%,...] [-K 10]
+    python benchmarks/compare_power.py measure OUT --runs 100 [--b rules=0] [--pairs 16] [--seed 1] [--duet] [--up-order BA]
+    python benchmarks/compare_power.py analyze OUT... [--lengths 8,16,32] [--margins NAME:rtt.p50=5%,...] [-K 10]
+    python benchmarks/compare_power.py verify --b rules=1000 [--rounds 30]
 
 ``measure`` (root; the embedded provider) brings up cluster A and cluster B once, then makes ``--runs``
 comparisons, each ``--pairs`` interleaved pairs of 200-request blocks (A and B in random order, as
 ``netslo.studies.compare``) of cross-node UDP and cross-node TCP-RR, and keeps every block's RTTs and
-loss counts in ``OUT/runNNN.npz``.
+loss counts in ``OUT/runNNN.npz``. ``--duet`` measures A's and B's block of a pair at the same time
+instead (duet benchmarking); ``--up-order BA`` brings B up first (does the order of bring-up matter?).
 
 ``analyze`` judges the stored runs as ``netslo compare`` judges a run: per scenario and margin a paired
-block bootstrap (``netslo.stats.paired``, 4000 replicates), Holm over every check of the run at 1 %,
-**fail** / **pass** / **undecided** (neither). Each run is judged at each job length (its first k pairs)
-as measured (A/A when A and B are one spec: a failure is a false alarm) and with a known change put
-into B's blocks:
+block bootstrap (``netslo.stats.paired``, 4000 replicates, one per metric serving every margin set),
+Holm over every check of the run at 1 %, **fail** / **pass** / **undecided** (neither). Each margin set
+(``--margins``, repeatable; default ``tight`` 5 %/5 %/0.25 and ``shipped`` 10 %/25 %/0.5 pp) is judged
+at fixed job lengths (the first k pairs of a window of consecutive runs; windows past one run are
+disjoint) and by ``compare()``'s own procedure (16 pairs, 16 more for a scenario still inconclusive, up
+to 48: ``16→48``), as measured (A/A when A and B are one spec: a failure is a false alarm) and with a
+known change put into B's blocks:
 
   scale10   every RTT of B x 1.10                                 (+10 % at every percentile)
   tail10    2 % of B's requests at random slowed to 1.10 x B's P99 (+10 % P99, P50 unchanged)
   loss05    0.5 % of B's answered requests at random become lost    (+0.5 percentage points)
+
+``verify`` sizes a real change on B with an independent reference: rounds of ``ping`` (ICMP echo, the
+kernel answers) and of netslo's UDP probe, cross-node, on A and on B in random order; it prints B − A
+of each (µs, per-round trimmed means, P10–P90, bootstrap 95 % CI over rounds) and netslo's B/A of P50.
+The decoy rules sit on the server pod's INPUT chain, which a ping request walks as a UDP one does.
 
 Detection = the run fails. Beside it, the same B blocks (with the same change) judged by the baseline
 method (``netslo.report.regression``, the shipped policy): B of run i as the current run, A of the K
@@ -29,8 +39,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -45,35 +57,101 @@ from netslo.report import regression as reg  # noqa: E402
 from netslo.slo import spec as slo_mod  # noqa: E402
 from netslo.slo.scenario import Scenario  # noqa: E402
 from netslo.stats import paired  # noqa: E402
+from netslo.stats.delays import series_seconds  # noqa: E402
 from netslo.studies import compare  # noqa: E402
 
 SCENARIOS = [Scenario("cross-node", "udp", "1k"), Scenario("cross-node", "tcp-rr", "1k")]
 SHIFTS = ("none", "scale10", "tail10", "loss05")
-MARGINS = "rtt.p50=5%,rtt.p99=5%,loss=0.25%"
+MARGIN_SETS = {"tight": "rtt.p50=5%,rtt.p99=5%,loss=0.25%", "shipped": "rtt.p50=10%,rtt.p99=25%,loss=0.5%"}
 
 
 # ---- measure ---------------------------------------------------------------------------------------
-def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int) -> None:
+def duet_pairs(a, b, sc: compare.ScenarioComparison, sampling, pairs: int, block: int) -> None:
+    """``pairs`` more pairs of ``sc.scenario`` with A's and B's blocks measured at the same time (duet
+    benchmarking: both sides in the same host regime), instead of one after the other."""
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(pairs):
+            fa, fb = (pool.submit(compare._block, side, sc.scenario, sampling, block) for side in (a, b))
+            sa, sb = fa.result(), fb.result()
+            lost_a = int(np.count_nonzero(sa.column("recv_ns") < 0))
+            lost_b = int(np.count_nonzero(sb.column("recv_ns") < 0))
+            sc.pairs.append(paired.Pair(series_seconds(sa, "rtt"), series_seconds(sb, "rtt"), len(sa), lost_a,
+                                        len(sb), lost_b, False))
+
+
+def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int, duet: bool = False,
+            up_order: str = "AB") -> None:
     out.mkdir(parents=True, exist_ok=True)
     spec = slo_mod.load(shipped_slo("slo.yaml"))
     rng = np.random.default_rng(seed)
     with contextlib.ExitStack() as stack:
-        side_a = compare.bring_up(stack, "A", clusterspec.load(a, "--a"))
-        side_b = compare.bring_up(stack, "B", clusterspec.load(b, "--b"))
+        specs = {"A": clusterspec.load(a, "--a"), "B": clusterspec.load(b, "--b")}
+        sides = {name: compare.bring_up(stack, name, specs[name]) for name in (up_order or "AB")}
+        side_a, side_b = sides["A"], sides["B"]
         for i in range(runs):
             t0 = time.monotonic()
             arrays = {}
             for sc_def in SCENARIOS:
                 sc = compare.ScenarioComparison(sc_def)
-                compare.measure_pairs(side_a, side_b, sc, spec.sampling, pairs, compare.BLOCK, rng)
+                if duet:
+                    duet_pairs(side_a, side_b, sc, spec.sampling, pairs, compare.BLOCK)
+                else:
+                    compare.measure_pairs(side_a, side_b, sc, spec.sampling, pairs, compare.BLOCK, rng)
                 for j, p in enumerate(sc.pairs):
                     key = f"{sc_def.id}|{j}"
                     arrays[f"{key}|a"], arrays[f"{key}|b"] = p.a, p.b
                     arrays[f"{key}|n"] = np.array([p.sent_a, p.lost_a, p.sent_b, p.lost_b, p.b_first])
             np.savez_compressed(out / f"run{i:03d}.npz", **arrays)
             print(f"run {i + 1}/{runs}: {time.monotonic() - t0:.1f} s", flush=True)
-    (out / "spec.txt").write_text(f"a={a}\nb={b}\npairs={pairs}\nseed={seed}\n"
+    (out / "spec.txt").write_text(f"a={a}\nb={b}\npairs={pairs}\nseed={seed}\nduet={duet}\nup_order={up_order}\n"
                                   f"measured={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+
+
+# ---- verify ----------------------------------------------------------------------------------------
+PING_TIME = re.compile(rb"time=([0-9.]+) ms")
+
+
+def _trimmed_us(values_s: np.ndarray) -> float:
+    lo, hi = np.quantile(values_s, [0.1, 0.9])
+    return float(np.mean(values_s[(values_s >= lo) & (values_s <= hi)]) * 1e6)
+
+
+def _ping_s(side, count: int) -> np.ndarray:
+    out = side.cluster.exec_in(side.clients["cross-node"],
+                               ["ping", "-n", "-c", str(count), "-i", "0.002", "-W", "1", side.server.ip], timeout=60)
+    return np.array([float(m) for m in PING_TIME.findall(out)]) / 1e3
+
+
+def _boot_ci(d: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+    means = rng.choice(d, (4000, len(d))).mean(axis=1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def verify(a: str, b: str, rounds: int, seed: int) -> None:
+    spec = slo_mod.load(shipped_slo("slo.yaml"))
+    rng = np.random.default_rng(seed)
+    sc_def = SCENARIOS[0]
+    got = {name: {"ping": [], "udp": [], "p50": []} for name in ("A", "B")}
+    with contextlib.ExitStack() as stack:
+        sides = [compare.bring_up(stack, "A", clusterspec.load(a, "--a")),
+                 compare.bring_up(stack, "B", clusterspec.load(b, "--b"))]
+        for _ in range(rounds):
+            for side in (sides if rng.random() < 0.5 else sides[::-1]):
+                ping = _ping_s(side, compare.BLOCK)
+                udp = series_seconds(compare._block(side, sc_def, spec.sampling, compare.BLOCK), "rtt")
+                udp = udp[np.isfinite(udp)]
+                got[side.name]["ping"].append(_trimmed_us(ping))
+                got[side.name]["udp"].append(_trimmed_us(udp))
+                got[side.name]["p50"].append(float(np.median(udp)))
+    print(f"A {a}; B {b}; {rounds} rounds of {compare.BLOCK} pings and {compare.BLOCK} UDP requests per side")
+    for what in ("ping", "udp"):
+        da, db = np.array(got["A"][what]), np.array(got["B"][what])
+        lo, hi = _boot_ci(db - da, rng)
+        print(f"{what:4s}  A {np.median(da):6.2f} µs  B {np.median(db):6.2f} µs  B−A {np.mean(db - da):+.2f} µs "
+              f"(95 % CI {lo:+.2f}..{hi:+.2f})")
+    p50 = np.array(got["B"]["p50"]) / np.array(got["A"]["p50"])
+    print(f"udp P50 B/A per round: median {np.median(p50):.3f}, P10–P90 {np.quantile(p50, 0.1):.3f}–"
+          f"{np.quantile(p50, 0.9):.3f}")
 
 
 # ---- analyze ---------------------------------------------------------------------------------------
@@ -123,15 +201,55 @@ def margins_of(text: str) -> list[slo_mod.Margin]:
     return slo_mod.parse(doc, "--margins").margins_for({})
 
 
-def paired_verdict(run: dict[str, list[paired.Pair]], margins: list[slo_mod.Margin], seed: int) -> str:
-    """The run judged as ``netslo compare`` judges one: its checks, Holm, fail / pass / undecided."""
-    result = compare.Comparison(None, None, seed, confidence=1.0 - compare.FAMILY_ALPHA)
+def replicates(pairs: list[paired.Pair], metrics: set[str], seed: int) -> dict[str, paired.Replicates]:
+    """{metric: its paired bootstrap} for one scenario's pairs (one bootstrap serves every margin set)."""
+    out = {}
+    for metric in sorted(metrics):
+        if metric == "loss":
+            out[metric] = paired.loss_replicates(pairs, compare.N_BOOT, seed)
+        else:
+            out[metric] = paired.percentile_replicates(pairs, float(metric.partition(".p")[2]), compare.N_BOOT, seed)
+    return out
+
+
+def decide(reps: dict[str, dict[str, paired.Replicates]], margins: list[slo_mod.Margin]) -> compare.Comparison:
+    """The scenarios' replicates judged as ``netslo compare`` judges a run: one check per margin, Holm
+    over all of them at ``FAMILY_ALPHA``."""
+    result = compare.Comparison(None, None, 0, confidence=1.0 - compare.FAMILY_ALPHA)
     for sc_def in SCENARIOS:
-        sc = compare.ScenarioComparison(sc_def, pairs=run[sc_def.id])
-        sc.checks = compare._relatives(sc, margins, result.confidence, seed)
+        sc = compare.ScenarioComparison(sc_def)
+        sc.checks = [compare.Check(mg, reps[sc_def.id][mg.metric].against(
+            1.0 + mg.limit if mg.metric != "loss" else mg.limit, result.confidence)) for mg in margins]
         result.scenarios.append(sc)
     compare._decide(result)
-    return result.verdict
+    return result
+
+
+def sequential(window: dict[str, list[paired.Pair]], sets: dict[str, list], seed: int) -> dict[str, tuple[str, int]]:
+    """Per margin set: the verdict of ``compare()``'s procedure on ``window`` (PAIRS first, MORE_PAIRS
+    more for each scenario with an inconclusive check, up to MAX_PAIRS) and the most pairs a scenario
+    took."""
+    metrics = {mg.metric for ms in sets.values() for mg in ms}
+    cache: dict[tuple[str, int], dict] = {}
+
+    def reps_at(sid: str, n: int) -> dict:
+        if (sid, n) not in cache:
+            cache[sid, n] = replicates(window[sid][:n], metrics, seed)
+        return cache[sid, n]
+    out = {}
+    for name, margins in sets.items():
+        length = {sc.id: compare.PAIRS for sc in SCENARIOS}
+        while True:
+            result = decide({sid: reps_at(sid, n) for sid, n in length.items()}, margins)
+            open_ = [sc.scenario.id for sc in result.scenarios
+                     if any(c.verdict == paired.INCONCLUSIVE for c in sc.checks)
+                     and length[sc.scenario.id] < compare.MAX_PAIRS]
+            if not open_:
+                break
+            for sid in open_:
+                length[sid] = min(compare.MAX_PAIRS, length[sid] + compare.MORE_PAIRS)
+        out[name] = (result.verdict, max(length.values()))
+    return out
 
 
 def side_run(run: dict[str, list[paired.Pair]], side: str, name: str) -> reg.Run:
@@ -142,33 +260,59 @@ def side_run(run: dict[str, list[paired.Pair]], side: str, name: str) -> reg.Run
     return out
 
 
-def analyze(dirs: list[Path], lengths: list[int], margins: list[slo_mod.Margin], k: int, seed: int) -> None:
+def joined(runs: list[dict], i: int, span: int) -> dict[str, list[paired.Pair]]:
+    """Runs i..i+span-1 as one window: each scenario's pairs in measured order."""
+    return {sid: [p for r in runs[i:i + span] for p in r[sid]] for sid in runs[i]}
+
+
+def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int, seed: int) -> None:
     runs = [load_run(p) for d in dirs for p in sorted(d.glob("run*.npz"))]
-    print(f"{len(runs)} runs; margins {', '.join(m.metric + ' ' + m.text for m in margins)}; "
-          f"checks per run {len(margins) * len(runs[0])}", flush=True)
+    per_run = min(len(pairs) for r in runs for pairs in r.values())
+    print(f"{len(runs)} runs of {per_run} pairs; margin sets: " + "; ".join(
+        f"{name} = {', '.join(m.metric + ' ' + m.text for m in ms)}" for name, ms in sets.items()), flush=True)
     rng = np.random.default_rng(seed)
-    for length in lengths:
+    rows = []   # (method, length, shift, set) -> tally
+    tallies: dict[tuple, dict] = {}
+
+    def count(key, verdict):
+        tallies.setdefault(key, {paired.FAIL: 0, paired.PASS: 0, compare.UNDECIDED: 0})[verdict] += 1
+    metrics = {mg.metric for ms in sets.values() for mg in ms}
+    span = -(-max(max(lengths), compare.MAX_PAIRS) // per_run)     # runs per window
+    t0 = time.monotonic()
+    for i in range(len(runs) - span + 1):
         for kind in SHIFTS:
-            tally = {paired.FAIL: 0, paired.PASS: 0, compare.UNDECIDED: 0}
-            t0 = time.monotonic()
-            for i, run in enumerate(runs):
-                cut = {sid: shifted(pairs[:length], kind, rng) for sid, pairs in run.items()}
-                tally[paired_verdict(cut, margins, seed + i)] += 1
-            n = len(runs)
-            print(f"interleaved  {length:3d} pairs  {kind:8s} fail {rate(tally[paired.FAIL], n)}; pass "
-                  f"{tally[paired.PASS]}/{n}; undecided {tally[compare.UNDECIDED]}/{n}  "
-                  f"({time.monotonic() - t0:.0f} s)", flush=True)
-    # the baseline method on the same blocks: B of run i against A of runs i-K..i-1 (all 16 pairs each)
+            window = {sid: shifted(pairs, kind, rng) for sid, pairs in joined(runs, i, span).items()}
+            for length in lengths:
+                if length <= per_run or i % (-(-length // per_run)) == 0:   # disjoint windows past one run
+                    reps = {sid: replicates(pairs[:length], metrics, seed + i) for sid, pairs in window.items()}
+                    for name, margins in sets.items():
+                        count(("interleaved", f"{length}", kind, name), decide(reps, margins).verdict)
+            for name, (verdict, took) in sequential(window, sets, seed + i).items():
+                count(("interleaved", "16→48", kind, name), verdict)
+                tallies.setdefault(("pairs taken", "16→48", kind, name), {}).setdefault(took, 0)
+                tallies[("pairs taken", "16→48", kind, name)][took] += 1
+        print(f"  window {i + 1}/{len(runs) - span + 1} ({time.monotonic() - t0:.0f} s)", flush=True)
+    # the baseline method on the same blocks: B of run i against A of runs i-K..i-1 (one run's pairs each)
     policy = reg.Policy()
-    for kind in SHIFTS:
-        fails = cases = 0
-        for i in range(k, len(runs)):
-            base = pooled([side_run(runs[j], "a", f"run{j}") for j in range(i - k, i)])
+    for i in range(k, len(runs)):
+        base = pooled([side_run(runs[j], "a", f"run{j}") for j in range(i - k, i)])
+        for kind in SHIFTS:
             cur_pairs = {sid: shifted(pairs, kind, rng) for sid, pairs in runs[i].items()}
             rep = reg.compare(base, side_run(cur_pairs, "b", f"run{i}"), policy)
-            cases += 1
-            fails += bool(rep.failed)
-        print(f"baseline K={k} {kind:8s} fail {rate(fails, cases)}", flush=True)
+            count((f"baseline K={k}", f"{per_run}", kind, "shipped policy"), paired.FAIL if rep.failed else paired.PASS)
+    print("\n| method | pairs per scenario | change on B | margins | fail (detection; a false alarm when none) "
+          "| pass | undecided |\n|---|---|---|---|---|---|---|")
+    for key, t in tallies.items():
+        if key[0] == "pairs taken":
+            continue
+        n = sum(t.values())
+        rows.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {rate(t[paired.FAIL], n)} | "
+                    f"{t[paired.PASS]}/{n} | {t[compare.UNDECIDED]}/{n} |")
+    print("\n".join(rows))
+    for key, took in tallies.items():
+        if key[0] == "pairs taken":
+            print(f"pairs taken (most of any scenario), {key[2]}, {key[3]}: "
+                  + ", ".join(f"{n}: {c}" for n, c in sorted(took.items())))
 
 
 def main(argv=None) -> int:
@@ -181,18 +325,30 @@ def main(argv=None) -> int:
     m.add_argument("--b", default="datapath=bridge")
     m.add_argument("--pairs", type=int, default=16)
     m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--duet", action="store_true", help="A's and B's blocks at the same time, not interleaved")
+    m.add_argument("--up-order", choices=("AB", "BA"), default="AB", help="which cluster is brought up first")
+    v = sub.add_parser("verify")
+    v.add_argument("--a", default="datapath=bridge")
+    v.add_argument("--b", default="datapath=bridge,rules=1000")
+    v.add_argument("--rounds", type=int, default=30)
+    v.add_argument("--seed", type=int, default=3)
     an = sub.add_parser("analyze")
     an.add_argument("dirs", type=Path, nargs="+")
-    an.add_argument("--lengths", default="4,8,16")
-    an.add_argument("--margins", default=MARGINS)
+    an.add_argument("--lengths", default="8,16,32")
+    an.add_argument("--margins", action="append", metavar="NAME:rtt.p50=5%,...",
+                    help=f"a named margin set (repeatable); default {', '.join(MARGIN_SETS)}")
     an.add_argument("-K", type=int, default=10, help="baseline runs of the baseline method")
     an.add_argument("--seed", type=int, default=7)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "measure":
-            measure(args.out, args.runs, args.a, args.b, args.pairs, args.seed)
+            measure(args.out, args.runs, args.a, args.b, args.pairs, args.seed, args.duet, args.up_order)
+        elif args.cmd == "verify":
+            verify(args.a, args.b, args.rounds, args.seed)
         else:
-            analyze(args.dirs, [int(x) for x in args.lengths.split(",")], margins_of(args.margins), args.K, args.seed)
+            given = dict(m.partition(":")[::2] for m in args.margins) if args.margins else MARGIN_SETS
+            sets = {name: margins_of(text) for name, text in given.items()}
+            analyze(args.dirs, [int(x) for x in args.lengths.split(",")], sets, args.K, args.seed)
     except SpecError as e:
         print(f"compare_power: {e}", file=sys.stderr)
         return 2

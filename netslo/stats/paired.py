@@ -89,22 +89,37 @@ def _quantile(parts: list[np.ndarray], q: float) -> float:
     return float(np.partition(x, k - 1)[k - 1])
 
 
-def _summary(metric: str, kind: str, point: float, boot: np.ndarray, margin: float, confidence: float,
-             pairs: int, a: float, b: float) -> Relative:
-    alpha = 1.0 - confidence
-    boot = boot[np.isfinite(boot)]
-    if not len(boot) or not math.isfinite(point):
-        return Relative(metric, kind, point, -math.inf, math.inf, math.inf, margin, 1.0, pairs, a, b)
-    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
-    upper = float(np.quantile(boot, 1 - alpha))
-    p_worse = (1 + int(np.count_nonzero(boot <= margin))) / (1 + len(boot))
-    return Relative(metric, kind, point, float(lo), float(hi), upper, margin, p_worse, pairs, a, b)
+@dataclass(frozen=True)
+class Replicates:
+    """A statistic of B relative to A over the pairs: its point value, each side's value over all its
+    blocks, and its paired block bootstrap replicates. ``against`` judges it for one margin (the
+    replicates do not depend on the margin, so several margins cost one bootstrap)."""
+
+    metric: str
+    kind: str              # "ratio" | "difference"
+    point: float
+    a: float
+    b: float
+    boot: np.ndarray
+    pairs: int
+
+    def against(self, margin: float, confidence: float) -> Relative:
+        """The CI at ``confidence``, its one-sided upper bound and ``p_worse`` for ``margin`` (the
+        largest acceptable value: 1 + δ for a ratio, δ for a difference)."""
+        alpha = 1.0 - confidence
+        boot = self.boot[np.isfinite(self.boot)]
+        if not len(boot) or not math.isfinite(self.point):
+            return Relative(self.metric, self.kind, self.point, -math.inf, math.inf, math.inf, margin, 1.0,
+                            self.pairs, self.a, self.b)
+        lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+        upper = float(np.quantile(boot, 1 - alpha))
+        p_worse = (1 + int(np.count_nonzero(boot <= margin))) / (1 + len(boot))
+        return Relative(self.metric, self.kind, self.point, float(lo), float(hi), upper, margin, p_worse,
+                        self.pairs, self.a, self.b)
 
 
-def percentile_ratio(pairs: list[Pair], q: float, delta: float, confidence: float = 0.95,
-                     n_boot: int = N_BOOT, seed: int = 0) -> Relative:
-    """P_q(B) / P_q(A) over the pairs, paired block bootstrap; acceptable up to 1 + ``delta``."""
-    metric = f"rtt.p{q:g}"
+def percentile_replicates(pairs: list[Pair], q: float, n_boot: int = N_BOOT, seed: int = 0) -> Replicates:
+    """P_q(B) / P_q(A) over the pairs and its paired block bootstrap replicates."""
     point_a, point_b = _quantile([p.a for p in pairs], q), _quantile([p.b for p in pairs], q)
     point = point_b / point_a if point_a > 0 else math.nan
     rng = np.random.default_rng(seed)
@@ -114,12 +129,17 @@ def percentile_ratio(pairs: list[Pair], q: float, delta: float, confidence: floa
         idx = rng.integers(0, m, m)
         qa = _quantile([pairs[j].a for j in idx], q)
         boot[i] = _quantile([pairs[j].b for j in idx], q) / qa if qa > 0 else math.nan
-    return _summary(metric, "ratio", point, boot, 1.0 + delta, confidence, m, point_a, point_b)
+    return Replicates(f"rtt.p{q:g}", "ratio", point, point_a, point_b, boot, m)
 
 
-def loss_difference(pairs: list[Pair], delta: float, confidence: float = 0.95, n_boot: int = N_BOOT,
-                    seed: int = 0) -> Relative:
-    """loss(B) − loss(A) over the pairs, paired block bootstrap; acceptable up to ``delta``."""
+def percentile_ratio(pairs: list[Pair], q: float, delta: float, confidence: float = 0.95,
+                     n_boot: int = N_BOOT, seed: int = 0) -> Relative:
+    """P_q(B) / P_q(A) over the pairs, paired block bootstrap; acceptable up to 1 + ``delta``."""
+    return percentile_replicates(pairs, q, n_boot, seed).against(1.0 + delta, confidence)
+
+
+def loss_replicates(pairs: list[Pair], n_boot: int = N_BOOT, seed: int = 0) -> Replicates:
+    """loss(B) − loss(A) over the pairs (a fraction) and its paired block bootstrap replicates."""
     c = np.array([(p.sent_a, p.lost_a, p.sent_b, p.lost_b) for p in pairs], dtype=float).reshape(-1, 4)
     sent_a, lost_a, sent_b, lost_b = c.T
 
@@ -133,5 +153,10 @@ def loss_difference(pairs: list[Pair], delta: float, confidence: float = 0.95, n
     point = float(diff(np.ones(m))) if m else math.nan
     loss_a = float(lost_a.sum() / sent_a.sum()) if m and sent_a.sum() else math.nan
     loss_b = float(lost_b.sum() / sent_b.sum()) if m and sent_b.sum() else math.nan
-    return _summary("loss", "difference", point, diff(weights) if m else np.empty(0), delta, confidence, m,
-                    loss_a, loss_b)
+    return Replicates("loss", "difference", point, loss_a, loss_b, diff(weights) if m else np.empty(0), m)
+
+
+def loss_difference(pairs: list[Pair], delta: float, confidence: float = 0.95, n_boot: int = N_BOOT,
+                    seed: int = 0) -> Relative:
+    """loss(B) − loss(A) over the pairs, paired block bootstrap; acceptable up to ``delta``."""
+    return loss_replicates(pairs, n_boot, seed).against(delta, confidence)
