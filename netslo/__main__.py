@@ -65,7 +65,8 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare", help="compare two clusters interleaved: is B worse than A by more than the "
                                        "SLO file's compare: margins?")
     c.add_argument("--a", required=True, metavar="SPEC", help="cluster spec of A (the baseline): a YAML file or "
-                                                             "key=value pairs, e.g. datapath=bridge")
+                                                             "key=value pairs, e.g. datapath=bridge or "
+                                                             "provider=kind,cni=calico")
     c.add_argument("--b", required=True, metavar="SPEC", help="cluster spec of B (the candidate), e.g. rules=1000")
     c.add_argument("--slo", default=None, help="SLO file (default: slo.yaml here, else the shipped one)")
     c.add_argument("--results", default="netslo-results", help="where compare.json and compare.md go")
@@ -167,7 +168,7 @@ def _compare(args) -> int:
     from netslo.providers import clusterspec
     from netslo.report import compare as report
     from netslo.studies import compare
-    a, b = clusterspec.load(args.a, "--a"), clusterspec.load(args.b, "--b")
+    a, b = clusterspec.check_pair(clusterspec.load(args.a, "--a"), clusterspec.load(args.b, "--b"), "--b", args.b)
     spec = slo.load(args.slo or (Path("slo.yaml") if Path("slo.yaml").exists() else slo.shipped_slo("slo.yaml")))
     pairs = args.pairs if args.pairs is not None else compare.PAIRS
     most = args.max_pairs if args.max_pairs is not None else max(compare.MAX_PAIRS, pairs)

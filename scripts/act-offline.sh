@@ -12,6 +12,10 @@
 #                                                   default; 'tight': UDP P50 threshold 1 us) with the minimal
 #                                                   workflow using netslo/netslo@<HEAD> (this checkout), run
 #                                                   by act (pull_request)
+#   sudo bash scripts/act-offline.sh user-repo compare-same|compare-change [ARGS...]
+#                                                   a user repository whose pull request (branch change) is
+#                                                   judged against main with compare-with: its
+#                                                   netslo-cluster.yaml unchanged, or with rules: 1000 added
 #   bash scripts/act-offline.sh status
 #
 # What `prepare` makes (under $NETSLO_ACT_HOME, default /var/cache/netslo/act):
@@ -329,11 +333,74 @@ jobs:
 EOF
 }
 
-cmd_user_repo() {  # user-repo green|tight [act args...]
+# The workflow of docs/github-actions.md "Judging a pull request against its base": compare-with.
+compare_workflow() {  # compare_workflow SHA
+  local checkout
+  checkout=$(grep -m1 -o 'actions/checkout@[0-9a-f]\{40\} # v[0-9.]*' "$REPO/.github/workflows/gate.yml") ||
+    die "no pinned actions/checkout in .github/workflows/gate.yml"
+  cat <<EOF
+name: pod network change
+on: pull_request
+jobs:
+  compare:
+    runs-on: ubuntu-24.04
+    steps:
+      - uses: $checkout
+      - uses: netslo/netslo@$1
+        with:
+          cni: calico
+          compare-with: \${{ github.base_ref }}   # A: netslo-cluster.yaml of the base; B: this PR's
+          toolchain: \${{ vars.NETSLO_TOOLCHAIN || 'online' }}
+EOF
+}
+
+cmd_user_compare() {  # user-repo compare-same|compare-change [act args...]: a PR judged against its base
+  local mode=$1 sha=$2 repo=$3 action=$4
+  shift 4
+  cat > "$repo/netslo-cluster.yaml" <<'EOF'
+# the pod network this repository runs (netslo cluster spec)
+provider: kind
+cni: calico
+nodes: 2
+EOF
+  cat > "$repo/slo.yaml" <<'EOF'
+extends: netslo
+gate: selected-only
+objectives:
+- name: compare-latency          # the shipped objective of that name, narrowed and its P99 margin widened
+  select: {protocol: [udp, tcp-rr]}
+  compare: {rtt.p50: +10%, rtt.p99: +50%, loss: +0.5%}
+EOF
+  compare_workflow "$sha" > "$repo/.github/workflows/netslo.yml"
+  git -C "$repo" init -q -b main
+  git -C "$repo" add -A
+  git -C "$repo" -c user.name=user -c user.email=user@example.invalid commit -q -m "pod network: calico"
+  git -C "$repo" checkout -q -b change
+  if [[ $mode == compare-change ]]; then   # the PR puts 1000 NetworkPolicies on the server pod's path
+    echo "rules: 1000" >> "$repo/netslo-cluster.yaml"
+  else
+    echo "# reviewed: no change to the data path" >> "$repo/netslo-cluster.yaml"
+  fi
+  git -C "$repo" -c user.name=user -c user.email=user@example.invalid commit -q -am "pod network: $mode"
+  printf '{"pull_request": {"number": 1, "base": {"ref": "main"}, "head": {"ref": "change"}}}\n' > "$ACT_HOME/work/pr-event.json"
+  chown -R "$ACT_USER:" "$repo" "$ACT_HOME/work/pr-event.json"
+  say "user repository $repo ($mode): netslo-cluster.yaml on main, branch change; compare-with: main"
+  run_act "$repo" pull_request -e "$ACT_HOME/work/pr-event.json" --local-repository "netslo/netslo@$sha=$action" "$@"
+}
+
+cmd_user_repo() {  # user-repo green|tight|compare-same|compare-change [act args...]
   require_act
   local mode=${1:-} sha repo=$ACT_HOME/work/user-repo action=$ACT_HOME/work/netslo-action
-  [[ $mode == green || $mode == tight ]] || die "user-repo: mode '$mode', expected green or tight"
+  [[ $mode =~ ^(green|tight|compare-same|compare-change)$ ]] ||
+    die "user-repo: mode '$mode', expected green, tight, compare-same or compare-change"
   shift
+  if [[ $mode == compare-* ]]; then
+    sha=$(git -C "$REPO" rev-parse HEAD)
+    clone_head "$action"
+    rm -rf "$repo" && mkdir -p "$repo/.github/workflows"
+    cmd_user_compare "$mode" "$sha" "$repo" "$action" "$@"
+    return
+  fi
   sha=$(git -C "$REPO" rev-parse HEAD)
   clone_head "$action"                    # what `uses: netslo/netslo@<sha>` resolves to
   rm -rf "$repo"
@@ -372,5 +439,5 @@ case ${1:-} in
   act) shift; cmd_act "$@" ;;
   user-repo) shift; cmd_user_repo "$@" ;;
   status) cmd_status ;;
-  *) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -1,44 +1,125 @@
 """A cluster spec: what one side of a comparison (``python -m netslo compare``) brings up.
 
-Written as a YAML file or inline as ``key=value,key=value``::
+Written as a YAML file or inline as ``key=value,key=value``. ``provider`` picks the keys::
 
-    provider: netns        # the embedded provider (the only one a comparison brings up so far)
+    provider: netns        # the embedded provider (the default)
     datapath: bridge       # bridge | routed | vxlan
     nodes: 2               # 2..16 (cross-node scenarios need two)
     rules: 0               # decoy iptables rules every packet to the server pod walks (0..60000),
                            # nothing denied (netslo.providers.netns.policy): a change of known direction
 
-Every problem is one line naming the field, the value and what was expected.
+    provider: kind         # a kind cluster made for the comparison and deleted after it
+    cni: calico            # calico | cilium | antrea, at netslo's pinned version (netslo/providers/cni/)
+    encapsulation: vxlan   # one the CNI's data file lists (default: its default)
+    nodes: 2               # 2..8 (control plane + workers, all taking pods)
+    name: netslo-a         # the kind cluster's name (default netslo-a / netslo-b by side)
+    manifests: DIR         # *.yaml / *.yml applied in name order once the CNI is ready (FelixConfiguration,
+                           # a Cilium ConfigMap, NetworkPolicies, ...)
+    rules: 0               # decoy NetworkPolicies on the server pod (0..5000), its clients admitted
+
+    provider: existing     # a cluster that is already there; netslo adds and removes its run namespace
+    kubeconfig: PATH       # default $NETSLO_KUBECONFIG, $KUBECONFIG, ~/.kube/config
+    context: NAME          # a context of that kubeconfig (default: its current one)
+    select: KEY=VALUE      # the nodes to measure on (a node pool by label; default all); at least 2
+    rules: 0               # as for kind
+
+In a spec file ``manifests`` and ``kubeconfig`` are relative to the file. Every problem is one line
+naming the field, the value and what was expected. ``check_pair`` refuses
+A and B that would be one and the same cluster (two netns specs alike are two clusters: an A/A).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from netslo.core import yamlfile
-from netslo.core.errors import SpecError
+from netslo.core.errors import InfrastructureError, SpecError
 from netslo.providers import DATAPATHS
-from netslo.providers.netns.cluster import NetnsCluster
+from netslo.providers import cni as cni_mod
+from netslo.providers.kube import manifests as km
+from netslo.providers.kube.api import kubeconfig_files
 from netslo.providers.netns.policy import MAX_DECOYS
 
-KEYS = ("provider", "datapath", "nodes", "rules")
+PROVIDERS = ("netns", "kind", "existing")
+KEYS = {"netns": ("provider", "datapath", "nodes", "rules"),
+        "kind": ("provider", "cni", "encapsulation", "nodes", "name", "manifests", "rules"),
+        "existing": ("provider", "kubeconfig", "context", "select", "rules")}
+MAX_KIND_NODES = 8
+MAX_POLICIES = 5000      # NetworkPolicy objects on one pod (1000 is the studies' largest)
+MANIFEST_SUFFIXES = (".yaml", ".yml")
+PATH_KEYS = ("manifests", "kubeconfig")   # in a spec file: relative to the file
 
 
 @dataclass(frozen=True)
 class ClusterSpec:
     provider: str = "netns"
-    datapath: str = "bridge"
+    datapath: str = "bridge"      # netns: its datapath; kind: the CNI; existing: "" (the cluster's)
     nodes: int = 2
     rules: int = 0
+    encapsulation: str = ""
+    name: str = ""
+    manifests: str = ""
+    kubeconfig: str = ""
+    context: str = ""
+    select: str = ""
     source: str = ""
 
     def describe(self) -> str:
+        if self.provider == "kind":
+            extra = f", manifests {self.manifests}" if self.manifests else ""
+            return (f"kind/{self.datapath} ({self.encapsulation}), {self.nodes} nodes{extra}, "
+                    f"{self.rules} decoy NetworkPolicies on the server")
+        if self.provider == "existing":
+            where = f"context {self.context}" if self.context else "the current context"
+            nodes = f", nodes {self.select}" if self.select else ""
+            return f"existing ({where}{nodes}), {self.rules} decoy NetworkPolicies on the server"
         return f"{self.provider}/{self.datapath}, {self.nodes} nodes, {self.rules} decoy rules on the server's path"
 
-    def up(self, ip_family: str = "ipv4") -> NetnsCluster:
+    def identity(self) -> tuple:
+        """What names the cluster itself: two specs with one identity would be one cluster."""
+        if self.provider == "kind":
+            return ("kind", self.name)
+        if self.provider == "existing":
+            return ("existing", tuple(kubeconfig_files(self.kubeconfig or None)), self.context, self.select)
+        return ("netns", id(self))   # every netns spec brings up its own cluster
+
+    def with_side(self, side: str) -> "ClusterSpec":
+        """This spec as side ``side`` (A or B) brings it up: a kind cluster without a name gets netslo-<side>."""
+        if self.provider == "kind" and not self.name:
+            return dataclasses.replace(self, name=f"netslo-{side.lower()}")
+        return self
+
+    def up(self, ip_family: str = "ipv4"):
         """The cluster (a context manager: closed, with everything it made, on exit)."""
+        if self.provider == "kind":
+            from netslo.providers.kind.cluster import KindProvider
+            cluster = KindProvider(cni=self.datapath, nodes=self.nodes, name=self.name or "netslo-a",
+                                   encapsulation=self.encapsulation, ip_family=ip_family).up()
+            try:
+                apply_manifests(cluster.api, self.manifests)
+            except BaseException:
+                cluster.close()
+                raise
+            return cluster
+        if self.provider == "existing":
+            from netslo.providers.existing import ExistingProvider
+            return ExistingProvider(kubeconfig=self.kubeconfig or None, context=self.context or None).up()
+        from netslo.providers.netns.cluster import NetnsCluster
         return NetnsCluster(nodes=self.nodes, datapath=self.datapath, ip_family=ip_family)
+
+    def measured_nodes(self, cluster) -> list[str]:
+        """The cluster's nodes this side measures on (``select``), at least 2; an InfrastructureError naming
+        the count otherwise (the cluster is up: not a spec error any more)."""
+        key, _, value = self.select.partition("=")
+        nodes = [n for n in cluster.nodes if not self.select or cluster.node_labels(n).get(key) == value]
+        if len(nodes) < 2:
+            raise InfrastructureError(f"cluster {self.describe()}: {len(nodes)} node(s) "
+                                      f"{'match ' + self.select if self.select else 'in all'}; a comparison needs 2 "
+                                      f"(a same-node and a cross-node client)")
+        return nodes
 
 
 def _number(field: str, value, lo: int, hi: int) -> int:
@@ -51,23 +132,95 @@ def _number(field: str, value, lo: int, hi: int) -> int:
     return n
 
 
+def manifest_files(directory: str) -> list[Path]:
+    """The YAML files of ``directory`` in name order; a SpecError when it is not a directory holding one."""
+    path = Path(directory).expanduser()
+    if not path.is_dir():
+        raise SpecError("manifests", directory, "a directory of Kubernetes manifests (*.yaml, *.yml)")
+    files = sorted(p for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES and p.is_file())
+    if not files:
+        raise SpecError("manifests", directory, "a directory holding at least one *.yaml or *.yml file")
+    return files
+
+
+def apply_manifests(api, directory: str) -> int:
+    """Every object of ``directory``'s files, applied server-side in file order; the count."""
+    if not directory:
+        return 0
+    n = 0
+    for f in manifest_files(directory):
+        docs = yamlfile.read_all(f, "manifests")
+        api.apply(docs, what=f"manifests {f}")
+        n += len(docs)
+    return n
+
+
+def contexts(kubeconfig: str) -> list[str]:
+    """The context names of a kubeconfig (its files, as the client merges them)."""
+    names = []
+    for f in kubeconfig_files(kubeconfig or None):
+        if not os.path.exists(f):
+            raise SpecError("kubeconfig", f, "an existing kubeconfig file")
+        doc = yamlfile.read(Path(f), "kubeconfig") or {}
+        names += [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
+    return names
+
+
+def _parse_kind(doc: dict) -> ClusterSpec:
+    cni = str(doc.get("cni", "calico"))
+    if cni not in cni_mod.CNIS:
+        raise SpecError("cni", cni, f"one of {', '.join(cni_mod.CNIS)}")
+    pins = cni_mod.load(cni)
+    encap = str(doc.get("encapsulation", pins.default_encapsulation))
+    if encap not in pins.encapsulations:
+        raise SpecError("encapsulation", encap, f"one of {', '.join(pins.encapsulations)} ({cni} {pins.version})")
+    name = str(doc.get("name", ""))
+    if name and not km._DNS_LABEL.match(name):
+        raise SpecError("name", name, "a kind cluster name: lowercase letters, digits and '-'")
+    manifests = str(doc.get("manifests", ""))
+    if manifests:
+        manifest_files(manifests)
+    return ClusterSpec("kind", cni, _number("nodes", doc.get("nodes", 2), 2, MAX_KIND_NODES),
+                       _number("rules", doc.get("rules", 0), 0, MAX_POLICIES), encap, name, manifests)
+
+
+def _parse_existing(doc: dict) -> ClusterSpec:
+    kubeconfig, context = str(doc.get("kubeconfig", "")), str(doc.get("context", ""))
+    if context:
+        known = contexts(kubeconfig)
+        if context not in known:
+            raise SpecError("context", context, f"a context of the kubeconfig ({', '.join(known) or 'none'})")
+    else:
+        contexts(kubeconfig)     # the file must exist
+    select = str(doc.get("select", ""))
+    if select and (select.count("=") != 1 or not all(select.split("="))):
+        raise SpecError("select", select, "one node label as key=value, e.g. netslo.io/pool=b")
+    return ClusterSpec("existing", "", 0, _number("rules", doc.get("rules", 0), 0, MAX_POLICIES),
+                       kubeconfig=kubeconfig, context=context, select=select)
+
+
 def parse(doc, source: str) -> ClusterSpec:
     """A validated spec from a mapping (the YAML document or the inline pairs)."""
     if not isinstance(doc, dict):
-        raise SpecError("(top level)", doc, "a mapping of provider, datapath, nodes, rules", where=source)
+        raise SpecError("(top level)", doc, "a mapping such as provider: netns, datapath: bridge", where=source)
     try:
-        for key in doc:
-            if key not in KEYS:
-                raise SpecError(str(key), doc[key], f"one of the keys {', '.join(KEYS)}")
         provider = str(doc.get("provider", "netns"))
-        if provider != "netns":
-            raise SpecError("provider", provider, "netns (a comparison of kind, minikube or existing clusters is "
-                                                  "not built yet)")
-        datapath = str(doc.get("datapath", "bridge"))
-        if datapath not in DATAPATHS:
-            raise SpecError("datapath", datapath, f"one of {', '.join(DATAPATHS)}")
-        return ClusterSpec(provider, datapath, _number("nodes", doc.get("nodes", 2), 2, 16),
-                           _number("rules", doc.get("rules", 0), 0, MAX_DECOYS), source)
+        if provider not in PROVIDERS:
+            raise SpecError("provider", provider, f"one of {', '.join(PROVIDERS)}")
+        for key in doc:
+            if key not in KEYS[provider]:
+                raise SpecError(str(key), doc[key], f"one of the keys of a {provider} spec: {', '.join(KEYS[provider])}")
+        if provider == "kind":
+            spec = _parse_kind(doc)
+        elif provider == "existing":
+            spec = _parse_existing(doc)
+        else:
+            datapath = str(doc.get("datapath", "bridge"))
+            if datapath not in DATAPATHS:
+                raise SpecError("datapath", datapath, f"one of {', '.join(DATAPATHS)}")
+            spec = ClusterSpec(provider, datapath, _number("nodes", doc.get("nodes", 2), 2, 16),
+                               _number("rules", doc.get("rules", 0), 0, MAX_DECOYS))
+        return dataclasses.replace(spec, source=source)
     except SpecError as e:
         raise e.located(source) from None
 
@@ -76,7 +229,11 @@ def load(text: str, option: str) -> ClusterSpec:
     """``text``: the path of a YAML file, or inline ``key=value`` pairs separated by commas."""
     path = Path(text).expanduser()
     if path.is_file():
-        return parse(yamlfile.read(path, option) or {}, str(path))
+        doc = yamlfile.read(path, option) or {}
+        if isinstance(doc, dict):   # a file's paths are relative to the file (a repository's spec and its manifests)
+            doc = {k: str(path.parent / v) if k in PATH_KEYS and v and not Path(str(v)).expanduser().is_absolute()
+                   else v for k, v in doc.items()}
+        return parse(doc, str(path))
     pairs = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, eq, value = part.partition("=")
@@ -84,3 +241,15 @@ def load(text: str, option: str) -> ClusterSpec:
             raise SpecError(option, text, "a cluster spec file, or key=value pairs such as datapath=routed,rules=1000")
         pairs[key.strip()] = value.strip()
     return parse(pairs, option)
+
+
+def check_pair(a: ClusterSpec, b: ClusterSpec, option: str = "--b", text: str | None = None
+               ) -> tuple[ClusterSpec, ClusterSpec]:
+    """A and B as they will be brought up; a SpecError naming ``option`` and ``text`` (B as given) when
+    they would be one cluster."""
+    a, b = a.with_side("A"), b.with_side("B")
+    if a.identity() == b.identity():
+        raise SpecError(option, text or b.describe(), f"another cluster than A ({a.describe()}): "
+                                                      "the same cluster given as both A and B")
+    return a, b
+

@@ -4,6 +4,7 @@
     pol.deny(client, server, port)      # server isolated for ingress; client not admitted
     pol.allow(client, server, port)     # a policy admitting client -> server:port (tcp)
     pol.decoys(server, port, n)         # exactly n more policies selecting server, admitting no real pod
+    pol.path_rules(server, port, n)     # n decoys every packet to server meets, nothing of the run denied
     pol.clear()                         # every policy this object made is gone
 
 Semantics are Kubernetes' (``networking.k8s.io/v1``): a pod selected by any ingress policy is isolated
@@ -41,6 +42,10 @@ class Policies(contextlib.AbstractContextManager, abc.ABC):
     @abc.abstractmethod
     def decoys(self, server: Pod, port: int, n: int) -> None:
         """Have exactly ``n`` decoy policies on ``server`` (added or removed)."""
+
+    @abc.abstractmethod
+    def path_rules(self, server: Pod, port: int, n: int) -> None:
+        """``n`` decoys on ``server`` that every packet to it meets, nothing of the run denied."""
 
     @abc.abstractmethod
     def clear(self) -> None:

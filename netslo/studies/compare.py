@@ -28,6 +28,7 @@ import numpy as np
 
 from netslo.core import progress
 from netslo.core.errors import SpecError
+from netslo.providers import clusterspec
 from netslo.providers.base import Pod
 from netslo.providers.clusterspec import ClusterSpec
 from netslo.slo import runner
@@ -64,9 +65,11 @@ def bring_up(stack: contextlib.ExitStack, name: str, spec: ClusterSpec) -> Side:
     """Side ``name`` of ``spec``; everything it makes is closed by ``stack`` (also on error)."""
     progress.note(f"compare: side {name}: {spec.describe()} ...")
     cluster = stack.enter_context(spec.up())
-    server = cluster.add_pod("server", "node0")
-    clients = {"same-node": cluster.add_pod("client-same", "node0"),
-               "cross-node": cluster.add_pod("client-cross", "node1")}
+    first, second = spec.measured_nodes(cluster)[:2]
+    server, same, cross = cluster.add_pods([{"name": "server", "node": first},
+                                            {"name": "client-same", "node": first},
+                                            {"name": "client-cross", "node": second}])
+    clients = {"same-node": same, "cross-node": cross}
     ports = cluster.start_responders(server, ("udp", "tcp"))
     if spec.rules:
         cluster.policies().path_rules(server, ports["tcp"], spec.rules)
@@ -225,6 +228,7 @@ def compare(a: Side, b: Side, spec: slo_mod.SloSpec, scenarios=SCENARIOS, *, blo
 def run(a: ClusterSpec, b: ClusterSpec, spec: slo_mod.SloSpec, **kwargs) -> Comparison:
     """Bring both sides up, compare them, and take both down again (also on error and Ctrl-C). The SLO
     file is checked against the scenarios first: a configuration error brings nothing up."""
+    a, b = clusterspec.check_pair(a, b)
     gated(spec, kwargs.get("scenarios", SCENARIOS), b.datapath)
     with contextlib.ExitStack() as stack:
         side_a = bring_up(stack, "A", a)

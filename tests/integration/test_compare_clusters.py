@@ -72,8 +72,13 @@ def test_a_bad_spec_is_one_line_and_nothing_is_made(tmp_path):
     before = _namespaces()
     for spec, expect in (("datapath=geneve", "--b: datapath: value 'geneve' — expected one of bridge, routed, vxlan"),
                          ("nodes=1", "--b: nodes: value '1' — expected a whole number 2..16"),
-                         ("mtu=1400", "--b: mtu: value '1400' — expected one of the keys provider, datapath, nodes, rules"),
-                         ("provider=kind", "--b: provider: value 'kind' — expected netns")):
+                         ("mtu=1400", "--b: mtu: value '1400' — expected one of the keys of a netns spec: provider, "
+                                      "datapath, nodes, rules"),
+                         ("provider=minikube", "--b: provider: value 'minikube' — expected one of netns, kind, existing"),
+                         ("provider=kind,cni=flannel", "--b: cni: value 'flannel' — expected one of calico, cilium, "
+                                                       "antrea"),
+                         ("provider=kind,manifests=/nonexistent", "--b: manifests: value '/nonexistent' — expected a "
+                                                                  "directory")):
         p = _compare(tmp_path, "datapath=bridge", spec)
         assert p.returncode == 2 and p.stderr.strip().startswith(f"netslo: {expect}"), (spec, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1

@@ -51,14 +51,19 @@ def test_decoy_rules_on_b_fail_the_new_connection_scenarios_with_their_ratio(tmp
     assert _namespaces() == before
 
 
-def test_bad_or_same_spec_is_one_line_and_nothing_is_made(tmp_path):
+def test_a_bad_spec_or_the_same_cluster_twice_is_one_line_and_nothing_is_made(tmp_path):
     before = _namespaces()
+    kc = tmp_path / "kubeconfig"    # a cluster nobody reaches: the refusal comes before any request
+    kc.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: "
+                  "'https://127.0.0.1:9'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, "
+                  "user: u}}]\n")
     for args, expect in ((("--netslo-compare", "datapath=geneve"),
                           "--netslo-compare: datapath: value 'geneve' — expected one of bridge, routed, vxlan"),
-                         (("--netslo-compare", "datapath=bridge"),
-                          "--netslo-compare: value 'datapath=bridge' — expected a cluster spec that differs from A"),
-                         (("--netslo-compare", "rules=10", "--netslo-provider", "existing"),
-                          "expected --netslo-provider netns")):
+                         (("--netslo-compare", f"provider=existing,kubeconfig={kc}", "--netslo-provider", "existing",
+                           "--netslo-kubeconfig", str(kc)),
+                          f"--netslo-compare: value 'provider=existing,kubeconfig={kc}' — expected another cluster than A"),
+                         (("--netslo-compare", "rules=10", "--netslo-provider", "minikube"),
+                          "expected --netslo-provider one of netns, kind, existing")):
         p = _gate(tmp_path, *args)
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
         assert p.returncode == 4 and len(lines) == 1 and expect in lines[0], (args, p.stdout[-1500:], p.stderr)

@@ -1,13 +1,12 @@
 """``--netslo-compare=SPEC``: is B worse than A? The comparison (``netslo.studies.compare``) inside a
-gate session: A is the session's embedded cluster spec (``--netslo-datapath``, ``--netslo-nodes``), B
+gate session: A is the cluster the session's provider options describe (netns: ``--netslo-datapath``,
+``--netslo-nodes``; kind: ``--netslo-cni``, ``--netslo-nodes``; existing: the kubeconfig and context), B
 the cluster spec given; both are brought up next to each other, every scenario is measured in
 interleaved pairs of blocks and judged by the SLO file's ``compare:`` margins. One test per scenario
 (``netslo/gate/test_compare.py``); without the option they are deselected and the summary says so.
 compare.json and compare.md go to the results directory."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 
@@ -25,22 +24,32 @@ COMPARED = "compared"      # the parameter of the comparison tests: a compare.SC
 def pytest_addoption(parser):
     parser.getgroup(*GROUP).addoption(
         "--netslo-compare", default=None, metavar="SPEC",
-        help="compare the session's embedded cluster (A) with cluster spec B (a YAML file or key=value pairs: "
-             "datapath, nodes, rules), interleaved, by the SLO file's compare: margins (netslo/gate/test_compare.py)")
+        help="compare the session's cluster (A) with cluster spec B (a YAML file or key=value pairs: "
+             "provider netns|kind|existing and its keys, e.g. datapath=bridge,rules=1000), interleaved, by the SLO "
+             "file's compare: margins (netslo/gate/test_compare.py)")
 
 
 @pytest.hookimpl(tryfirst=True)   # before the provider is asked whether it can start
 def pytest_configure(config):
     text, provider = config.getoption("--netslo-compare"), config.getoption("--netslo-provider")
-    if text is not None and provider != "netns":
-        err = SpecError("--netslo-compare", text, f"--netslo-provider netns, not {provider} (a comparison of kind, "
-                                                  "minikube or existing clusters is not built yet)")
+    if text is not None and provider not in clusterspec.PROVIDERS:
+        err = SpecError("--netslo-compare", text, f"--netslo-provider one of {', '.join(clusterspec.PROVIDERS)}, "
+                                                  f"not {provider} (a comparison of minikube clusters is not built)")
         raise pytest.UsageError(f"netslo: {err}")
 
 
 def side_a(config) -> clusterspec.ClusterSpec:
-    """A: the session's embedded cluster, as a cluster spec."""
+    """A: the cluster the session's provider options describe, as a cluster spec."""
     opts = config.stash[OPTIONS]
+    if opts.provider == "kind":
+        doc = {"provider": "kind", "cni": config.getoption("--netslo-cni"), "nodes": opts.nodes}
+        if config.getoption("--netslo-encapsulation"):
+            doc["encapsulation"] = config.getoption("--netslo-encapsulation")
+        return clusterspec.parse(doc, "--netslo-cni/--netslo-nodes")
+    if opts.provider == "existing":
+        doc = {"provider": "existing", "kubeconfig": config.getoption("--netslo-kubeconfig") or "",
+               "context": config.getoption("--netslo-context") or ""}
+        return clusterspec.parse(doc, "--netslo-kubeconfig/--netslo-context")
     return clusterspec.parse({"datapath": opts.datapath, "nodes": opts.nodes}, "--netslo-datapath/--netslo-nodes")
 
 
@@ -56,9 +65,7 @@ def pytest_collection_modifyitems(session, config, items):
     opts = config.stash[OPTIONS]
     try:
         config.stash[SPEC_B] = b = clusterspec.load(text, "--netslo-compare")
-        a = side_a(config)
-        if dataclasses.replace(b, source="") == dataclasses.replace(a, source=""):
-            raise SpecError("--netslo-compare", text, f"a cluster spec that differs from A ({a.describe()})")
+        clusterspec.check_pair(side_a(config), b, "--netslo-compare", text)
         _, not_gated = compare.gated(opts.slo, compare.SCENARIOS, b.datapath)
     except SpecError as e:
         raise pytest.UsageError(f"netslo: {e}") from None

@@ -70,6 +70,15 @@ class KubePolicies(Policies):
             self._delete(f"pol-decoy-{server.name}-{i:05d}")
         self._decoys[server.name] = n
 
+    def path_rules(self, server: Pod, port: int, n: int) -> None:
+        """``n`` decoy policies on ``server`` and one admitting every pod of the run on every port: the
+        CNI evaluates them all on each packet to it, and nothing of the run is denied (a change of the
+        data path of known direction, for comparing two clusters)."""
+        self.decoys(server, port, n)
+        if n and km.k8s_name(f"pol-run-{server.name}") not in self._names:
+            self._create(f"pol-run-{server.name}", server, [{"from": [{"podSelector": {"matchLabels": {
+                km.RUN_LABEL: self.run_id}}}]}], "allow")
+
     def clear(self) -> None:
         for name in sorted(self._names):
             self.api.delete("networkpolicy", name, self.namespace)

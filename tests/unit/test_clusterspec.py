@@ -1,0 +1,112 @@
+"""Cluster specs of a comparison: kind and existing sides, one line per bad field, and A and B that
+would be one cluster refused before anything is made."""
+
+from __future__ import annotations
+
+import pytest
+
+from netslo.core.errors import InfrastructureError, SpecError
+from netslo.providers import clusterspec as cs
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+current-context: staging-a
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {}}]
+contexts:
+- {name: staging-a, context: {cluster: c, user: u}}
+- {name: staging-b, context: {cluster: c, user: u}}
+"""
+
+
+def _err(text: str, option: str = "--b") -> str:
+    with pytest.raises(SpecError) as e:
+        cs.load(text, option)
+    line = str(e.value)
+    assert "\n" not in line
+    return line
+
+
+def test_a_kind_spec_takes_the_cni_its_encapsulation_and_a_manifests_directory(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "10-felix.yaml").write_text("kind: ConfigMap\napiVersion: v1\nmetadata: {name: x}\n---\n")
+    spec = cs.load(f"provider=kind,cni=cilium,nodes=3,manifests={tmp_path / 'm'},rules=1000", "--b")
+    assert (spec.provider, spec.datapath, spec.nodes, spec.rules) == ("kind", "cilium", 3, 1000)
+    assert spec.encapsulation == "vxlan" and spec.manifests == str(tmp_path / "m")
+    assert [p.name for p in cs.manifest_files(spec.manifests)] == ["10-felix.yaml"]
+    assert "kind/cilium (vxlan), 3 nodes" in spec.describe()
+
+
+def test_a_spec_files_manifests_directory_is_relative_to_the_file(tmp_path):
+    (tmp_path / "net" / "policies").mkdir(parents=True)
+    (tmp_path / "net" / "policies" / "deny.yml").write_text("kind: NetworkPolicy\n")
+    (tmp_path / "net" / "cluster.yaml").write_text("provider: kind\ncni: calico\nmanifests: policies\n")
+    spec = cs.load(str(tmp_path / "net" / "cluster.yaml"), "--a")
+    assert spec.manifests == str(tmp_path / "net" / "policies") and spec.source == str(tmp_path / "net" / "cluster.yaml")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("provider=kind,cni=flannel", "--b: cni: value 'flannel' — expected one of calico, cilium, antrea"),
+    ("provider=kind,cni=calico,encapsulation=geneve", "--b: encapsulation: value 'geneve' — expected one of "),
+    ("provider=kind,manifests=/nonexistent/netslo", "--b: manifests: value '/nonexistent/netslo' — expected a directory"),
+    ("provider=kind,nodes=9", "--b: nodes: value '9' — expected a whole number 2..8"),
+    ("provider=kind,name=Bad_Name", "--b: name: value 'Bad_Name' — expected a kind cluster name"),
+    ("provider=kind,datapath=routed", "--b: datapath: value 'routed' — expected one of the keys of a kind spec"),
+    ("provider=minikube", "--b: provider: value 'minikube' — expected one of netns, kind, existing"),
+    ("provider=netns,mtu=1400", "--b: mtu: value '1400' — expected one of the keys of a netns spec: provider, "
+                                "datapath, nodes, rules"),
+    ("provider=existing,kubeconfig=/nonexistent/kubeconfig", "--b: kubeconfig: value '/nonexistent/kubeconfig' — "
+                                                             "expected an existing kubeconfig file"),
+])
+def test_a_bad_field_is_one_line_naming_it(text, expected):
+    assert _err(text).startswith(expected)
+
+
+def test_an_empty_manifests_directory_is_refused(tmp_path):
+    assert _err(f"provider=kind,manifests={tmp_path}").startswith(
+        f"--b: manifests: value '{tmp_path}' — expected a directory holding at least one *.yaml")
+
+
+def test_an_existing_spec_names_a_context_of_its_kubeconfig(tmp_path):
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(KUBECONFIG)
+    spec = cs.load(f"provider=existing,kubeconfig={kc},context=staging-b,select=netslo.io/pool=b", "--b")
+    assert (spec.context, spec.select) == ("staging-b", "netslo.io/pool=b")
+    assert _err(f"provider=existing,kubeconfig={kc},context=prod") == (
+        "--b: context: value 'prod' — expected a context of the kubeconfig (staging-a, staging-b)")
+    assert _err(f"provider=existing,kubeconfig={kc},select=pool").startswith("--b: select: value 'pool' — expected")
+
+
+def test_the_same_cluster_as_a_and_b_is_refused_and_two_netns_specs_alike_are_an_a_a(tmp_path):
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(KUBECONFIG)
+    a, b = cs.check_pair(cs.load("provider=kind", "--a"), cs.load("provider=kind", "--b"))
+    assert (a.name, b.name) == ("netslo-a", "netslo-b")
+    for text in ("provider=kind,name=staging", f"provider=existing,kubeconfig={kc},context=staging-a"):
+        with pytest.raises(SpecError) as e:
+            cs.check_pair(cs.load(text, "--a"), cs.load(text, "--b"), "--b", text)
+        assert str(e.value).startswith(f"--b: value {text!r} — expected another cluster than A")
+        assert str(e.value).endswith("the same cluster given as both A and B")
+    pools = [cs.load(f"provider=existing,kubeconfig={kc},context=staging-a,select=pool={p}", f"--{p}") for p in "ab"]
+    assert cs.check_pair(*pools)        # two node pools of one cluster
+    netns = cs.load("datapath=bridge", "--a")
+    assert cs.check_pair(netns, cs.load("datapath=bridge", "--b"))
+
+
+class _Nodes:
+    """The two members of a cluster that node selection reads (a stand-in: no cluster needed)."""
+
+    nodes = ["n0", "n1", "n2", "n3"]
+
+    def node_labels(self, node):
+        return {"netslo.io/pool": "a" if node in ("n0", "n2") else "b"}
+
+
+def test_select_picks_the_pool_and_fewer_than_two_nodes_is_an_infrastructure_error(tmp_path):
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(KUBECONFIG)
+    spec = cs.load(f"provider=existing,kubeconfig={kc},select=netslo.io/pool=b", "--b")
+    assert spec.measured_nodes(_Nodes()) == ["n1", "n3"]
+    one = cs.load(f"provider=existing,kubeconfig={kc},select=netslo.io/pool=c", "--b")
+    with pytest.raises(InfrastructureError, match="0 node.s. match netslo.io/pool=c; a comparison needs 2"):
+        one.measured_nodes(_Nodes())
