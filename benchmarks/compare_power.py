@@ -80,17 +80,25 @@ def duet_pairs(a, b, sc: compare.ScenarioComparison, sampling, pairs: int, block
 
 
 def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int, duet: bool = False,
-            up_order: str = "AB") -> None:
+            up_order: str = "AB", fresh: int = 1) -> None:
+    """``runs`` comparisons; A and B are brought up anew every ``fresh`` runs (1: every comparison has
+    its own two clusters, as every CI job has; 0: one pair of clusters for all runs)."""
     out.mkdir(parents=True, exist_ok=True)
     spec = slo_mod.load(shipped_slo("slo.yaml"))
     rng = np.random.default_rng(seed)
-    with contextlib.ExitStack() as stack:
-        specs = {"A": clusterspec.load(a, "--a"), "B": clusterspec.load(b, "--b")}
-        sides = {name: compare.bring_up(stack, name, specs[name]) for name in (up_order or "AB")}
-        side_a, side_b = sides["A"], sides["B"]
+    specs = {"A": clusterspec.load(a, "--a"), "B": clusterspec.load(b, "--b")}
+    stack = contextlib.ExitStack()
+    try:
         for i in range(runs):
             t0 = time.monotonic()
-            arrays = {}
+            if i == 0 or (fresh and i % fresh == 0):
+                stack.close()
+                stack = contextlib.ExitStack()
+                order = up_order if up_order != "random" else ("AB" if rng.random() < 0.5 else "BA")
+                sides = {name: compare.bring_up(stack, name, specs[name]) for name in order}
+                side_a, side_b, instance = sides["A"], sides["B"], i
+            up = time.monotonic() - t0
+            arrays = {"instance": np.array([instance, order == "BA"])}
             for sc_def in SCENARIOS:
                 sc = compare.ScenarioComparison(sc_def)
                 if duet:
@@ -102,9 +110,11 @@ def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int, duet: b
                     arrays[f"{key}|a"], arrays[f"{key}|b"] = p.a, p.b
                     arrays[f"{key}|n"] = np.array([p.sent_a, p.lost_a, p.sent_b, p.lost_b, p.b_first])
             np.savez_compressed(out / f"run{i:03d}.npz", **arrays)
-            print(f"run {i + 1}/{runs}: {time.monotonic() - t0:.1f} s", flush=True)
+            print(f"run {i + 1}/{runs}: {time.monotonic() - t0:.1f} s (bring-up {up:.1f} s, order {order})", flush=True)
+    finally:
+        stack.close()
     (out / "spec.txt").write_text(f"a={a}\nb={b}\npairs={pairs}\nseed={seed}\nduet={duet}\nup_order={up_order}\n"
-                                  f"measured={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+                                  f"fresh={fresh}\nmeasured={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
 
 
 # ---- verify ----------------------------------------------------------------------------------------
@@ -159,7 +169,7 @@ def load_run(path: Path) -> dict[str, list[paired.Pair]]:
     """{scenario id: its pairs, in measured order}."""
     z = np.load(path)
     got: dict[str, dict[int, paired.Pair]] = {}
-    for key in z.files:
+    for key in (k for k in z.files if k.count("|") == 2):   # (and "instance": which clusters, bring-up order)
         sid, j, part = key.split("|")
         if part != "n":
             continue
@@ -326,7 +336,9 @@ def main(argv=None) -> int:
     m.add_argument("--pairs", type=int, default=16)
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--duet", action="store_true", help="A's and B's blocks at the same time, not interleaved")
-    m.add_argument("--up-order", choices=("AB", "BA"), default="AB", help="which cluster is brought up first")
+    m.add_argument("--up-order", choices=("AB", "BA", "random"), default="AB", help="which cluster is brought up first")
+    m.add_argument("--fresh", type=int, default=1, help="bring A and B up anew every N runs (default 1: every "
+                                                        "comparison its own clusters; 0: once)")
     v = sub.add_parser("verify")
     v.add_argument("--a", default="datapath=bridge")
     v.add_argument("--b", default="datapath=bridge,rules=1000")
@@ -342,7 +354,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "measure":
-            measure(args.out, args.runs, args.a, args.b, args.pairs, args.seed, args.duet, args.up_order)
+            measure(args.out, args.runs, args.a, args.b, args.pairs, args.seed, args.duet, args.up_order, args.fresh)
         elif args.cmd == "verify":
             verify(args.a, args.b, args.rounds, args.seed)
         else:

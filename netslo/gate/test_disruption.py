@@ -24,6 +24,10 @@ pod to the responder pod while an action is taken ``trials`` times; ``disruption
 * **Drain** (``[drain-*]``): the server's node cordoned and a Service's only backend evicted from it, so
   its endpoint moves to another node; the probes send to the Service (``netslo.providers.kube.drain``;
   a real cluster's only). Between trials the backend is moved home again.
+* **API server restarted** (``[api-server-restart-*]``): kind's kube-apiserver container stopped until
+  ``/readyz`` answers again (``netslo.providers.kind.disruption``); control plane only, so the objective
+  asks the data plane to carry on as if nothing happened. Every exec stream ends with the server: the
+  probes run detached in the client pod and are read afterwards. Elsewhere a declared ``provider`` skip.
 
 The controls are the embedded provider's (marker ``emulation``: deselected elsewhere).
 """
@@ -121,7 +125,9 @@ ROLLOUTS = [pytest.param("agent-roll", marks=pytest.mark.slo_labels(study="disru
             pytest.param("kube-proxy-restart", marks=[pytest.mark.cluster_only, pytest.mark.slo_labels(
                 study="disruption", protocol="udp", profile="kube-proxy-restart")], id="kube-proxy-restart"),
             pytest.param("drain", marks=[pytest.mark.cluster_only, pytest.mark.slo_labels(
-                study="disruption", protocol="udp", profile="drain")], id="drain")]
+                study="disruption", protocol="udp", profile="drain")], id="drain"),
+            pytest.param("api-server-restart", marks=[pytest.mark.cluster_only, pytest.mark.slo_labels(
+                study="disruption", protocol="udp", profile="api-server-restart")], id="api-server-restart")]
 
 
 @pytest.mark.rollout

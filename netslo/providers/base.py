@@ -8,7 +8,9 @@ samples (npz bytes on the agent's stdout), never as parsed log text.
 from __future__ import annotations
 
 import abc
+import threading
 from dataclasses import dataclass, field
+from typing import Callable
 
 from netslo.agent.responder_set import RESPONDER_PORTS  # noqa: F401  (the providers' name for them)
 from netslo.core.errors import InfrastructureError, Unsupported
@@ -56,6 +58,32 @@ class PathPoint:
     netns: str
     ifname: str
     encap: bool = False
+
+
+def probe_argv(spec: ProbeSpec, out: str = "-") -> list[str]:
+    """``python -m netslo.agent`` arguments of the probe ``spec``, its samples to ``out`` (``-``: stdout)."""
+    args = ["probe", spec.protocol, "--target", host_port(spec.host, spec.port),
+            "--count", str(spec.count), "--interval", f"{spec.interval * 1e6:.3f}us",
+            "--req-size", str(spec.req_bytes), "--resp-size", str(spec.resp_bytes),
+            "--tos", f"0x{spec.tos:02x}", "--wait", f"{spec.wait:.6f}s", "--out", out]
+    if not spec.nodelay:
+        args.append("--no-nodelay")
+    if spec.cpu is not None:
+        args += ["--cpu", str(spec.cpu)]
+    if spec.sender != "python":
+        args += ["--sender", spec.sender]
+    if spec.dns is not None:
+        args += spec.dns.cli_args()
+    if spec.give_up is not None:
+        args += ["--give-up", f"{spec.give_up * 1e6:.0f}us"]
+    if spec.source_ports != "kernel":
+        args += ["--source-ports", spec.source_ports]
+    return args
+
+
+def probe_budget(spec: ProbeSpec) -> float:
+    """s a probe may take: its schedule, its wait for late answers and 30 s of start-up."""
+    return spec.count * spec.interval + spec.wait + 30.0 + (spec.dns.longest_s() if spec.dns else 0.0)
 
 
 class Cluster(abc.ABC):
@@ -122,25 +150,12 @@ class Cluster(abc.ABC):
     @timed_call("probing")
     def probe(self, pod: Pod, spec: ProbeSpec) -> SampleSet:
         """Run one probe in ``pod`` and return its raw samples."""
-        args = ["probe", spec.protocol, "--target", host_port(spec.host, spec.port),
-                "--count", str(spec.count), "--interval", f"{spec.interval * 1e6:.3f}us",
-                "--req-size", str(spec.req_bytes), "--resp-size", str(spec.resp_bytes),
-                "--tos", f"0x{spec.tos:02x}", "--wait", f"{spec.wait:.6f}s", "--out", "-"]
-        if not spec.nodelay:
-            args.append("--no-nodelay")
-        if spec.cpu is not None:
-            args += ["--cpu", str(spec.cpu)]
-        if spec.sender != "python":
-            args += ["--sender", spec.sender]
-        if spec.dns is not None:
-            args += spec.dns.cli_args()
-        if spec.give_up is not None:
-            args += ["--give-up", f"{spec.give_up * 1e6:.0f}us"]
-        if spec.source_ports != "kernel":
-            args += ["--source-ports", spec.source_ports]
-        budget = spec.count * spec.interval + spec.wait + 30.0 + (spec.dns.longest_s() if spec.dns else 0.0)
         scheduled(spec.count * spec.interval, "probing")
-        data = self.exec_agent(pod, args, timeout=budget)
+        data = self.exec_agent(pod, probe_argv(spec), timeout=probe_budget(spec))
+        return self.samples_of(pod, data)
+
+    def samples_of(self, pod: Pod, data: bytes) -> SampleSet:
+        """The samples a probe in ``pod`` wrote (``data``: its output file's bytes), with where they came from."""
         try:
             result = SampleSet.from_bytes(data)
         except Exception as e:  # a crashed or confused agent
@@ -148,6 +163,29 @@ class Cluster(abc.ABC):
         result.meta.update(shared_clock=self.shared_clock, client_pod=pod.name, client_node=pod.node,
                            provider=self.provider)
         return result
+
+    def probe_detached(self, pod: Pod, spec: ProbeSpec) -> Callable[[float], SampleSet]:
+        """Start a probe in ``pod`` that goes on when this process's connection to the pod breaks (a
+        Kubernetes exec stream ends with the API server); returns ``collect(timeout_s)``, which waits for
+        it and returns its samples. Here (no such connection to lose): ``probe`` in a thread."""
+        box: dict = {}
+
+        def run():
+            try:
+                box["samples"] = self.probe(pod, spec)
+            except BaseException as e:   # handed to collect()
+                box["error"] = e
+        t = threading.Thread(target=run, name=f"probe-{pod.name}-{spec.protocol}", daemon=True)
+        t.start()
+
+        def collect(timeout_s: float) -> SampleSet:
+            t.join(timeout_s)
+            if t.is_alive():
+                raise InfrastructureError(f"probe {spec.protocol} in pod {pod.name}: no result within {timeout_s:.0f} s")
+            if "error" in box:
+                raise box["error"]
+            return box["samples"]
+        return collect
 
     def __enter__(self):
         return self

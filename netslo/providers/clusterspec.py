@@ -16,6 +16,7 @@ Written as a YAML file or inline as ``key=value,key=value``. ``provider`` picks 
     manifests: DIR         # *.yaml / *.yml applied in name order once the CNI is ready (FelixConfiguration,
                            # a Cilium ConfigMap, NetworkPolicies, ...)
     rules: 0               # decoy NetworkPolicies on the server pod (0..5000), its clients admitted
+    keep: false            # true: reuse the cluster of that name if it is there, and leave it up after
 
     provider: existing     # a cluster that is already there; netslo adds and removes its run namespace
     kubeconfig: PATH       # default $NETSLO_KUBECONFIG, $KUBECONFIG, ~/.kube/config
@@ -45,7 +46,7 @@ from netslo.providers.netns.policy import MAX_DECOYS
 
 PROVIDERS = ("netns", "kind", "existing")
 KEYS = {"netns": ("provider", "datapath", "nodes", "rules"),
-        "kind": ("provider", "cni", "encapsulation", "nodes", "name", "manifests", "rules"),
+        "kind": ("provider", "cni", "encapsulation", "nodes", "name", "manifests", "rules", "keep"),
         "existing": ("provider", "kubeconfig", "context", "select", "rules")}
 MAX_KIND_NODES = 8
 MAX_POLICIES = 5000      # NetworkPolicy objects on one pod (1000 is the studies' largest)
@@ -65,6 +66,7 @@ class ClusterSpec:
     kubeconfig: str = ""
     context: str = ""
     select: str = ""
+    keep: bool = False
     source: str = ""
 
     def describe(self) -> str:
@@ -97,7 +99,8 @@ class ClusterSpec:
         if self.provider == "kind":
             from netslo.providers.kind.cluster import KindProvider
             cluster = KindProvider(cni=self.datapath, nodes=self.nodes, name=self.name or "netslo-a",
-                                   encapsulation=self.encapsulation, ip_family=ip_family).up()
+                                   encapsulation=self.encapsulation, ip_family=ip_family,
+                                   keep_cluster=self.keep).up()
             try:
                 apply_manifests(cluster.api, self.manifests)
             except BaseException:
@@ -180,8 +183,12 @@ def _parse_kind(doc: dict) -> ClusterSpec:
     manifests = str(doc.get("manifests", ""))
     if manifests:
         manifest_files(manifests)
+    keep = str(doc.get("keep", "false")).lower()
+    if keep not in ("true", "false"):
+        raise SpecError("keep", doc.get("keep"), "true or false")
     return ClusterSpec("kind", cni, _number("nodes", doc.get("nodes", 2), 2, MAX_KIND_NODES),
-                       _number("rules", doc.get("rules", 0), 0, MAX_POLICIES), encap, name, manifests)
+                       _number("rules", doc.get("rules", 0), 0, MAX_POLICIES), encap, name, manifests,
+                       keep=keep == "true")
 
 
 def _parse_existing(doc: dict) -> ClusterSpec:

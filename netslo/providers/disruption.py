@@ -35,7 +35,9 @@ class Action:
     run after each trial's window (outside every window; at most ``restore_s`` s) to put things back
     for the next trial. ``one_responder`` False: the answers come from more than one responder over
     the study (a replaced backend), so no responder's end-of-run report covers the window and the
-    outage per direction is not measured."""
+    outage per direction is not measured. ``detached_probes``: the action breaks this process's
+    connections to the pods (the API server restarts: every exec stream ends), so the study's probes run
+    as processes of their own in the client pod (``Cluster.probe_detached``) and are read afterwards."""
 
     name: str
     run: Callable[[], dict]
@@ -46,6 +48,7 @@ class Action:
     restore: Callable[[], dict] | None = None
     restore_s: float = 0.0
     one_responder: bool = True
+    detached_probes: bool = False
 
 
 def drop_spec(name: str) -> tuple[str, float, str]:

@@ -191,14 +191,24 @@ def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -
     span = lead_in + trials * (BEFORE_S + action.window + action.restore_s) * 1.1 + TAIL_S
     specs = probe_specs(host or server.ip, ports, span, dns)
     box: dict = {}
+    if action.detached_probes:   # the action breaks this process's streams to the pod: probes of their own
+        collectors = {n: cluster.probe_detached(client, s) for n, s in specs.items()}
 
-    def probe(name, spec):
-        try:
-            box[name] = cluster.probe(client, spec)
-        except BaseException as e:   # handed to the caller below
-            box[f"error:{name}"] = e
+        def probe(name, spec):
+            try:
+                box[name] = collectors[name](span + WAIT_S + 60)
+            except BaseException as e:
+                box[f"error:{name}"] = e
+        threads = []
+    else:
+        def probe(name, spec):
+            try:
+                box[name] = cluster.probe(client, spec)
+            except BaseException as e:   # handed to the caller below
+                box[f"error:{name}"] = e
 
-    threads = [threading.Thread(target=probe, args=(n, s), name=f"disruption-{n}", daemon=True) for n, s in specs.items()]
+        threads = [threading.Thread(target=probe, args=(n, s), name=f"disruption-{n}", daemon=True)
+                   for n, s in specs.items()]
     for t in threads:
         t.start()
     done: list[Trial] = []
@@ -227,8 +237,13 @@ def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -
                       f"waiting for its probes to end (at most {span + WAIT_S + 60:.0f} s)")
         raise
     finally:
+        if action.detached_probes:   # collected one after another: each waits for its own end
+            threads = [threading.Thread(target=probe, args=(n, s), name=f"disruption-{n}", daemon=True)
+                       for n, s in specs.items()]
+            for t in threads:
+                t.start()
         for t in threads:
-            t.join(timeout=span + WAIT_S + 60)
+            t.join(timeout=span + WAIT_S + 120)
     errors = {k: v for k, v in box.items() if k.startswith("error:")}
     if errors:
         name, e = next(iter(errors.items()))

@@ -15,6 +15,7 @@ hangs past it), never as a hang and never as a clean run.
 * an action that takes longer than its window is an InfrastructureError, not a shorter outage.
 """
 
+import dataclasses
 import math
 import os
 import signal
@@ -27,7 +28,7 @@ from netslo.providers.disruption import Action
 from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
 from netslo.studies import disruption
 
-from .disruption_checks import check_partition, pause_action
+from .disruption_checks import assert_partition_measured, check_partition, pause_action
 
 
 @pytest.fixture
@@ -59,6 +60,17 @@ def _paused(cluster, pod, seconds):
 def test_a_partition_is_measured_loss_across_nodes_and_nothing_on_the_same_node(cl):
     c, server, cross, same, ports = cl
     check_partition(c, server, cross, same, ports, min_loss=0.3)
+
+
+@pytest.mark.timeout(120)
+def test_a_partition_measured_by_detached_probes_reads_as_by_attached_ones(cl):
+    """The study's other way to run its probes (``Action.detached_probes``: for actions that break this
+    process's streams to the pods) measures the same outage within the drop's marks."""
+    c, server, cross, _, ports = cl
+    with c.disruptions() as acts:
+        action = dataclasses.replace(acts.action("partition-1s", cross, server), detached_probes=True)
+        study = disruption.run(c, cross, server, ports, action, trials=1)
+    assert_partition_measured(study, min_loss=0.3)
 
 
 @pytest.mark.timeout(120)

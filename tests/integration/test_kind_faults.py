@@ -13,6 +13,10 @@ run:
 * the API server frozen for 30 s (SIGSTOP to kube-apiserver in the control-plane container): the
   probes' output rides exec streams through it, which wait; the data plane is not touched, so the
   study ends measured with no loss once it answers again;
+* the API server restarted (its container stopped until /readyz answers; the action
+  ``api-server-restart``): the probes run detached, the data plane is measured untouched, and with
+  the probes on exec streams instead the study is an InfrastructureError naming the probe (the
+  streams end with the server);
 * the client pod deleted under the study (netslo's agent gone) is an InfrastructureError naming the
   probe that failed and what became of the pod (being deleted, or gone) and its node;
 * the CNI agent on the server's node crash-looping (its process killed whenever it runs for 14 s, the
@@ -26,6 +30,7 @@ plane, so a partition or pause of the server's node leaves this host's API conne
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -130,6 +135,25 @@ def test_the_api_server_frozen_30s_leaves_the_data_plane_measured_and_untouched(
     v = study.trials[0].values
     assert v["outage"] == 0.0 and v["loss"] == 0.0 and v["resets"] == 0, study.summary()
     assert time.monotonic() - t0 < 240, "the study did not end within 240 s of an API server frozen for 30 s"
+
+
+@pytest.mark.timeout(420)
+def test_the_api_server_restarted_leaves_the_data_plane_measured_by_detached_probes(kind):
+    c, server, cross, _, ports = kind
+    with c.disruptions() as acts:
+        action = acts.action("api-server-restart", cross, server)
+        assert action.detached_probes
+        t0 = time.monotonic()
+        study = disruption.run(c, cross, server, ports, action, trials=1)
+        took = time.monotonic() - t0
+        v, m = study.trials[0].values, study.trials[0].marks
+        assert m["off_end"] > m["on_end"] and "container" in m, study.summary()    # a new kube-apiserver answered
+        assert v["outage"] <= 0.05 and v["resets"] == 0 and v["loss"] < 0.01, study.summary()
+        assert took < 180, f"the study took {took:.0f} s for one {action.window:g} s trial"
+        # the same action with the probes on exec streams through the API server: they end with it
+        with pytest.raises(InfrastructureError, match=r"the (udp|held-\d|new) probe of the disruption study failed: "):
+            disruption.run(c, cross, server, ports, dataclasses.replace(action, detached_probes=False), trials=1)
+    assert c.exec_agent(cross, ["probe", "--help"], timeout=60)   # a new session once the server is back
 
 
 @pytest.mark.timeout(300)

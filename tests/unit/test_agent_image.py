@@ -11,6 +11,7 @@ a factory (``providers.make_provider``) the agent does not call.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -144,3 +145,9 @@ def test_pins_sh_refuses_a_name_without_a_pin_in_one_line(tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert run.returncode == 1 and run.stdout == ""
     assert len(run.stderr.splitlines()) == 1 and "no-such-package" in run.stderr, run.stderr
+
+
+def test_the_base_image_is_pinned_by_tag_and_digest():
+    """A tag alone moves when its publisher rebuilds it: the same netslo version would get another base."""
+    froms = [ln.split()[1] for ln in image.RECIPE.read_text().splitlines() if ln.startswith("FROM ")]
+    assert froms and all(re.fullmatch(r"[a-z0-9./-]+:[0-9][\w.-]*@sha256:[0-9a-f]{64}", f) for f in froms), froms

@@ -34,7 +34,8 @@ def test_a_kind_spec_takes_the_cni_its_encapsulation_and_a_manifests_directory(t
     assert (spec.provider, spec.datapath, spec.nodes, spec.rules) == ("kind", "cilium", 3, 1000)
     assert spec.encapsulation == "vxlan" and spec.manifests == str(tmp_path / "m")
     assert [p.name for p in cs.manifest_files(spec.manifests)] == ["10-felix.yaml"]
-    assert "kind/cilium (vxlan), 3 nodes" in spec.describe()
+    assert "kind/cilium (vxlan), 3 nodes" in spec.describe() and not spec.keep
+    assert cs.load("provider=kind,keep=true", "--a").keep
 
 
 def test_a_spec_files_manifests_directory_is_relative_to_the_file(tmp_path):
@@ -51,6 +52,7 @@ def test_a_spec_files_manifests_directory_is_relative_to_the_file(tmp_path):
     ("provider=kind,manifests=/nonexistent/netslo", "--b: manifests: value '/nonexistent/netslo' — expected a directory"),
     ("provider=kind,nodes=9", "--b: nodes: value '9' — expected a whole number 2..8"),
     ("provider=kind,name=Bad_Name", "--b: name: value 'Bad_Name' — expected a kind cluster name"),
+    ("provider=kind,keep=maybe", "--b: keep: value 'maybe' — expected true or false"),
     ("provider=kind,datapath=routed", "--b: datapath: value 'routed' — expected one of the keys of a kind spec"),
     ("provider=minikube", "--b: provider: value 'minikube' — expected one of netns, kind, existing"),
     ("provider=netns,mtu=1400", "--b: mtu: value '1400' — expected one of the keys of a netns spec: provider, "

@@ -531,6 +531,11 @@ class KindCluster(KubeCluster):
         """What honours bandwidth annotations here (the CNI data file's ``bandwidth``)."""
         return self._kind.cni.bandwidth
 
+    @property
+    def kind_provider(self) -> KindProvider:
+        """The provider that made this cluster (its name, node containers, kind binary)."""
+        return self._kind
+
     def node_netns(self, node: str) -> str:
         """``/proc/<pid>/ns/net`` of kind node ``node``'s container."""
         if node not in self._node_ns:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import secrets
 import sys
 import tarfile
 import time
@@ -26,8 +27,8 @@ from netslo.agent.responder_set import ready_file
 from netslo.core import progress
 from netslo.core.errors import InfrastructureError, SpecError
 from netslo.core.families import IPV4, IPV6, family_of
-from netslo.core.phase_times import timed_call
-from netslo.providers.base import RESPONDER_PORTS, Cluster, Pod
+from netslo.core.phase_times import scheduled, timed_call
+from netslo.providers.base import RESPONDER_PORTS, Cluster, Pod, probe_argv, probe_budget
 from netslo.providers.kube import manifests as km
 from netslo.providers.kube import reap as kube_reap
 from netslo.providers.kube.api import KubeApi, tail
@@ -42,6 +43,8 @@ from netslo.providers.kube.wait import (
     wait_pods,
     watch_until,
 )
+from netslo.stats.samples import SampleSet
+from netslo.traffic.probes import ProbeSpec
 
 log = logging.getLogger("netslo.kube")
 
@@ -53,6 +56,7 @@ TLS_ENV = "NETSLO_TLS_DIR"                      # see netslo.traffic.tlsca: the 
 POD_TLS_DIR = f"{km.READY_DIR}/tls"             # where a pod gets a copy of that directory
 ON_DEMAND_KINDS = ("ws", "tls", "mqtt", "proxy")   # responders started on demand inside the agent container
 DNS_SERVICE = ("kube-system", "kube-dns")       # (namespace, name) of the cluster DNS Service
+POLL_DETACHED_S = 0.5    # s between looks for a detached probe's samples
 DNS_ALL_READY_S = 30.0   # await_cluster_dns: how long to wait for every DNS endpoint, once one is ready
 
 
@@ -422,6 +426,48 @@ class KubeCluster(Cluster):
                                       f"{self.namespace}/{self.k8s_pod_name(pod)}: exit {res.returncode}: "
                                       f"{tail(res.stderr)}")
         return res.stdout
+
+    def probe_detached(self, pod: Pod, spec: ProbeSpec):
+        """The probe started by the pod's agent as a process of its own (``python -m netslo.agent detach``),
+        writing its samples to a file in the pod; ``collect(timeout_s)`` polls for that file with new
+        execs (an API server that restarted meanwhile refuses them until it is back: retried), reads it
+        and removes it. The pod's warm sessions, opened before and perhaps broken since, are ended then,
+        so the next command opens a new one."""
+        out = f"/tmp/netslo-detached-{secrets.token_hex(6)}.npz"
+        name = self.k8s_pod_name(pod)
+        scheduled(spec.count * spec.interval, "probing")
+        pid = self.exec_agent(pod, ["detach", "--ready-file", out + ".tmp", "--log", out + ".log", "--",
+                                    *probe_argv(spec, out)], timeout=60.0).decode().strip()
+        # exit 3 with the log: the probe ended without writing its samples (crashed, killed)
+        poll = (f"if [ -f {out} ]; then cat {out}; elif ! kill -0 {pid} 2>/dev/null; then "
+                f"tail -c 400 {out}.log >&2; exit 3; fi")
+
+        def collect(timeout_s: float) -> SampleSet:
+            budget = max(timeout_s, probe_budget(spec))
+            deadline = time.monotonic() + budget
+            last = "none"
+            while True:
+                try:
+                    res = self.api.run(self.namespace, name, km.AGENT_CONTAINER, ["sh", "-c", poll], timeout=60.0)
+                except InfrastructureError as e:
+                    last = str(e)       # the API server (or the pod) not reachable yet
+                else:
+                    if res.returncode == 3:
+                        raise InfrastructureError(f"detached probe {spec.protocol} in pod {self.namespace}/{name} "
+                                                  f"(pid {pid}) ended without its samples: {tail(res.stderr)}")
+                    if res.returncode == 0 and res.stdout:
+                        data = res.stdout
+                        break
+                    last = f"exit {res.returncode}: {tail(res.stderr)}" if res.returncode else "not written yet"
+                if time.monotonic() > deadline:
+                    raise InfrastructureError(f"detached probe {spec.protocol} in pod {self.namespace}/{name}: no "
+                                              f"samples within {budget:.0f} s "
+                                              f"(last error: {last}); {self.pod_evidence(pod)}")
+                time.sleep(POLL_DETACHED_S)
+            self._exec(pod, ["rm", "-f", out, out + ".log"], timeout=60.0)
+            self._sessions.forget(name)
+            return self.samples_of(pod, data)
+        return collect
 
     def pod_evidence(self, pod: Pod) -> str:
         """One line on what became of ``pod``: its state (or that it is gone or being deleted), its

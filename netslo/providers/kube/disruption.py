@@ -65,6 +65,10 @@ class KubeDisruptions(Disruptions):
             if self.cluster.api.get("daemonset", ds, NAMESPACE, missing_ok=True) is None:
                 raise Unsupported(f"the cluster runs no {NAMESPACE}/{ds} DaemonSet (its CNI replaces kube-proxy)",
                                   "limitation")
+        elif name == "api-server-restart":
+            raise Unsupported(f"action {name} on provider {self.cluster.provider}: kind's only (its control plane is "
+                              "a container of this host; elsewhere the API server is not netslo's to restart)",
+                              "provider")
         else:
             drop_spec(name)      # a name of a known form: one this provider cannot do yet
             raise Unsupported(f"action {name} on provider {self.cluster.provider}: drops are the embedded "
