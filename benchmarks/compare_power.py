@@ -80,7 +80,7 @@ def duet_pairs(a, b, sc: compare.ScenarioComparison, sampling, pairs: int, block
 
 
 def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int, duet: bool = False,
-            up_order: str = "AB", fresh: int = 1) -> None:
+            up_order: str = "AB", fresh: int = 1, block: int = compare.BLOCK) -> None:
     """``runs`` comparisons; A and B are brought up anew every ``fresh`` runs (1: every comparison has
     its own two clusters, as every CI job has; 0: one pair of clusters for all runs)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -102,9 +102,9 @@ def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int, duet: b
             for sc_def in SCENARIOS:
                 sc = compare.ScenarioComparison(sc_def)
                 if duet:
-                    duet_pairs(side_a, side_b, sc, spec.sampling, pairs, compare.BLOCK)
+                    duet_pairs(side_a, side_b, sc, spec.sampling, pairs, block)
                 else:
-                    compare.measure_pairs(side_a, side_b, sc, spec.sampling, pairs, compare.BLOCK, rng)
+                    compare.measure_pairs(side_a, side_b, sc, spec.sampling, pairs, block, rng)
                 for j, p in enumerate(sc.pairs):
                     key = f"{sc_def.id}|{j}"
                     arrays[f"{key}|a"], arrays[f"{key}|b"] = p.a, p.b
@@ -114,7 +114,7 @@ def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int, duet: b
     finally:
         stack.close()
     (out / "spec.txt").write_text(f"a={a}\nb={b}\npairs={pairs}\nseed={seed}\nduet={duet}\nup_order={up_order}\n"
-                                  f"fresh={fresh}\nmeasured={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+                                  f"fresh={fresh}\nblock={block}\nmeasured={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
 
 
 # ---- verify ----------------------------------------------------------------------------------------
@@ -235,10 +235,11 @@ def decide(reps: dict[str, dict[str, paired.Replicates]], margins: list[slo_mod.
     return result
 
 
-def sequential(window: dict[str, list[paired.Pair]], sets: dict[str, list], seed: int) -> dict[str, tuple[str, int]]:
+def sequential(window: dict[str, list[paired.Pair]], sets: dict[str, list], seed: int,
+               scale: int = 1) -> dict[str, tuple[str, int]]:
     """Per margin set: the verdict of ``compare()``'s procedure on ``window`` (PAIRS first, MORE_PAIRS
-    more for each scenario with an inconclusive check, up to MAX_PAIRS) and the most pairs a scenario
-    took."""
+    more for each scenario with an inconclusive check, up to MAX_PAIRS; each times ``scale`` for blocks
+    ``scale`` times shorter than compare.BLOCK: the same requests) and the most pairs a scenario took."""
     metrics = {mg.metric for ms in sets.values() for mg in ms}
     cache: dict[tuple[str, int], dict] = {}
 
@@ -248,16 +249,16 @@ def sequential(window: dict[str, list[paired.Pair]], sets: dict[str, list], seed
         return cache[sid, n]
     out = {}
     for name, margins in sets.items():
-        length = {sc.id: compare.PAIRS for sc in SCENARIOS}
+        length = {sc.id: compare.PAIRS * scale for sc in SCENARIOS}
         while True:
             result = decide({sid: reps_at(sid, n) for sid, n in length.items()}, margins)
             open_ = [sc.scenario.id for sc in result.scenarios
                      if any(c.verdict == paired.INCONCLUSIVE for c in sc.checks)
-                     and length[sc.scenario.id] < compare.MAX_PAIRS]
+                     and length[sc.scenario.id] < compare.MAX_PAIRS * scale]
             if not open_:
                 break
             for sid in open_:
-                length[sid] = min(compare.MAX_PAIRS, length[sid] + compare.MORE_PAIRS)
+                length[sid] = min(compare.MAX_PAIRS * scale, length[sid] + compare.MORE_PAIRS * scale)
         out[name] = (result.verdict, max(length.values()))
     return out
 
@@ -278,7 +279,10 @@ def joined(runs: list[dict], i: int, span: int) -> dict[str, list[paired.Pair]]:
 def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int, seed: int) -> None:
     runs = [load_run(p) for d in dirs for p in sorted(d.glob("run*.npz"))]
     per_run = min(len(pairs) for r in runs for pairs in r.values())
-    print(f"{len(runs)} runs of {per_run} pairs; margin sets: " + "; ".join(
+    block = runs[0][SCENARIOS[0].id][0].sent_a
+    scale = max(1, compare.BLOCK // block)       # compare()'s procedure in the same requests
+    seq = f"{compare.PAIRS * scale}→{compare.MAX_PAIRS * scale}"
+    print(f"{len(runs)} runs of {per_run} pairs of {block}-request blocks; margin sets: " + "; ".join(
         f"{name} = {', '.join(m.metric + ' ' + m.text for m in ms)}" for name, ms in sets.items()), flush=True)
     rng = np.random.default_rng(seed)
     rows = []   # (method, length, shift, set) -> tally
@@ -287,7 +291,7 @@ def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int,
     def count(key, verdict):
         tallies.setdefault(key, {paired.FAIL: 0, paired.PASS: 0, compare.UNDECIDED: 0})[verdict] += 1
     metrics = {mg.metric for ms in sets.values() for mg in ms}
-    span = -(-max(max(lengths), compare.MAX_PAIRS) // per_run)     # runs per window
+    span = -(-max(max(lengths), compare.MAX_PAIRS * scale) // per_run)     # runs per window
     t0 = time.monotonic()
     for i in range(len(runs) - span + 1):
         for kind in SHIFTS:
@@ -297,10 +301,10 @@ def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int,
                     reps = {sid: replicates(pairs[:length], metrics, seed + i) for sid, pairs in window.items()}
                     for name, margins in sets.items():
                         count(("interleaved", f"{length}", kind, name), decide(reps, margins).verdict)
-            for name, (verdict, took) in sequential(window, sets, seed + i).items():
-                count(("interleaved", "16→48", kind, name), verdict)
-                tallies.setdefault(("pairs taken", "16→48", kind, name), {}).setdefault(took, 0)
-                tallies[("pairs taken", "16→48", kind, name)][took] += 1
+            for name, (verdict, took) in sequential(window, sets, seed + i, scale).items():
+                count(("interleaved", seq, kind, name), verdict)
+                tallies.setdefault(("pairs taken", seq, kind, name), {}).setdefault(took, 0)
+                tallies[("pairs taken", seq, kind, name)][took] += 1
         print(f"  window {i + 1}/{len(runs) - span + 1} ({time.monotonic() - t0:.0f} s)", flush=True)
     # the baseline method on the same blocks: B of run i against A of runs i-K..i-1 (one run's pairs each)
     policy = reg.Policy()
@@ -337,6 +341,7 @@ def main(argv=None) -> int:
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--duet", action="store_true", help="A's and B's blocks at the same time, not interleaved")
     m.add_argument("--up-order", choices=("AB", "BA", "random"), default="AB", help="which cluster is brought up first")
+    m.add_argument("--block", type=int, default=compare.BLOCK, help="requests per block (default compare.BLOCK)")
     m.add_argument("--fresh", type=int, default=1, help="bring A and B up anew every N runs (default 1: every "
                                                         "comparison its own clusters; 0: once)")
     v = sub.add_parser("verify")
@@ -354,7 +359,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "measure":
-            measure(args.out, args.runs, args.a, args.b, args.pairs, args.seed, args.duet, args.up_order, args.fresh)
+            measure(args.out, args.runs, args.a, args.b, args.pairs, args.seed, args.duet, args.up_order, args.fresh, args.block)
         elif args.cmd == "verify":
             verify(args.a, args.b, args.rounds, args.seed)
         else:

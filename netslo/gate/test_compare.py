@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from netslo.gate.plugin.compare import COMPARED
+from netslo.gate.plugin.compare import COMPARED, attach
 from netslo.report import compare as compare_report
 from netslo.studies import compare
 
@@ -16,8 +16,9 @@ pytestmark = [pytest.mark.cni, pytest.mark.slow]
 
 
 @pytest.mark.parametrize(COMPARED, compare.SCENARIOS, ids=lambda s: s.id)
-def test_b_is_no_worse_than_a(netslo_comparison, compared):
+def test_b_is_no_worse_than_a(netslo_comparison, compared, pytestconfig):
     sc = next(s for s in netslo_comparison.scenarios if s.scenario.id == compared.id)
+    attach(pytestconfig, netslo_comparison, sc)
     lines = compare_report.scenario_lines(sc)
     header = (f"{compared.id}: {sc.verdict} after {len(sc.pairs)} pairs — A: {netslo_comparison.a.describe()}; "
               f"B: {netslo_comparison.b.describe()}")

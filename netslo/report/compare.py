@@ -1,12 +1,15 @@
 """The report of a comparison of two clusters (``netslo.studies.compare``): compare.json and
 compare.md (a table per scenario: A and B side by side, B relative to A with its CI, the margin,
-the Holm-adjusted p and the verdict), and the lines the command prints."""
+the Holm-adjusted p and the verdict), an ECDF plot per scenario with A's and B's RTTs in it
+(compare-<scenario>.png), and the lines the command prints."""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
+
+import numpy as np
 
 from netslo.core.units import format_duration, format_percent
 
@@ -77,9 +80,31 @@ def terminal_lines(result) -> list[str]:
     return out
 
 
-def write(result, directory) -> list[Path]:
+def plot_name(sc) -> str:
+    return f"compare-{sc.scenario.id}.png"
+
+
+def ecdf_png(result, sc) -> bytes:
+    """A's and B's RTTs of scenario ``sc`` (every answered request of its blocks) in one ECDF plot,
+    titled with B/A of each percentile checked and its CI."""
+    from netslo.report import plots  # matplotlib: only when a report is drawn
+    sides = {side: np.concatenate([getattr(p, side.lower()) for p in sc.pairs]) if sc.pairs else np.empty(0)
+             for side in ("A", "B")}
+    ratios = "; ".join(f"{c.relative.metric} B/A ×{c.relative.value:.3f} ({c.relative.lo:.3f}–{c.relative.hi:.3f})"
+                       for c in sc.checks if c.relative.kind == "ratio")
+    return plots.two_ecdf_png(sides, title=f"{sc.scenario.id}: {sc.verdict} after {len(sc.pairs)} pairs; {ratios}\n"
+                                           f"A: {result.a.describe()}\nB: {result.b.describe()}")
+
+
+def write(result, directory, plots: bool = True) -> list[Path]:
+    """compare.json, compare.md and (``plots``) one ECDF plot of A and B per scenario; their paths."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     (d / "compare.json").write_text(json.dumps(to_json(result), indent=1))
     (d / "compare.md").write_text(markdown(result))
-    return [d / "compare.json", d / "compare.md"]
+    paths = [d / "compare.json", d / "compare.md"]
+    if plots:
+        for sc in result.scenarios:
+            (d / plot_name(sc)).write_bytes(ecdf_png(result, sc))
+            paths.append(d / plot_name(sc))
+    return paths

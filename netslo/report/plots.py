@@ -26,6 +26,7 @@ MAX_POINTS = 20_000          # time series: at most this many dots drawn (all of
 SIZE = (10.0, 4.2)           # inches; at DPI gives 1000x420 px
 DPI = 100
 SLO_COLOR, MEASURED_COLOR, LOSS_COLOR = "#c0392b", "#1f5fa8", "#d35400"
+SIDE_COLORS = ("#1f5fa8", "#d35400", "#2e8b57")     # a comparison's A, B (and a third)
 SLO_STYLES = ("--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))   # one dash pattern per threshold
 
 
@@ -161,6 +162,42 @@ def ecdf_figure(values_s, *, title: str, slo=(), marks=(), xlabel: str = "delay 
     return fig
 
 
+def two_ecdf_figure(sides: dict, *, title: str, xlabel: str = "rtt (ms)") -> Figure:
+    """The ECDFs (left, linear y) and tails 1-F (right, log y) of several sides in one plot, e.g. a
+    comparison's A and B: ``sides`` maps a label to its values (s)."""
+    fig, (left, right) = _figure(top=0.83)
+    fig.suptitle(title, fontsize=10)
+    xs = {label: _positive_ms(v) for label, v in sides.items()}
+    if not any(len(x) for x in xs.values()):
+        _empty(left, "no samples")
+        _empty(right, "no samples")
+        return fig
+    lo_x = min(x[0] for x in xs.values() if len(x))
+    hi_x = max(x[-1] for x in xs.values() if len(x))
+    least = 1.0
+    for (label, x), color in zip(xs.items(), SIDE_COLORS):
+        if not len(x):
+            continue
+        n = len(x)
+        idx = _ecdf_points(n)
+        left.step(x[idx], (idx + 1) / n, where="post", color=color, lw=1.4, label=f"{label} (n={n})")
+        right.step(x[idx], 1.0 - idx / n, where="post", color=color, lw=1.4, label=label)
+        least = min(least, 0.5 / n)
+    for ax in (left, right):
+        _log_ms_axis(ax, "x")
+        ax.set_xlim(lo_x / 1.3, hi_x * 1.3)
+        ax.set_xlabel(xlabel)
+        ax.grid(True, which="major", alpha=0.3)
+    left.set_ylim(0, 1.02)
+    left.set_ylabel("fraction of requests ≤ x")
+    right.set_yscale("log")
+    right.set_ylim(min(least, 1e-3), 1.5)
+    right.set_ylabel("fraction of requests ≥ x (log)")
+    left.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    right.legend(loc="lower left", fontsize=8, framealpha=0.9)
+    return fig
+
+
 def distribution_figure(values_s, *, title: str, slo=(), xlabel: str = "delay (ms)") -> Figure:
     """Histogram with log-spaced bins (left) and a box plot with P1-P99 whiskers (right)."""
     x = _positive_ms(values_s)
@@ -251,6 +288,10 @@ def timeseries_figure(t_s, delay_s, lost_t_s=(), *, title: str, slo=(), ylabel: 
 
 def ecdf_png(values_s, **kw) -> bytes:
     return _png(ecdf_figure(values_s, **kw))
+
+
+def two_ecdf_png(sides: dict, **kw) -> bytes:
+    return _png(two_ecdf_figure(sides, **kw))
 
 
 def distribution_png(values_s, **kw) -> bytes:

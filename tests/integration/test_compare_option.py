@@ -36,7 +36,7 @@ def _gate(tmp_path, *args: str):
 @pytest.mark.slow
 def test_decoy_rules_on_b_fail_the_new_connection_scenarios_with_their_ratio(tmp_path):
     before = _namespaces()
-    p = _gate(tmp_path, "--netslo-compare", "rules=1000")
+    p = _gate(tmp_path, "--netslo-compare", "rules=1000", f"--alluredir={tmp_path / 'allure'}")
     out = p.stdout
     assert p.returncode == 1, out[-3000:] + p.stderr[-2000:]
     assert "2 failed" in out and "4 deselected" in out, out[-3000:]
@@ -48,6 +48,14 @@ def test_decoy_rules_on_b_fail_the_new_connection_scenarios_with_their_ratio(tmp
     doc = json.loads((tmp_path / "res" / "compare.json").read_text())
     assert doc["verdict"] == "fail" and {s["scenario"] for s in doc["scenarios"]} == {
         "same-node-tcp-crr-1k", "cross-node-tcp-crr-1k"}
+    # A and B side by side: results.json, summary.md's table, an ECDF plot of both per scenario, in Allure too
+    assert json.loads((tmp_path / "res" / "results.json").read_text())["compare"]["verdict"] == "fail"
+    assert "| `cross-node-tcp-crr-1k` | rtt.p50 |" in (tmp_path / "res" / "summary.md").read_text()
+    for sid in ("same-node-tcp-crr-1k", "cross-node-tcp-crr-1k"):
+        assert (tmp_path / "res" / f"compare-{sid}.png").stat().st_size > 10_000
+    attached = {a["name"] for f in (tmp_path / "allure").glob("*-result.json")
+                for a in json.loads(f.read_text()).get("attachments", [])}
+    assert {"A and B: same-node-tcp-crr-1k", "A and B: cross-node-tcp-crr-1k", "B relative to A"} <= attached, attached
     assert _namespaces() == before
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from netslo.core.errors import SpecError
 from netslo.gate.plugin.deselection import deselect
-from netslo.gate.plugin.hooks import GROUP, OPTIONS
+from netslo.gate.plugin.hooks import GROUP, OPTIONS, RESULTS
+from netslo.gate.plugin.report import _allure_on
 from netslo.providers import clusterspec
 from netslo.report import compare as compare_report
 from netslo.studies import compare
@@ -80,4 +81,20 @@ def netslo_comparison(pytestconfig):
     opts = pytestconfig.stash[OPTIONS]   # (the scenarios the file does not gate, compare leaves out itself)
     result = compare.run(side_a(pytestconfig), pytestconfig.stash[SPEC_B], opts.slo)
     compare_report.write(result, opts.results_dir)
+    writer = pytestconfig.stash.get(RESULTS, None)
+    if writer is not None:   # results.json "compare"; summary.md: the table
+        writer.sections["compare"] = compare_report.to_json(result)
+        writer.summary_parts.append(compare_report.markdown(result))
     return result
+
+
+def attach(config, result, sc) -> None:
+    """Allure (when on): the scenario's ECDF plot of A and B and its checks, on the test that judges it."""
+    if not _allure_on(config):
+        return
+    import allure
+    path = config.stash[OPTIONS].results_dir / compare_report.plot_name(sc)
+    if path.exists():
+        allure.attach.file(str(path), name=f"A and B: {sc.scenario.id}", attachment_type=allure.attachment_type.PNG)
+    allure.attach("\n".join(compare_report.scenario_lines(sc)), name="B relative to A",
+                  attachment_type=allure.attachment_type.TEXT)
