@@ -42,7 +42,7 @@ import contextlib
 import re
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -276,7 +276,32 @@ def joined(runs: list[dict], i: int, span: int) -> dict[str, list[paired.Pair]]:
     return {sid: [p for r in runs[i:i + span] for p in r[sid]] for sid in runs[i]}
 
 
-def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int, seed: int) -> None:
+def _window_tallies(args) -> dict:
+    """The tallies of window ``i`` (runs i..i+span-1): every change, fixed length and margin set, and
+    compare()'s sequential procedure (a worker's share of ``analyze``)."""
+    runs, i, per_run, lengths, sets, scale, seq, seed = args      # runs: the window's own
+    span = len(runs)
+    rng = np.random.default_rng(seed + 1000 * i)
+    metrics = {mg.metric for ms in sets.values() for mg in ms}
+    tallies: dict[tuple, dict] = {}
+
+    def count(key, verdict):
+        tallies.setdefault(key, {paired.FAIL: 0, paired.PASS: 0, compare.UNDECIDED: 0})[verdict] += 1
+    for kind in SHIFTS:
+        window = {sid: shifted(pairs, kind, rng) for sid, pairs in joined(runs, 0, span).items()}
+        for length in lengths:
+            if length <= per_run or i % (-(-length // per_run)) == 0:   # disjoint windows past one run
+                reps = {sid: replicates(pairs[:length], metrics, seed + i) for sid, pairs in window.items()}
+                for name, margins in sets.items():
+                    count(("interleaved", f"{length}", kind, name), decide(reps, margins).verdict)
+        for name, (verdict, took) in sequential(window, sets, seed + i, scale).items():
+            count(("interleaved", seq, kind, name), verdict)
+            tallies.setdefault(("pairs taken", seq, kind, name), {}).setdefault(took, 0)
+            tallies[("pairs taken", seq, kind, name)][took] += 1
+    return tallies
+
+
+def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int, seed: int, jobs: int = 1) -> None:
     runs = [load_run(p) for d in dirs for p in sorted(d.glob("run*.npz"))]
     per_run = min(len(pairs) for r in runs for pairs in r.values())
     block = runs[0][SCENARIOS[0].id][0].sent_a
@@ -290,22 +315,19 @@ def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int,
 
     def count(key, verdict):
         tallies.setdefault(key, {paired.FAIL: 0, paired.PASS: 0, compare.UNDECIDED: 0})[verdict] += 1
-    metrics = {mg.metric for ms in sets.values() for mg in ms}
     span = -(-max(max(lengths), compare.MAX_PAIRS * scale) // per_run)     # runs per window
     t0 = time.monotonic()
-    for i in range(len(runs) - span + 1):
-        for kind in SHIFTS:
-            window = {sid: shifted(pairs, kind, rng) for sid, pairs in joined(runs, i, span).items()}
-            for length in lengths:
-                if length <= per_run or i % (-(-length // per_run)) == 0:   # disjoint windows past one run
-                    reps = {sid: replicates(pairs[:length], metrics, seed + i) for sid, pairs in window.items()}
-                    for name, margins in sets.items():
-                        count(("interleaved", f"{length}", kind, name), decide(reps, margins).verdict)
-            for name, (verdict, took) in sequential(window, sets, seed + i, scale).items():
-                count(("interleaved", seq, kind, name), verdict)
-                tallies.setdefault(("pairs taken", seq, kind, name), {}).setdefault(took, 0)
-                tallies[("pairs taken", seq, kind, name)][took] += 1
-        print(f"  window {i + 1}/{len(runs) - span + 1} ({time.monotonic() - t0:.0f} s)", flush=True)
+    work = [(runs[i:i + span], i, per_run, lengths, sets, scale, seq, seed)    # a window's own runs each
+            for i in range(len(runs) - span + 1)]
+    with ProcessPoolExecutor(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
+        results = pool.map(_window_tallies, work) if pool is not None else map(_window_tallies, work)
+        for n, part in enumerate(results, 1):
+            for key, t in part.items():
+                into = tallies.setdefault(key, {} if key[0] == "pairs taken" else
+                                          {paired.FAIL: 0, paired.PASS: 0, compare.UNDECIDED: 0})
+                for v, c in t.items():
+                    into[v] = into.get(v, 0) + c
+            print(f"  window {n}/{len(work)} ({time.monotonic() - t0:.0f} s)", flush=True)
     # the baseline method on the same blocks: B of run i against A of runs i-K..i-1 (one run's pairs each)
     policy = reg.Policy()
     for i in range(k, len(runs)):
@@ -316,7 +338,8 @@ def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int,
             count((f"baseline K={k}", f"{per_run}", kind, "shipped policy"), paired.FAIL if rep.failed else paired.PASS)
     print("\n| method | pairs per scenario | change on B | margins | fail (detection; a false alarm when none) "
           "| pass | undecided |\n|---|---|---|---|---|---|---|")
-    for key, t in tallies.items():
+    order = {kind: n for n, kind in enumerate(SHIFTS)}
+    for key, t in sorted(tallies.items(), key=lambda kv: (kv[0][0], order[kv[0][2]], kv[0][3], kv[0][1])):
         if key[0] == "pairs taken":
             continue
         n = sum(t.values())
@@ -356,6 +379,7 @@ def main(argv=None) -> int:
                     help=f"a named margin set (repeatable); default {', '.join(MARGIN_SETS)}")
     an.add_argument("-K", type=int, default=10, help="baseline runs of the baseline method")
     an.add_argument("--seed", type=int, default=7)
+    an.add_argument("--jobs", type=int, default=1, help="worker processes over the windows")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "measure":
@@ -365,7 +389,7 @@ def main(argv=None) -> int:
         else:
             given = dict(m.partition(":")[::2] for m in args.margins) if args.margins else MARGIN_SETS
             sets = {name: margins_of(text) for name, text in given.items()}
-            analyze(args.dirs, [int(x) for x in args.lengths.split(",")], sets, args.K, args.seed)
+            analyze(args.dirs, [int(x) for x in args.lengths.split(",")], sets, args.K, args.seed, args.jobs)
     except SpecError as e:
         print(f"compare_power: {e}", file=sys.stderr)
         return 2

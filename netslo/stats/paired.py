@@ -124,12 +124,45 @@ def percentile_replicates(pairs: list[Pair], q: float, n_boot: int = N_BOOT, see
     point = point_b / point_a if point_a > 0 else math.nan
     rng = np.random.default_rng(seed)
     m = len(pairs)
-    boot = np.empty(n_boot)
-    for i in range(n_boot):
-        idx = rng.integers(0, m, m)
-        qa = _quantile([pairs[j].a for j in idx], q)
-        boot[i] = _quantile([pairs[j].b for j in idx], q) / qa if qa > 0 else math.nan
+    counts = _resample_counts(rng, m, n_boot)
+    qa = _boot_quantiles([p.a for p in pairs], q, counts)
+    qb = _boot_quantiles([p.b for p in pairs], q, counts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = np.where(qa > 0, qb / np.where(qa > 0, qa, 1.0), math.nan)
     return Replicates(f"rtt.p{q:g}", "ratio", point, point_a, point_b, boot, m)
+
+
+def _resample_counts(rng: np.random.Generator, m: int, n_boot: int) -> np.ndarray:
+    """(n_boot, m): how often each pair is drawn in each replicate (m draws with replacement; the same
+    draws, in the same order, as ``rng.integers(0, m, m)`` once per replicate)."""
+    idx = rng.integers(0, m, (n_boot, m)) if m else np.empty((n_boot, 0), dtype=np.int64)
+    counts = np.zeros((n_boot, m), dtype=np.int32)
+    np.add.at(counts, (np.repeat(np.arange(n_boot), m), idx.ravel()), 1)
+    return counts
+
+
+def _boot_quantiles(parts: list[np.ndarray], q: float, counts: np.ndarray) -> np.ndarray:
+    """Per replicate (a row of ``counts``: each part's multiplicity), the nearest-rank P_q of the parts
+    taken that often, without concatenating them: the values sorted once with, at each, how many of
+    every part lie at or below it; each replicate's rank is then found by bisection over them (NaN for
+    a replicate with no values)."""
+    sizes = np.array([len(x) for x in parts], dtype=np.int64)
+    values = np.sort(np.concatenate(parts)) if parts else np.empty(0)
+    out = np.full(len(counts), math.nan)
+    if not len(values):
+        return out
+    # below[i, j]: values of part j that are <= values[i] (ties: all of them, as a sort places them)
+    below = np.stack([np.searchsorted(np.sort(x), values, side="right") for x in parts], axis=1)
+    total = counts @ sizes
+    rank = np.ceil(q / 100.0 * total - 1e-9).astype(np.int64).clip(1, None)    # order_stats.point_rank
+    lo, hi = np.zeros(len(counts), dtype=np.int64), np.full(len(counts), len(values) - 1, dtype=np.int64)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        enough = np.einsum("rj,rj->r", counts, below[mid]) >= rank
+        lo, hi = np.where(enough, lo, mid + 1), np.where(enough, mid, hi)
+    ok = total > 0
+    out[ok] = values[lo[ok]]
+    return out
 
 
 def percentile_ratio(pairs: list[Pair], q: float, delta: float, confidence: float = 0.95,
