@@ -238,7 +238,7 @@ def decide(reps: dict[str, dict[str, paired.Replicates]], margins: list[slo_mod.
 def sequential(window: dict[str, list[paired.Pair]], sets: dict[str, list], seed: int,
                scale: int = 1) -> dict[str, tuple[str, int]]:
     """Per margin set: the verdict of ``compare()``'s procedure on ``window`` (PAIRS first, MORE_PAIRS
-    more for each scenario with an inconclusive check, up to MAX_PAIRS; each times ``scale`` for blocks
+    more (compare.more_pairs_now) for each scenario with an inconclusive check, up to MAX_PAIRS; each times ``scale`` for blocks
     ``scale`` times shorter than compare.BLOCK: the same requests) and the most pairs a scenario took."""
     metrics = {mg.metric for ms in sets.values() for mg in ms}
     cache: dict[tuple[str, int], dict] = {}
@@ -258,7 +258,8 @@ def sequential(window: dict[str, list[paired.Pair]], sets: dict[str, list], seed
             if not open_:
                 break
             for sid in open_:
-                length[sid] = min(compare.MAX_PAIRS * scale, length[sid] + compare.MORE_PAIRS * scale)
+                length[sid] = min(compare.MAX_PAIRS * scale,
+                                  length[sid] + compare.more_pairs_now(length[sid], compare.MORE_PAIRS * scale))
         out[name] = (result.verdict, max(length.values()))
     return out
 

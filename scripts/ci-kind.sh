@@ -112,6 +112,22 @@ PYEOF
   "$NETSLO_KIND" delete cluster --name netslo --kubeconfig "$KUBECONFIG_KIND" >/dev/null || rc=1
   rm -rf "$(dirname "$KUBECONFIG_KIND")"   # the kept cluster's work directory
 done
+# One comparison (python -m netslo compare): two kind clusters of one spec side by side, every latency
+# scenario interleaved; an A/A must raise no false alarm (no check of compare.json "fail"). Calico when it
+# was built (netslo's default CNI), else the first.
+cmp_cni=${CNIS[0]}; for c in "${CNIS[@]}"; do [[ $c == calico ]] && cmp_cni=calico; done
+say "a comparison on kind + $cmp_cni: A/A (two 2-node clusters, python -m netslo compare)"
+"$PY" -m netslo compare --a "provider=kind,cni=$cmp_cni" --b "provider=kind,cni=$cmp_cni" --seed 17 \
+  --results "netslo-results-kind-compare" || true
+"$PY" - netslo-results-kind-compare/compare.json <<'PYEOF' || rc=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+failed = [(s["scenario"], c["metric"], round(c["value"], 3)) for s in doc["scenarios"] for c in s["checks"]
+          if c["verdict"] == "fail"]
+short = [s["scenario"] for s in doc["scenarios"] if s["pairs"] < 16]
+print(f"ci-kind: A/A comparison: {doc['verdict']}; failed checks (false alarms): {failed or 'none'}")
+sys.exit(1 if failed or short or not doc["scenarios"] else 0)
+PYEOF
 bash "$HERE/kind-offline.sh" down
 trap - EXIT
 after=$(host_state)
