@@ -236,10 +236,10 @@ def decide(reps: dict[str, dict[str, paired.Replicates]], margins: list[slo_mod.
 
 
 def sequential(window: dict[str, list[paired.Pair]], sets: dict[str, list], seed: int,
-               scale: int = 1) -> dict[str, tuple[str, int]]:
+               scale: float = 1.0) -> dict[str, tuple[str, int]]:
     """Per margin set: the verdict of ``compare()``'s procedure on ``window`` (PAIRS first, MORE_PAIRS
     more (compare.more_pairs_now) for each scenario with an inconclusive check, up to MAX_PAIRS; each times ``scale`` for blocks
-    ``scale`` times shorter than compare.BLOCK: the same requests) and the most pairs a scenario took."""
+    of compare.BLOCK / ``scale`` requests: the same requests) and the most pairs a scenario took."""
     metrics = {mg.metric for ms in sets.values() for mg in ms}
     cache: dict[tuple[str, int], dict] = {}
 
@@ -249,17 +249,17 @@ def sequential(window: dict[str, list[paired.Pair]], sets: dict[str, list], seed
         return cache[sid, n]
     out = {}
     for name, margins in sets.items():
-        length = {sc.id: compare.PAIRS * scale for sc in SCENARIOS}
+        first, most, more = (round(n * scale) for n in (compare.PAIRS, compare.MAX_PAIRS, compare.MORE_PAIRS))
+        length = {sc.id: first for sc in SCENARIOS}
         while True:
             result = decide({sid: reps_at(sid, n) for sid, n in length.items()}, margins)
             open_ = [sc.scenario.id for sc in result.scenarios
                      if any(c.verdict == paired.INCONCLUSIVE for c in sc.checks)
-                     and length[sc.scenario.id] < compare.MAX_PAIRS * scale]
+                     and length[sc.scenario.id] < most]
             if not open_:
                 break
             for sid in open_:
-                length[sid] = min(compare.MAX_PAIRS * scale,
-                                  length[sid] + compare.more_pairs_now(length[sid], compare.MORE_PAIRS * scale))
+                length[sid] = min(most, length[sid] + compare.more_pairs_now(length[sid], more))
         out[name] = (result.verdict, max(length.values()))
     return out
 
@@ -306,8 +306,8 @@ def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int,
     runs = [load_run(p) for d in dirs for p in sorted(d.glob("run*.npz"))]
     per_run = min(len(pairs) for r in runs for pairs in r.values())
     block = runs[0][SCENARIOS[0].id][0].sent_a
-    scale = max(1, compare.BLOCK // block)       # compare()'s procedure in the same requests
-    seq = f"{compare.PAIRS * scale}→{compare.MAX_PAIRS * scale}"
+    scale = compare.BLOCK / block                # compare()'s procedure in the same requests
+    seq = f"{round(compare.PAIRS * scale)}→{round(compare.MAX_PAIRS * scale)}"
     print(f"{len(runs)} runs of {per_run} pairs of {block}-request blocks; margin sets: " + "; ".join(
         f"{name} = {', '.join(m.metric + ' ' + m.text for m in ms)}" for name, ms in sets.items()), flush=True)
     rng = np.random.default_rng(seed)
@@ -316,7 +316,7 @@ def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int,
 
     def count(key, verdict):
         tallies.setdefault(key, {paired.FAIL: 0, paired.PASS: 0, compare.UNDECIDED: 0})[verdict] += 1
-    span = -(-max(max(lengths), compare.MAX_PAIRS * scale) // per_run)     # runs per window
+    span = -(-max(max(lengths), round(compare.MAX_PAIRS * scale)) // per_run)     # runs per window
     t0 = time.monotonic()
     work = [(runs[i:i + span], i, per_run, lengths, sets, scale, seq, seed)    # a window's own runs each
             for i in range(len(runs) - span + 1)]

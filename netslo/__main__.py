@@ -71,8 +71,8 @@ def main(argv=None) -> int:
     c.add_argument("--slo", default=None, help="SLO file (default: slo.yaml here, else the shipped one)")
     c.add_argument("--results", default="netslo-results", help="where compare.json and compare.md go")
     c.add_argument("--seed", type=int, default=None, help="seed of the random block order (default: from the clock)")
-    c.add_argument("--pairs", type=int, default=None, help="pairs of blocks measured first per scenario (default 16)")
-    c.add_argument("--max-pairs", type=int, default=None, help="pairs at most, when undecided (default 128)")
+    c.add_argument("--pairs", type=int, default=None, help="pairs of blocks measured first per scenario (default 64)")
+    c.add_argument("--max-pairs", type=int, default=None, help="pairs at most, when undecided (default 512)")
     m = sub.add_parser("mesh", help="measure every node pair of a cluster in rounds of disjoint pairs and judge "
                                     "them (per pair with Holm, per zone/pool, over pairs)")
     m.add_argument("--provider", default="netns", choices=("netns", "existing"),

@@ -40,13 +40,18 @@ from netslo.stats.delays import series_seconds
 from netslo.stats.samples import SampleSet
 
 SCENARIOS = [Scenario(p, proto, "1k") for proto in ("udp", "tcp-rr", "tcp-crr") for p in ("same-node", "cross-node")]
-BLOCK = 200          # requests per block (0.4 s at the gate's 2 ms)
-PAIRS = 16           # pairs measured first
-MORE_PAIRS = 16      # ... and added to an inconclusive comparison (at least as many as it has: 16, 32, 64, 128), up to
-# MAX_PAIRS: on this project's 2-core VM (2026-12-06, 100 A/A comparisons, benchmarks/compare_power.py) a
-# +10 % P50 margin passed an unchanged cluster in 33 of 93 16-pair, 23 of 24 64-pair and 12 of 12 128-pair
-# comparisons; none failed at any length
-MAX_PAIRS = 128
+# Blocks and pairs from the noise measured on this project's 2-core VM (2026-12-06, benchmarks/
+# compare_power.py, cross-node UDP and TCP-RR): a block's own P50 moves 13-15 % (log sd) from block to
+# block, A's and B's blocks of a pair correlate only 0.3-0.5, and pieces of a block 100 ms apart not at
+# all: what narrows B/A is the number of blocks. At the same 3200 requests per side, 64 pairs of
+# 50-request blocks gave log(B/A) of the P50 an sd of 0.029 against 0.040-0.043 for 16 pairs of 200
+# (20 and 100 A/A comparisons; P99 0.05-0.09 against 0.09-0.11), for 29 % more wall time (a probe per block).
+BLOCK = 50           # requests per block (0.1 s at the gate's 2 ms)
+PAIRS = 64           # pairs measured first
+MORE_PAIRS = 64      # ... and added to an inconclusive comparison (at least as many as it has: 64, 128, 256, 512), up to
+# MAX_PAIRS (25 600 requests per side). With 200-request blocks (100 A/A comparisons) a +10 % P50 margin passed
+# an unchanged cluster in 33 of 93 16-pair, 23 of 24 64-pair and 12 of 12 128-pair comparisons; none failed.
+MAX_PAIRS = 512
 UNDECIDED = "undecided"
 FAMILY_ALPHA = 0.01  # family-wise false-alarm rate of a comparison run (Holm over all its checks)
 N_BOOT = 4000        # bootstrap replicates: the smallest p is 1/4001, so 40 checks can still fail at 1 %

@@ -27,11 +27,11 @@ objectives:
 SLO_CRR = SLO.replace("[udp, tcp-rr, tcp-crr]", "[tcp-crr]") + "gate: selected-only\n"
 
 
-def _compare(tmp_path, a: str, b: str, seed: int = 7, slo: str = SLO, max_pairs: int = 16):
+def _compare(tmp_path, a: str, b: str, seed: int = 7, slo: str = SLO, max_pairs: int = 64):
     (tmp_path / "slo.yaml").write_text(slo)
     shutil.rmtree(tmp_path / "res", ignore_errors=True)
     return subprocess.run([sys.executable, "-m", "netslo", "compare", "--a", a, "--b", b, "--seed", str(seed),
-                           "--pairs", "8", "--max-pairs", str(max_pairs),
+                           "--pairs", "32", "--max-pairs", str(max_pairs),
                            "--results", str(tmp_path / "res")], cwd=tmp_path, capture_output=True, text=True,
                           timeout=900)
 
@@ -53,7 +53,7 @@ def test_a_a_is_no_failure_and_decoy_rules_on_b_fail_rtt_p50(tmp_path):
     assert all(c["verdict"] != "fail" for s in doc["scenarios"] for c in s["checks"])
     assert all(set(s["order"][i:i + 2]) == {"A", "B"} for s in doc["scenarios"] for i in range(0, len(s["order"]), 2))
 
-    slow = _compare(tmp_path, "datapath=bridge", "datapath=bridge,rules=1000", slo=SLO_CRR, max_pairs=32)
+    slow = _compare(tmp_path, "datapath=bridge", "datapath=bridge,rules=1000", slo=SLO_CRR, max_pairs=128)
     assert slow.returncode == 1 and "netslo compare: ❌ fail" in slow.stdout, slow.stdout[-3000:] + slow.stderr[-2000:]
     doc = json.loads((tmp_path / "res" / "compare.json").read_text())
     assert doc["verdict"] == "fail" and doc["b"].endswith("1000 decoy rules on the server's path")
