@@ -86,7 +86,7 @@ def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int, duet: b
     out.mkdir(parents=True, exist_ok=True)
     spec = slo_mod.load(shipped_slo("slo.yaml"))
     rng = np.random.default_rng(seed)
-    specs = {"A": clusterspec.load(a, "--a"), "B": clusterspec.load(b, "--b")}
+    specs = dict(zip("AB", clusterspec.check_pair(clusterspec.load(a, "--a"), clusterspec.load(b, "--b"), "--b", b)))
     stack = contextlib.ExitStack()
     try:
         for i in range(runs):
@@ -143,8 +143,8 @@ def verify(a: str, b: str, rounds: int, seed: int) -> None:
     sc_def = SCENARIOS[0]
     got = {name: {"ping": [], "udp": [], "p50": []} for name in ("A", "B")}
     with contextlib.ExitStack() as stack:
-        sides = [compare.bring_up(stack, "A", clusterspec.load(a, "--a")),
-                 compare.bring_up(stack, "B", clusterspec.load(b, "--b"))]
+        spec_a, spec_b = clusterspec.check_pair(clusterspec.load(a, "--a"), clusterspec.load(b, "--b"), "--b", b)
+        sides = [compare.bring_up(stack, "A", spec_a), compare.bring_up(stack, "B", spec_b)]
         for _ in range(rounds):
             for side in (sides if rng.random() < 0.5 else sides[::-1]):
                 ping = _ping_s(side, compare.BLOCK)
