@@ -64,11 +64,23 @@ class KindDisruptions(KubeDisruptions):
                            capture_output=True, text=True, timeout=30)
         return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else ""
 
+    def _settled(self, node: str, deadline: float) -> str:
+        """The running kube-apiserver container once /readyz answers 200 three looks in a row (a restart
+        before may still be settling: the kubelet replaces a static pod's container more than once)."""
+        good = 0
+        cid = ""
+        while time.monotonic() < deadline:
+            cid = self._apiserver_id(node)
+            good = good + 1 if cid and self.cluster.api.ready() else 0
+            if good >= 3:
+                return cid
+            time.sleep(0.2)
+        raise InfrastructureError(f"kube-apiserver on {node} not running and ready within {API_READY_TIMEOUT_S:.0f} s "
+                                  f"(container: {cid[:13] or 'none'})")
+
     def _restart_api_server(self) -> dict:
         node = self._control_plane()
-        old = self._apiserver_id(node)
-        if not old:
-            raise InfrastructureError(f"no running kube-apiserver container on {node} (crictl ps --name kube-apiserver)")
+        old = self._settled(node, time.monotonic() + API_READY_TIMEOUT_S)
         marks = {"on_start": time.monotonic_ns()}
         r = subprocess.run([kind_host.DOCKER_CLI, "exec", node, "crictl", "stop", old], capture_output=True,
                            text=True, timeout=60)
@@ -78,7 +90,8 @@ class KindDisruptions(KubeDisruptions):
         deadline = time.monotonic() + API_READY_TIMEOUT_S
         while time.monotonic() < deadline:
             new = self._apiserver_id(node)
-            if new and new != old and self.cluster.api.ready():
+            if new and new != old:
+                new = self._settled(node, deadline)
                 marks["off_start"] = marks["off_end"] = time.monotonic_ns()
                 marks["container"] = new[:13]
                 return marks
