@@ -310,11 +310,15 @@ cmd_act() {
   run_act "$ACT_HOME/work/netslo" "$@"
 }
 
+checkout_pin() {  # the actions/checkout pin gate.yml uses (one pin to keep current, not two)
+  grep -m1 -o 'actions/checkout@[0-9a-f]\{40\} # v[0-9.]*' "$REPO/.github/workflows/gate.yml" ||
+    die "no pinned actions/checkout in .github/workflows/gate.yml"
+}
+
 # The minimal workflow of docs/github-actions.md, with the three variables a self-hosted runner sets.
 user_workflow() {  # user_workflow SHA
-  local checkout   # the actions/checkout pin gate.yml uses (one pin to keep current, not two)
-  checkout=$(grep -m1 -o 'actions/checkout@[0-9a-f]\{40\} # v[0-9.]*' "$REPO/.github/workflows/gate.yml") ||
-    die "no pinned actions/checkout in .github/workflows/gate.yml"
+  local checkout
+  checkout=$(checkout_pin)
   cat <<EOF
 name: network SLOs
 on: pull_request
@@ -336,8 +340,7 @@ EOF
 # The workflow of docs/github-actions.md "Judging a pull request against its base": compare-with.
 compare_workflow() {  # compare_workflow SHA
   local checkout
-  checkout=$(grep -m1 -o 'actions/checkout@[0-9a-f]\{40\} # v[0-9.]*' "$REPO/.github/workflows/gate.yml") ||
-    die "no pinned actions/checkout in .github/workflows/gate.yml"
+  checkout=$(checkout_pin)
   cat <<EOF
 name: pod network change
 on: pull_request

@@ -106,6 +106,21 @@ def _ecdf_points(n: int) -> np.ndarray:
     return np.unique(np.concatenate([body, tail, [n - 1]]))
 
 
+def _ecdf_axes(left, right, lo_x: float, hi_x: float, xlabel: str, least: float) -> None:
+    """The axes of an ECDF plot: log ms on x (``lo_x``..``hi_x`` ms, widened), F on the left, the tail
+    1-F on a log scale down to ``least`` on the right."""
+    for ax in (left, right):
+        _log_ms_axis(ax, "x")
+        ax.set_xlim(lo_x / 1.3, hi_x * 1.3)
+        ax.set_xlabel(xlabel)
+        ax.grid(True, which="major", alpha=0.3)
+    left.set_ylim(0, 1.02)
+    left.set_ylabel("fraction of requests ≤ x")
+    right.set_yscale("log")
+    right.set_ylim(min(least, 1e-3), 1.5)
+    right.set_ylabel("fraction of requests ≥ x (log)")
+
+
 def ecdf_figure(values_s, *, title: str, slo=(), marks=(), xlabel: str = "delay (ms)") -> Figure:
     """ECDF (left, linear y) and tail 1-F (right, log y) of ``values_s`` with SLO lines and marks."""
     x = _positive_ms(values_s)
@@ -123,16 +138,7 @@ def ecdf_figure(values_s, *, title: str, slo=(), marks=(), xlabel: str = "delay 
     right.step(x[idx], tail, where="post", color=MEASURED_COLOR, lw=1.4, label="1 − F (tail)")
     lo_x = min(x[0], *(s.limit * MS for s in slo)) if slo else x[0]
     hi_x = max(x[-1], *(s.limit * MS for s in slo)) if slo else x[-1]
-    for ax in (left, right):
-        _log_ms_axis(ax, "x")
-        ax.set_xlim(lo_x / 1.3, hi_x * 1.3)
-        ax.set_xlabel(xlabel)
-        ax.grid(True, which="major", alpha=0.3)
-    left.set_ylim(0, 1.02)
-    left.set_ylabel("fraction of requests ≤ x")
-    right.set_yscale("log")
-    right.set_ylim(min(0.5 / n, 1e-3), 1.5)
-    right.set_ylabel("fraction of requests ≥ x (log)")
+    _ecdf_axes(left, right, lo_x, hi_x, xlabel, 0.5 / n)
     for i, s in enumerate(slo):
         lim = s.limit * MS
         label, ls = f"SLO {s.label}", SLO_STYLES[i % len(SLO_STYLES)]
@@ -183,16 +189,7 @@ def two_ecdf_figure(sides: dict, *, title: str, xlabel: str = "rtt (ms)") -> Fig
         left.step(x[idx], (idx + 1) / n, where="post", color=color, lw=1.4, label=f"{label} (n={n})")
         right.step(x[idx], 1.0 - idx / n, where="post", color=color, lw=1.4, label=label)
         least = min(least, 0.5 / n)
-    for ax in (left, right):
-        _log_ms_axis(ax, "x")
-        ax.set_xlim(lo_x / 1.3, hi_x * 1.3)
-        ax.set_xlabel(xlabel)
-        ax.grid(True, which="major", alpha=0.3)
-    left.set_ylim(0, 1.02)
-    left.set_ylabel("fraction of requests ≤ x")
-    right.set_yscale("log")
-    right.set_ylim(min(least, 1e-3), 1.5)
-    right.set_ylabel("fraction of requests ≥ x (log)")
+    _ecdf_axes(left, right, lo_x, hi_x, xlabel, least)
     left.legend(loc="lower right", fontsize=8, framealpha=0.9)
     right.legend(loc="lower left", fontsize=8, framealpha=0.9)
     return fig
