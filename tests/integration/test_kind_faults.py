@@ -138,6 +138,9 @@ def test_the_api_server_frozen_30s_leaves_the_data_plane_measured_and_untouched(
 
 
 @pytest.mark.timeout(420)
+@pytest.mark.xfail(reason="declared: kube-apiserver stopped by crictl again and again is backed off by the kubelet "
+                          "(no new container within 40 s on kind + Calico, 2026-12-06); the restart is not yet "
+                          "repeatable (docs/kubernetes.md)", raises=InfrastructureError, strict=False)
 def test_the_api_server_restarted_leaves_the_data_plane_measured_by_detached_probes(kind):
     c, server, cross, _, ports = kind
     with c.disruptions() as acts:
