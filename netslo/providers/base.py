@@ -167,7 +167,12 @@ class Cluster(abc.ABC):
     def probe_detached(self, pod: Pod, spec: ProbeSpec) -> Callable[[float], SampleSet]:
         """Start a probe in ``pod`` that goes on when this process's connection to the pod breaks (a
         Kubernetes exec stream ends with the API server); returns ``collect(timeout_s)``, which waits for
-        it and returns its samples. Here (no such connection to lose): ``probe`` in a thread."""
+        it and returns its samples. Here (no such connection to lose): ``probe_in_thread``."""
+        return self.probe_in_thread(pod, spec)
+
+    def probe_in_thread(self, pod: Pod, spec: ProbeSpec) -> Callable[[float], SampleSet]:
+        """``probe`` started in a thread; ``collect(timeout_s)`` waits for it and returns its samples or
+        raises what it raised (an InfrastructureError when it has not ended within ``timeout_s``)."""
         box: dict = {}
 
         def run():
@@ -181,7 +186,8 @@ class Cluster(abc.ABC):
         def collect(timeout_s: float) -> SampleSet:
             t.join(timeout_s)
             if t.is_alive():
-                raise InfrastructureError(f"probe {spec.protocol} in pod {pod.name}: no result within {timeout_s:.0f} s")
+                raise InfrastructureError(f"probe {spec.protocol} in pod {pod.name} did not end within its schedule "
+                                          f"and {timeout_s:.0f} s more")
             if "error" in box:
                 raise box["error"]
             return box["samples"]

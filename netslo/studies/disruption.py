@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -190,27 +189,10 @@ def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -
     """One run of the probes with the trials inside it: (probe name -> samples, trials)."""
     span = lead_in + trials * (BEFORE_S + action.window + action.restore_s) * 1.1 + TAIL_S
     specs = probe_specs(host or server.ip, ports, span, dns)
+    # the action breaks this process's streams to the pod: probes of their own (read afterwards)
+    start = cluster.probe_detached if action.detached_probes else cluster.probe_in_thread
+    collectors = {n: start(client, s) for n, s in specs.items()}
     box: dict = {}
-    if action.detached_probes:   # the action breaks this process's streams to the pod: probes of their own
-        collectors = {n: cluster.probe_detached(client, s) for n, s in specs.items()}
-
-        def probe(name, spec):
-            try:
-                box[name] = collectors[name](span + WAIT_S + 60)
-            except BaseException as e:
-                box[f"error:{name}"] = e
-        threads = []
-    else:
-        def probe(name, spec):
-            try:
-                box[name] = cluster.probe(client, spec)
-            except BaseException as e:   # handed to the caller below
-                box[f"error:{name}"] = e
-
-        threads = [threading.Thread(target=probe, args=(n, s), name=f"disruption-{n}", daemon=True)
-                   for n, s in specs.items()]
-    for t in threads:
-        t.start()
     done: list[Trial] = []
     try:
         time.sleep(lead_in)
@@ -237,19 +219,15 @@ def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -
                       f"waiting for its probes to end (at most {span + WAIT_S + 60:.0f} s)")
         raise
     finally:
-        if action.detached_probes:   # collected one after another: each waits for its own end
-            threads = [threading.Thread(target=probe, args=(n, s), name=f"disruption-{n}", daemon=True)
-                       for n, s in specs.items()]
-            for t in threads:
-                t.start()
-        for t in threads:
-            t.join(timeout=span + WAIT_S + 120)
+        for name, collect in collectors.items():   # one after another: each waits for its own end
+            try:
+                box[name] = collect(span + WAIT_S + 120)
+            except BaseException as e:   # handed to the caller below
+                box[f"error:{name}"] = e
     errors = {k: v for k, v in box.items() if k.startswith("error:")}
     if errors:
         name, e = next(iter(errors.items()))
         raise InfrastructureError(f"the {name[6:]} probe of the disruption study failed: {e}") from e
-    if any(t.is_alive() for t in threads):
-        raise InfrastructureError("a probe of the disruption study did not end within its schedule")
     return {k: box[k] for k in specs}, done
 
 
