@@ -98,6 +98,7 @@ class Inert(Policies):
     def deny(self, client, server, port): pass
     def allow(self, client, server, port): pass
     def decoys(self, server, port, n): pass
+    def path_rules(self, server, port, n): pass
     def clear(self): pass
 
 
