@@ -367,19 +367,25 @@ cni: calico
 nodes: 2
 EOF
   cat > "$repo/slo.yaml" <<'EOF'
+version: 1
 extends: netslo
 gate: selected-only
 objectives:
-- name: compare-latency          # the shipped objective of that name, narrowed and its P99 margin widened
-  select: {protocol: [udp, tcp-rr]}
+- name: compare-latency          # the shipped objective of that name, narrowed to UDP, its P99 margin widened
+  select: {protocol: [udp]}
   compare: {rtt.p50: +10%, rtt.p99: +50%, loss: +0.5%}
+- name: compare-new-connections  # no P99: a new connection's tail on 2 cores is the host's (2-11 ms), undecidable
+  select: {protocol: [tcp-crr]}
+  compare: {rtt.p50: +10%, loss: +0.5%}
 EOF
   compare_workflow "$sha" > "$repo/.github/workflows/netslo.yml"
   git -C "$repo" init -q -b main
   git -C "$repo" add -A
   git -C "$repo" -c user.name=user -c user.email=user@example.invalid commit -q -m "pod network: calico"
   git -C "$repo" checkout -q -b change
-  if [[ $mode == compare-change ]]; then   # the PR puts 1000 NetworkPolicies on the server pod's path
+  # the PR puts 1000 NetworkPolicies on the server pod's path: Calico evaluates them for each new
+  # connection (tcp-crr; ×6.6-7.3 at P50 on kind here, 2026-12-07), not for established flows
+  if [[ $mode == compare-change ]]; then
     echo "rules: 1000" >> "$repo/netslo-cluster.yaml"
   else
     echo "# reviewed: no change to the data path" >> "$repo/netslo-cluster.yaml"

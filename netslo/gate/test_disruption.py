@@ -24,8 +24,9 @@ pod to the responder pod while an action is taken ``trials`` times; ``disruption
 * **Drain** (``[drain-*]``): the server's node cordoned and a Service's only backend evicted from it, so
   its endpoint moves to another node; the probes send to the Service (``netslo.providers.kube.drain``;
   a real cluster's only). Between trials the backend is moved home again.
-* **API server restarted** (``[api-server-restart-*]``): kind's kube-apiserver container stopped until
-  ``/readyz`` answers again (``netslo.providers.kind.disruption``); control plane only, so the objective
+* **API server restarted** (``[api-server-restart-*]``): kind's kube-apiserver static pod restarted
+  through its manifest, as an upgrade does, until ``/readyz`` answers again
+  (``netslo.providers.kind.disruption``); control plane only, so the objective
   asks the data plane to carry on as if nothing happened. Every exec stream ends with the server: the
   probes run detached in the client pod and are read afterwards. Elsewhere a declared ``provider`` skip.
 

@@ -94,13 +94,21 @@ class ClusterSpec:
             return dataclasses.replace(self, name=f"netslo-{side.lower()}")
         return self
 
+    def _kind_provider(self, ip_family: str):
+        from netslo.providers.kind.cluster import KindProvider
+        return KindProvider(cni=self.datapath, nodes=self.nodes, name=self.name or "netslo-a",
+                            encapsulation=self.encapsulation, ip_family=ip_family, keep_cluster=self.keep)
+
+    def check(self, ip_family: str = "ipv4") -> None:
+        """What only the provider can refuse (e.g. an encapsulation its node image cannot run), refused
+        before anything is brought up: SpecError."""
+        if self.provider == "kind":
+            self._kind_provider(ip_family)
+
     def up(self, ip_family: str = "ipv4"):
         """The cluster (a context manager: closed, with everything it made, on exit)."""
         if self.provider == "kind":
-            from netslo.providers.kind.cluster import KindProvider
-            cluster = KindProvider(cni=self.datapath, nodes=self.nodes, name=self.name or "netslo-a",
-                                   encapsulation=self.encapsulation, ip_family=ip_family,
-                                   keep_cluster=self.keep).up()
+            cluster = self._kind_provider(ip_family).up()
             try:
                 apply_manifests(cluster.api, self.manifests)
             except BaseException:

@@ -244,6 +244,8 @@ def run(a: ClusterSpec, b: ClusterSpec, spec: slo_mod.SloSpec, **kwargs) -> Comp
     file is checked against the scenarios first: a configuration error brings nothing up."""
     a, b = clusterspec.check_pair(a, b)
     gated(spec, kwargs.get("scenarios", SCENARIOS), b.datapath)
+    a.check()
+    b.check()
     with contextlib.ExitStack() as stack:
         side_a = bring_up(stack, "A", a)
         side_b = bring_up(stack, "B", b)

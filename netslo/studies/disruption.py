@@ -194,11 +194,13 @@ def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -
     collectors = {n: start(client, s) for n, s in specs.items()}
     box: dict = {}
     done: list[Trial] = []
+    current = 0   # the trial under way (0: before the first)
     try:
         time.sleep(lead_in)
         for k in range(trials):
             time.sleep(BEFORE_S)
-            progress.note(f"disruption {action.name}: trial {k + 1}/{trials}")
+            current = k + 1
+            progress.note(f"disruption {action.name}: trial {current}/{trials}")
             t0 = time.monotonic_ns()
             marks = action.run() or {}
             done.append(Trial(t0, marks))
@@ -215,7 +217,8 @@ def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -
                     raise InfrastructureError(f"action {action.name}'s restore took {took:.1f} s, longer than "
                                               f"its {action.restore_s:g} s (trial {len(done)})")
     except BaseException as e:
-        progress.note(f"disruption {action.name}: stopped in trial {len(done) or 1}/{trials} ({e}); "
+        where = f"in trial {current}/{trials}" if current else "before its first trial"
+        progress.note(f"disruption {action.name}: stopped {where} ({e}); "
                       f"waiting for its probes to end (at most {span + WAIT_S + 60:.0f} s)")
         raise
     finally:

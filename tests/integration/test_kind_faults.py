@@ -13,8 +13,8 @@ run:
 * the API server frozen for 30 s (SIGSTOP to kube-apiserver in the control-plane container): the
   probes' output rides exec streams through it, which wait; the data plane is not touched, so the
   study ends measured with no loss once it answers again;
-* the API server restarted (its container stopped until /readyz answers; the action
-  ``api-server-restart``): the probes run detached, the data plane is measured untouched, and with
+* the API server restarted (its static pod's manifest rewritten, as a control-plane upgrade does,
+  until a new container answers /readyz; the action ``api-server-restart``): the probes run detached, the data plane is measured untouched, and with
   the probes on exec streams instead the study is an InfrastructureError naming the probe (the
   streams end with the server);
 * the client pod deleted under the study (netslo's agent gone) is an InfrastructureError naming the
@@ -138,9 +138,6 @@ def test_the_api_server_frozen_30s_leaves_the_data_plane_measured_and_untouched(
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.xfail(reason="declared: kube-apiserver stopped by crictl again and again is backed off by the kubelet "
-                          "(no new container within 40 s on kind + Calico, 2026-12-06); the restart is not yet "
-                          "repeatable (docs/kubernetes.md)", raises=InfrastructureError, strict=False)
 def test_the_api_server_restarted_leaves_the_data_plane_measured_by_detached_probes(kind):
     c, server, cross, _, ports = kind
     with c.disruptions() as acts:
@@ -152,7 +149,7 @@ def test_the_api_server_restarted_leaves_the_data_plane_measured_by_detached_pro
         v, m = study.trials[0].values, study.trials[0].marks
         assert m["off_end"] > m["on_end"] and "container" in m, study.summary()    # a new kube-apiserver answered
         assert v["outage"] <= 0.05 and v["resets"] == 0 and v["loss"] < 0.01, study.summary()
-        assert took < 180, f"the study took {took:.0f} s for one {action.window:g} s trial"
+        assert took < 240, f"the study took {took:.0f} s for one {action.window:g} s trial"
         # the same action with the probes on exec streams through the API server: they end with it
         with pytest.raises(InfrastructureError, match=r"the (udp|held-\d|new) probe of the disruption study failed: "):
             disruption.run(c, cross, server, ports, dataclasses.replace(action, detached_probes=False), trials=1)

@@ -112,3 +112,18 @@ def test_select_picks_the_pool_and_fewer_than_two_nodes_is_an_infrastructure_err
     one = cs.load(f"provider=existing,kubeconfig={kc},select=netslo.io/pool=c", "--b")
     with pytest.raises(InfrastructureError, match="0 node.s. match netslo.io/pool=c; a comparison needs 2"):
         one.measured_nodes(_Nodes())
+
+
+def test_an_encapsulation_the_offline_node_image_cannot_run_is_refused_before_a_side_is_brought_up(monkeypatch):
+    from pathlib import Path
+
+    import netslo.gate
+    from netslo.slo.spec import load as load_slo
+    from netslo.studies import compare
+    monkeypatch.setenv("NETSLO_KIND_NODE_IMAGE", "localhost/netslo-kind-node:v1.34.4")
+    monkeypatch.delenv("NETSLO_AGENT_ARCHIVE", raising=False)
+    monkeypatch.setattr(compare, "bring_up", lambda *a: pytest.fail("a side was brought up"))
+    slo = load_slo(Path(netslo.gate.__file__).parent / "slo.yaml")
+    with pytest.raises(SpecError, match="^encapsulation: value 'none' — expected vxlan with the offline node image"):
+        compare.run(cs.load("provider=kind,cni=calico", "--a"),
+                    cs.load("provider=kind,cni=calico,encapsulation=none", "--b"), slo)

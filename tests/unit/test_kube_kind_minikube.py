@@ -626,3 +626,13 @@ def test_cilium_in_vxlan_mode_gets_its_tunnel_device_on_every_node_before_its_ag
     p._cilium_tunnel_first(Installing(cni.load(cni_name), {"encapsulation": encapsulation}))
     assert made_on == ([(f"/proc/netslo-{n}/ns/net", "cilium_vxlan", 8472)
                         for n in ("control-plane", "worker", "worker2")] if made else [])
+
+
+@pytest.mark.parametrize("encapsulation", ["none", "ipip"])
+def test_calico_without_vxlan_is_refused_on_the_offline_node_image(tmp_path, encapsulation):
+    """Its Calico has no BIRD: calico-node would wait for one until the bring-up's timeout."""
+    image = kind_mod.OFFLINE_NODE_IMAGE + "v1.34.4"
+    with pytest.raises(SpecError, match=f"encapsulation: value '{encapsulation}' — expected vxlan with the offline"):
+        KindProvider(cni="calico", encapsulation=encapsulation, node_image=image, workdir=str(tmp_path))
+    assert KindProvider(cni="calico", encapsulation="vxlan", node_image=image, workdir=str(tmp_path))
+    assert KindProvider(cni="calico", encapsulation=encapsulation, workdir=str(tmp_path))   # upstream image

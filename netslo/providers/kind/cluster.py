@@ -76,6 +76,8 @@ KIND_NODE_IMAGE = ("kindest/node:v1.37.0@sha256:"
 MAX_NODES = 8
 # IPv6 CIDRs of dual-stack and IPv6 clusters: kind's own defaults for those families
 # (kind.sigs.k8s.io, "Configuration" > "IP Family"); the IPv4 ones come from the CNI's data file.
+# The node image scripts/kind-offline.sh builds (its Calico has no BIRD: only the VXLAN backend runs)
+OFFLINE_NODE_IMAGE = "localhost/netslo-kind-node:"
 POD_SUBNET6 = "fd00:10:244::/56"
 SERVICE_SUBNET6 = "fd00:10:96::/112"
 KIND_ENV = "NETSLO_KIND"
@@ -169,6 +171,11 @@ class KindProvider:
         self.kind = kind or os.environ.get(KIND_ENV) or "kind"
         self.helm = helm
         self.node_image = node_image or os.environ.get(NODE_IMAGE_ENV) or KIND_NODE_IMAGE
+        if self.cni.name == "calico" and self.encapsulation != "vxlan" and self.node_image.startswith(OFFLINE_NODE_IMAGE):
+            # else calico-node's startup probe waits for a BIRD that is not there until the 600 s timeout
+            raise SpecError("encapsulation", self.encapsulation,
+                            f"vxlan with the offline node image {self.node_image}: its Calico is built without "
+                            "BIRD, which ipip and none (BGP-routed) need")
         self.workdir = Path(workdir) if workdir else Path(tempfile.gettempdir()) / f"netslo-kind-{name}"
         self.timeout = timeout
         self.run_id = run_id
