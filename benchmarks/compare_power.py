@@ -71,7 +71,7 @@ def duet_pairs(a, b, sc: compare.ScenarioComparison, sampling, pairs: int, block
     benchmarking: both sides in the same host regime), instead of one after the other."""
     with ThreadPoolExecutor(2) as pool:
         for _ in range(pairs):
-            fa, fb = (pool.submit(compare._block, side, sc.scenario, sampling, block) for side in (a, b))
+            fa, fb = (pool.submit(compare.measure_block, side, sc.scenario, sampling, block) for side in (a, b))
             sa, sb = fa.result(), fb.result()
             lost_a = int(np.count_nonzero(sa.column("recv_ns") < 0))
             lost_b = int(np.count_nonzero(sb.column("recv_ns") < 0))
@@ -148,7 +148,7 @@ def verify(a: str, b: str, rounds: int, seed: int) -> None:
         for _ in range(rounds):
             for side in (sides if rng.random() < 0.5 else sides[::-1]):
                 ping = _ping_s(side, compare.BLOCK)
-                udp = series_seconds(compare._block(side, sc_def, spec.sampling, compare.BLOCK), "rtt")
+                udp = series_seconds(compare.measure_block(side, sc_def, spec.sampling, compare.BLOCK), "rtt")
                 udp = udp[np.isfinite(udp)]
                 got[side.name]["ping"].append(_trimmed_us(ping))
                 got[side.name]["udp"].append(_trimmed_us(udp))
@@ -222,7 +222,7 @@ def replicates(pairs: list[paired.Pair], metrics: set[str], seed: int) -> dict[s
     return out
 
 
-def decide(reps: dict[str, dict[str, paired.Replicates]], margins: list[slo_mod.Margin]) -> compare.Comparison:
+def judge_replicates(reps: dict[str, dict[str, paired.Replicates]], margins: list[slo_mod.Margin]) -> compare.Comparison:
     """The scenarios' replicates judged as ``netslo compare`` judges a run: one check per margin, Holm
     over all of them at ``FAMILY_ALPHA``."""
     result = compare.Comparison(None, None, 0, confidence=1.0 - compare.FAMILY_ALPHA)
@@ -231,7 +231,7 @@ def decide(reps: dict[str, dict[str, paired.Replicates]], margins: list[slo_mod.
         sc.checks = [compare.Check(mg, reps[sc_def.id][mg.metric].against(
             1.0 + mg.limit if mg.metric != "loss" else mg.limit, result.confidence)) for mg in margins]
         result.scenarios.append(sc)
-    compare._decide(result)
+    compare.decide(result)
     return result
 
 
@@ -252,7 +252,7 @@ def sequential(window: dict[str, list[paired.Pair]], sets: dict[str, list], seed
         first, most, more = (round(n * scale) for n in (compare.PAIRS, compare.MAX_PAIRS, compare.MORE_PAIRS))
         length = {sc.id: first for sc in SCENARIOS}
         while True:
-            result = decide({sid: reps_at(sid, n) for sid, n in length.items()}, margins)
+            result = judge_replicates({sid: reps_at(sid, n) for sid, n in length.items()}, margins)
             open_ = [sc.scenario.id for sc in result.scenarios
                      if any(c.verdict == paired.INCONCLUSIVE for c in sc.checks)
                      and length[sc.scenario.id] < most]
@@ -294,7 +294,7 @@ def _window_tallies(args) -> dict:
             if length <= per_run or i % (-(-length // per_run)) == 0:   # disjoint windows past one run
                 reps = {sid: replicates(pairs[:length], metrics, seed + i) for sid, pairs in window.items()}
                 for name, margins in sets.items():
-                    count(("interleaved", f"{length}", kind, name), decide(reps, margins).verdict)
+                    count(("interleaved", f"{length}", kind, name), judge_replicates(reps, margins).verdict)
         for name, (verdict, took) in sequential(window, sets, seed + i, scale).items():
             count(("interleaved", seq, kind, name), verdict)
             tallies.setdefault(("pairs taken", seq, kind, name), {}).setdefault(took, 0)

@@ -136,7 +136,8 @@ class Comparison:
         return paired.FAIL if paired.FAIL in v else (UNDECIDED if UNDECIDED in v else paired.PASS)
 
 
-def _block(side: Side, scenario: Scenario, sampling: slo_mod.Sampling, count: int) -> SampleSet:
+def measure_block(side: Side, scenario: Scenario, sampling: slo_mod.Sampling, count: int) -> SampleSet:
+    """One block: ``count`` requests of ``scenario`` on ``side`` (one probe, at the sampling's send period)."""
     spec = runner.probe_spec(scenario, side.server, side.ports, sampling, count)
     return side.cluster.probe(side.clients[scenario.placement], spec)
 
@@ -148,7 +149,7 @@ def measure_pairs(a: Side, b: Side, sc: ScenarioComparison, sampling: slo_mod.Sa
         b_first = bool(rng.random() < 0.5)
         got = {}
         for side in ((b, a) if b_first else (a, b)):
-            got[side.name] = _block(side, sc.scenario, sampling, block)
+            got[side.name] = measure_block(side, sc.scenario, sampling, block)
         sa, sb = got[a.name], got[b.name]
         sc.b_samples.append(sb)
         lost_a = int(np.count_nonzero(sa.column("recv_ns") < 0))
@@ -169,7 +170,7 @@ def _relatives(sc: ScenarioComparison, margins: list, confidence: float, seed: i
     return out
 
 
-def _decide(result: Comparison) -> None:
+def decide(result: Comparison) -> None:
     """Holm over every check of the run, then each check's verdict."""
     checks = [c for s in result.scenarios for c in s.checks]
     for c, p in zip(checks, paired.holm([c.relative.p_worse for c in checks])):
@@ -220,7 +221,7 @@ def compare(a: Side, b: Side, spec: slo_mod.SloSpec, scenarios=SCENARIOS, *, blo
     while True:
         for sc in result.scenarios:
             sc.checks = _relatives(sc, margins[sc.scenario.id], result.confidence, seed)
-        _decide(result)
+        decide(result)
         open_ = [sc for sc in result.scenarios
                  if any(c.verdict == paired.INCONCLUSIVE for c in sc.checks) and len(sc.pairs) < max_pairs]
         if not open_:

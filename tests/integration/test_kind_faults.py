@@ -14,9 +14,9 @@ run:
   probes' output rides exec streams through it, which wait; the data plane is not touched, so the
   study ends measured with no loss once it answers again;
 * the API server restarted (its static pod's manifest rewritten, as a control-plane upgrade does,
-  until a new container answers /readyz; the action ``api-server-restart``): the probes run detached, the data plane is measured untouched, and with
-  the probes on exec streams instead the study is an InfrastructureError naming the probe (the
-  streams end with the server);
+  until a new container answers /readyz; the action ``api-server-restart``): the probes run
+  detached, the data plane is measured untouched, and with the probes on exec streams instead the
+  study is an InfrastructureError naming the probe (the streams end with the server);
 * the client pod deleted under the study (netslo's agent gone) is an InfrastructureError naming the
   probe that failed and what became of the pod (being deleted, or gone) and its node;
 * the CNI agent on the server's node crash-looping (its process killed whenever it runs for 14 s, the

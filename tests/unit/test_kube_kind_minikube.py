@@ -635,4 +635,5 @@ def test_calico_without_vxlan_is_refused_on_the_offline_node_image(tmp_path, enc
     with pytest.raises(SpecError, match=f"encapsulation: value '{encapsulation}' — expected vxlan with the offline"):
         KindProvider(cni="calico", encapsulation=encapsulation, node_image=image, workdir=str(tmp_path))
     assert KindProvider(cni="calico", encapsulation="vxlan", node_image=image, workdir=str(tmp_path))
-    assert KindProvider(cni="calico", encapsulation=encapsulation, workdir=str(tmp_path))   # upstream image
+    assert KindProvider(cni="calico", encapsulation=encapsulation, node_image=KIND_NODE_IMAGE,   # upstream's
+                        workdir=str(tmp_path))

@@ -74,10 +74,10 @@ KIND_NODE_IMAGE = ("kindest/node:v1.37.0@sha256:"
 # kind has no hard limit; every node is a privileged container running systemd, containerd and kubelet
 # (~0.5 GB and a busy core while it joins), so more than this is refused as a usage error up front.
 MAX_NODES = 8
-# IPv6 CIDRs of dual-stack and IPv6 clusters: kind's own defaults for those families
-# (kind.sigs.k8s.io, "Configuration" > "IP Family"); the IPv4 ones come from the CNI's data file.
 # The node image scripts/kind-offline.sh builds (its Calico has no BIRD: only the VXLAN backend runs)
 OFFLINE_NODE_IMAGE = "localhost/netslo-kind-node:"
+# IPv6 CIDRs of dual-stack and IPv6 clusters: kind's own defaults for those families
+# (kind.sigs.k8s.io, "Configuration" > "IP Family"); the IPv4 ones come from the CNI's data file.
 POD_SUBNET6 = "fd00:10:244::/56"
 SERVICE_SUBNET6 = "fd00:10:96::/112"
 KIND_ENV = "NETSLO_KIND"
