@@ -31,6 +31,7 @@ from netslo.impair.drop import Drops
 from netslo.providers.base import Pod
 from netslo.providers.disruption import Action, drop_spec
 from netslo.providers.kind import host as kind_host
+from netslo.providers.kube.api import tail
 from netslo.providers.kube.disruption import KubeDisruptions
 
 # s: the kubelet replacing the kube-apiserver pod (the old one's graceful end: the new container ran
@@ -96,15 +97,14 @@ class KindDisruptions(KubeDisruptions):
         """The static pod manifest with a new ``RESTART_ANNOTATION`` (module doc), moved in atomically."""
         r = self._node_exec(node, "cat", APISERVER_MANIFEST)
         if r.returncode != 0:
-            raise InfrastructureError(f"cat {APISERVER_MANIFEST} on {node}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+            raise InfrastructureError(f"cat {APISERVER_MANIFEST} on {node}: exit {r.returncode}: {tail(r.stderr)}")
         pod = yaml.safe_load(r.stdout)
         pod.setdefault("metadata", {}).setdefault("annotations", {})[RESTART_ANNOTATION] = str(time.time_ns())
         staged = APISERVER_MANIFEST.replace("/manifests/", "/.netslo-")   # beside the directory the kubelet reads
         r = self._node_exec(node, "sh", "-c", 'cat > "$1" && mv "$1" "$2"', "sh", staged, APISERVER_MANIFEST,
                             stdin=yaml.safe_dump(pod, sort_keys=False))
         if r.returncode != 0:
-            raise InfrastructureError(f"rewriting {APISERVER_MANIFEST} on {node}: exit {r.returncode}: "
-                                      f"{r.stderr.strip()[-300:]}")
+            raise InfrastructureError(f"rewriting {APISERVER_MANIFEST} on {node}: exit {r.returncode}: {tail(r.stderr)}")
 
     def _restart_api_server(self) -> dict:
         node = self._control_plane()
