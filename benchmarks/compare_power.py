@@ -1,11 +1,11 @@
 """False alarms and power of ``netslo compare`` (interleaved A/B), side by side with the baseline method.
 
     python benchmarks/compare_power.py measure OUT --runs 100 [--b rules=0] [--pairs 16] [--seed 1] [--duet] [--up-order BA]
-    python benchmarks/compare_power.py analyze OUT... [--lengths 8,16,32] [--margins NAME:rtt.p50=5%,...] [-K 10]
-    python benchmarks/compare_power.py verify --b rules=1000 [--rounds 30]
+    python benchmarks/compare_power.py analyze OUT... [--lengths 8,16,32] [--margins NAME:rtt.p50=5%,...] [-K 10] [--disjoint]
+    python benchmarks/compare_power.py verify --b datapath=bridge,rules=160 [--rounds 30]
 
 ``measure`` (root; the embedded provider) brings up cluster A and cluster B once, then makes ``--runs``
-comparisons, each ``--pairs`` interleaved pairs of 200-request blocks (A and B in random order, as
+comparisons, each ``--pairs`` interleaved pairs of ``--block``-request blocks (A and B in random order, as
 ``netslo.studies.compare``) of cross-node UDP and cross-node TCP-RR, and keeps every block's RTTs and
 loss counts in ``OUT/runNNN.npz``. ``--duet`` measures A's and B's block of a pair at the same time
 instead (duet benchmarking); ``--up-order BA`` brings B up first (does the order of bring-up matter?).
@@ -23,10 +23,16 @@ known change put into B's blocks:
   tail10    2 % of B's requests at random slowed to 1.10 x B's P99 (+10 % P99, P50 unchanged)
   loss05    0.5 % of B's answered requests at random become lost    (+0.5 percentage points)
 
-``verify`` sizes a real change on B with an independent reference: rounds of ``ping`` (ICMP echo, the
-kernel answers) and of netslo's UDP probe, cross-node, on A and on B in random order; it prints B − A
-of each (µs, per-round trimmed means, P10–P90, bootstrap 95 % CI over rounds) and netslo's B/A of P50.
-The decoy rules sit on the server pod's INPUT chain, which a ping request walks as a UDP one does.
+``analyze --disjoint`` counts only cases that share no measurement: every run judged alone at its own
+length, and ``compare()``'s procedure over consecutive runs, each comparison starting at the first run
+the one before it did not use (so N runs give fewer comparisons than N when some need more pairs than
+a run holds); the rates' intervals then hold as stated.
+
+``verify`` sizes a real change on B with independent references: rounds of ``ping`` (ICMP echo, the
+kernel answers), of sockperf's TCP ping-pong (its own client and server, its P50) and of netslo's UDP
+and TCP-RR probes, cross-node, on A and on B in random order; it prints B − A of each (µs, per-round
+trimmed means, bootstrap 95 % CI over rounds) and netslo's B/A of P50. The decoy rules sit on the
+server pod's INPUT chain, which every packet to the pod walks: ping's, sockperf's and netslo's alike.
 
 Detection = the run fails. Beside it, the same B blocks (with the same change) judged by the baseline
 method (``netslo.report.regression``, the shipped policy): B of run i as the current run, A of the K
@@ -40,6 +46,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
+import shutil
+import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -137,31 +145,74 @@ def _boot_ci(d: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
     return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
+SOCKPERF_PORT = 11111
+SOCKPERF_P50 = re.compile(r"percentile\s+50\.0*\s*=\s*([\d.]+)")
+
+
+@contextlib.contextmanager
+def sockperf_server(side):
+    """sockperf's TCP server in ``side``'s server pod (an embedded cluster's namespace), for its life."""
+    ns = side.cluster.netns_of(side.server)
+    proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "sockperf", "server", "--tcp", "-i",
+                             side.server.ip, "-p", str(SOCKPERF_PORT)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _sockperf_p50_s(side, count: int) -> float:
+    """The P50 of one sockperf TCP ping-pong run (``count`` requests of 1000 B at 500/s, full RTT), s."""
+    out = side.cluster.exec_in(side.clients["cross-node"], [
+        "sockperf", "ping-pong", "--tcp", "-i", side.server.ip, "-p", str(SOCKPERF_PORT), "-m", "1000",
+        "--mps", "500", "-t", str(max(1, round(count / 500))), "--full-rtt"], timeout=60).decode()
+    got = SOCKPERF_P50.search(out)
+    if not got:
+        raise RuntimeError(f"sockperf printed no P50: {out[-300:]}")
+    return float(got.group(1)) * 1e-6
+
+
 def verify(a: str, b: str, rounds: int, seed: int) -> None:
+    """Rounds of ping, sockperf TCP ping-pong and netslo's UDP and TCP-RR blocks on A and B (module doc)."""
     spec = slo_mod.load(shipped_slo("slo.yaml"))
     rng = np.random.default_rng(seed)
-    sc_def = SCENARIOS[0]
-    got = {name: {"ping": [], "udp": [], "p50": []} for name in ("A", "B")}
+    what = ("ping", "udp", "tcp-rr", "sockperf-tcp")
+    got = {name: {w: [] for w in what} for name in ("A", "B")}
+    p50 = {name: {"udp": [], "tcp-rr": []} for name in ("A", "B")}
     with contextlib.ExitStack() as stack:
         spec_a, spec_b = clusterspec.check_pair(clusterspec.load(a, "--a"), clusterspec.load(b, "--b"), "--b", b)
         sides = [compare.bring_up(stack, "A", spec_a), compare.bring_up(stack, "B", spec_b)]
+        have_sockperf = shutil.which("sockperf") is not None
+        if have_sockperf:
+            for side in sides:
+                stack.enter_context(sockperf_server(side))
         for _ in range(rounds):
             for side in (sides if rng.random() < 0.5 else sides[::-1]):
-                ping = _ping_s(side, compare.BLOCK)
-                udp = series_seconds(compare.measure_block(side, sc_def, spec.sampling, compare.BLOCK), "rtt")
-                udp = udp[np.isfinite(udp)]
-                got[side.name]["ping"].append(_trimmed_us(ping))
-                got[side.name]["udp"].append(_trimmed_us(udp))
-                got[side.name]["p50"].append(float(np.median(udp)))
-    print(f"A {a}; B {b}; {rounds} rounds of {compare.BLOCK} pings and {compare.BLOCK} UDP requests per side")
-    for what in ("ping", "udp"):
-        da, db = np.array(got["A"][what]), np.array(got["B"][what])
+                got[side.name]["ping"].append(_trimmed_us(_ping_s(side, compare.BLOCK * 4)))
+                for sc_def in SCENARIOS:
+                    rtt = series_seconds(compare.measure_block(side, sc_def, spec.sampling, compare.BLOCK * 4), "rtt")
+                    rtt = rtt[np.isfinite(rtt)]
+                    got[side.name][sc_def.protocol].append(_trimmed_us(rtt))
+                    p50[side.name][sc_def.protocol].append(float(np.median(rtt)))
+                if have_sockperf:
+                    got[side.name]["sockperf-tcp"].append(_sockperf_p50_s(side, compare.BLOCK * 10) * 1e6)
+    print(f"A {a}; B {b}; {rounds} rounds, per side: {compare.BLOCK * 4} pings, {compare.BLOCK * 4} requests of "
+          f"netslo UDP and TCP-RR (trimmed means), sockperf TCP ping-pong 1 s at 500/s (its P50); µs")
+    for w in what:
+        da, db = np.array(got["A"][w]), np.array(got["B"][w])
+        if not len(da):
+            print(f"{w:12s}  not measured (not installed)")
+            continue
         lo, hi = _boot_ci(db - da, rng)
-        print(f"{what:4s}  A {np.median(da):6.2f} µs  B {np.median(db):6.2f} µs  B−A {np.mean(db - da):+.2f} µs "
-              f"(95 % CI {lo:+.2f}..{hi:+.2f})")
-    p50 = np.array(got["B"]["p50"]) / np.array(got["A"]["p50"])
-    print(f"udp P50 B/A per round: median {np.median(p50):.3f}, P10–P90 {np.quantile(p50, 0.1):.3f}–"
-          f"{np.quantile(p50, 0.9):.3f}")
+        print(f"{w:12s}  A {np.median(da):6.2f}  B {np.median(db):6.2f}  B−A {np.mean(db - da):+.2f} "
+              f"(95 % CI {lo:+.2f}..{hi:+.2f})  B/A {np.median(db) / np.median(da):.3f}")
+    for probe in ("udp", "tcp-rr"):
+        r = np.array(p50["B"][probe]) / np.array(p50["A"][probe])
+        print(f"netslo {probe} P50 B/A per round: median {np.median(r):.3f}, P10–P90 {np.quantile(r, 0.1):.3f}–"
+              f"{np.quantile(r, 0.9):.3f}")
 
 
 # ---- analyze ---------------------------------------------------------------------------------------
@@ -302,6 +353,88 @@ def _window_tallies(args) -> dict:
     return tallies
 
 
+def _disjoint_walk(args) -> tuple[str, str, list[tuple[str, int]]]:
+    """Consecutive comparisons that share no run, each by ``compare()``'s procedure: comparison j starts
+    at the first run comparison j-1 did not use and takes as many runs as its pairs need. Returns
+    (change, margin set, [(verdict, most pairs a scenario took)]); a last comparison that would need
+    more runs than are left is dropped."""
+    runs, kind, name, margins, scale, seed = args
+    per_run = min(len(pairs) for r in runs for pairs in r.values())
+    span = -(-round(compare.MAX_PAIRS * scale) // per_run)
+    rng = np.random.default_rng(seed)
+    out, i = [], 0
+    while i < len(runs):
+        have = min(span, len(runs) - i)
+        window = {sid: shifted(pairs, kind, rng) for sid, pairs in joined(runs, i, have).items()}
+        verdict, took = sequential(window, {name: margins}, seed + i, scale)[name]
+        if took > have * per_run:
+            break
+        out.append((verdict, took))
+        i += -(-took // per_run)
+    return kind, name, out
+
+
+def baseline_rows(runs: list[dict], k: int, per_run: int, rng: np.random.Generator) -> list[str]:
+    """The baseline method on the same blocks: B of run i (with each change) against A of runs
+    i-K..i-1 (one run's pairs each), the shipped regression policy; one table row per change."""
+    policy = reg.Policy()
+    fails = {kind: 0 for kind in SHIFTS}
+    for i in range(k, len(runs)):
+        base = pooled([side_run(runs[j], "a", f"run{j}") for j in range(i - k, i)])
+        for kind in SHIFTS:
+            cur_pairs = {sid: shifted(pairs, kind, rng) for sid, pairs in runs[i].items()}
+            fails[kind] += reg.compare(base, side_run(cur_pairs, "b", f"run{i}"), policy).failed
+    n = max(0, len(runs) - k)
+    return [f"| {kind} | baseline method K={k}, shipped policy | {per_run} | {n} | {rate(fails[kind], n)} | "
+            f"{n - fails[kind]}/{n} | 0/{n} | |" for kind in SHIFTS]
+
+
+def analyze_disjoint(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int, seed: int,
+                     jobs: int = 1) -> None:
+    """Comparisons that share no measurement, so their rates' CIs hold: at each fixed length (the first
+    ``length`` pairs of each run, or of disjoint windows of consecutive runs past one run) and by
+    ``compare()``'s procedure (``_disjoint_walk``); beside them the baseline method (``baseline_rows``)."""
+    runs = [load_run(p) for d in dirs for p in sorted(d.glob("run*.npz"))]
+    per_run = min(len(pairs) for r in runs for pairs in r.values())
+    block = runs[0][SCENARIOS[0].id][0].sent_a
+    scale = compare.BLOCK / block
+    seq = f"{round(compare.PAIRS * scale)}→{round(compare.MAX_PAIRS * scale)}"
+    print(f"{len(runs)} runs of {per_run} pairs of {block}-request blocks (disjoint cases); margin sets: " + "; ".join(
+        f"{name} = {', '.join(m.metric + ' ' + m.text for m in ms)}" for name, ms in sets.items()), flush=True)
+    rows = ["| change on B | margins | pairs per scenario | comparisons | fail (detection; a false alarm when none) "
+            "| pass | undecided | most pairs a scenario took |", "|---|---|---|---|---|---|---|---|"]
+    rng = np.random.default_rng(seed)
+    metrics = {mg.metric for ms in sets.values() for mg in ms}
+    for kind in SHIFTS:
+        for length in lengths:
+            span = -(-length // per_run)        # runs per case: one, or disjoint windows of consecutive runs
+            tally = {name: {paired.FAIL: 0, paired.PASS: 0, compare.UNDECIDED: 0} for name in sets}
+            for i in range(0, len(runs) - span + 1, span):
+                window = {sid: shifted(pairs, kind, rng)[:length] for sid, pairs in joined(runs, i, span).items()}
+                reps = {sid: replicates(pairs, metrics, seed + i) for sid, pairs in window.items()}
+                for name, margins in sets.items():
+                    tally[name][judge_replicates(reps, margins).verdict] += 1
+            for name, t in tally.items():
+                n = sum(t.values())
+                rows.append(f"| {kind} | {name} | {length} | {n} | {rate(t[paired.FAIL], n)} | {t[paired.PASS]}/{n} | "
+                            f"{t[compare.UNDECIDED]}/{n} | {length} |")
+        print(f"  {kind}: fixed lengths done", flush=True)
+    work = [(runs, kind, name, margins, scale, seed + 7919 * n)
+            for n, (kind, (name, margins)) in enumerate((kd, st) for kd in SHIFTS for st in sets.items())]
+    with ProcessPoolExecutor(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
+        for kind, name, cases in (pool.map(_disjoint_walk, work) if pool is not None else map(_disjoint_walk, work)):
+            n = len(cases)
+            t = {v: sum(1 for c in cases if c[0] == v) for v in (paired.FAIL, paired.PASS, compare.UNDECIDED)}
+            took: dict[int, int] = {}
+            for _, most in cases:
+                took[most] = took.get(most, 0) + 1
+            rows.append(f"| {kind} | {name} | {seq} | {n} | {rate(t[paired.FAIL], n)} | {t[paired.PASS]}/{n} | "
+                        f"{t[compare.UNDECIDED]}/{n} | " + ", ".join(f"{m} ({c})" for m, c in sorted(took.items())) + " |")
+            print(f"  {kind} {name}: {n} disjoint comparisons", flush=True)
+    rows += baseline_rows(runs, k, per_run, rng)
+    print("\n" + "\n".join(rows))
+
+
 def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int, seed: int, jobs: int = 1) -> None:
     runs = [load_run(p) for d in dirs for p in sorted(d.glob("run*.npz"))]
     per_run = min(len(pairs) for r in runs for pairs in r.values())
@@ -311,11 +444,8 @@ def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int,
     print(f"{len(runs)} runs of {per_run} pairs of {block}-request blocks; margin sets: " + "; ".join(
         f"{name} = {', '.join(m.metric + ' ' + m.text for m in ms)}" for name, ms in sets.items()), flush=True)
     rng = np.random.default_rng(seed)
-    rows = []   # (method, length, shift, set) -> tally
-    tallies: dict[tuple, dict] = {}
-
-    def count(key, verdict):
-        tallies.setdefault(key, {paired.FAIL: 0, paired.PASS: 0, compare.UNDECIDED: 0})[verdict] += 1
+    rows = []
+    tallies: dict[tuple, dict] = {}   # (method, length, shift, set) -> tally
     span = -(-max(max(lengths), round(compare.MAX_PAIRS * scale)) // per_run)     # runs per window
     t0 = time.monotonic()
     work = [(runs[i:i + span], i, per_run, lengths, sets, scale, seq, seed)    # a window's own runs each
@@ -329,14 +459,6 @@ def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int,
                 for v, c in t.items():
                     into[v] = into.get(v, 0) + c
             print(f"  window {n}/{len(work)} ({time.monotonic() - t0:.0f} s)", flush=True)
-    # the baseline method on the same blocks: B of run i against A of runs i-K..i-1 (one run's pairs each)
-    policy = reg.Policy()
-    for i in range(k, len(runs)):
-        base = pooled([side_run(runs[j], "a", f"run{j}") for j in range(i - k, i)])
-        for kind in SHIFTS:
-            cur_pairs = {sid: shifted(pairs, kind, rng) for sid, pairs in runs[i].items()}
-            rep = reg.compare(base, side_run(cur_pairs, "b", f"run{i}"), policy)
-            count((f"baseline K={k}", f"{per_run}", kind, "shipped policy"), paired.FAIL if rep.failed else paired.PASS)
     print("\n| method | pairs per scenario | change on B | margins | fail (detection; a false alarm when none) "
           "| pass | undecided |\n|---|---|---|---|---|---|---|")
     order = {kind: n for n, kind in enumerate(SHIFTS)}
@@ -347,6 +469,8 @@ def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int,
         rows.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {rate(t[paired.FAIL], n)} | "
                     f"{t[paired.PASS]}/{n} | {t[compare.UNDECIDED]}/{n} |")
     print("\n".join(rows))
+    print("\n| change on B | method | pairs per scenario | comparisons | fail | pass | undecided | |\n"
+          "|---|---|---|---|---|---|---|---|\n" + "\n".join(baseline_rows(runs, k, per_run, rng)))
     for key, took in tallies.items():
         if key[0] == "pairs taken":
             print(f"pairs taken (most of any scenario), {key[2]}, {key[3]}: "
@@ -381,6 +505,8 @@ def main(argv=None) -> int:
     an.add_argument("-K", type=int, default=10, help="baseline runs of the baseline method")
     an.add_argument("--seed", type=int, default=7)
     an.add_argument("--jobs", type=int, default=1, help="worker processes over the windows")
+    an.add_argument("--disjoint", action="store_true", help="only cases that share no run: each run alone, and "
+                                                             "compare()'s procedure over consecutive unused runs")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "measure":
@@ -390,7 +516,10 @@ def main(argv=None) -> int:
         else:
             given = dict(m.partition(":")[::2] for m in args.margins) if args.margins else MARGIN_SETS
             sets = {name: margins_of(text) for name, text in given.items()}
-            analyze(args.dirs, [int(x) for x in args.lengths.split(",")], sets, args.K, args.seed, args.jobs)
+            if args.disjoint:
+                analyze_disjoint(args.dirs, [int(x) for x in args.lengths.split(",")], sets, args.K, args.seed, args.jobs)
+            else:
+                analyze(args.dirs, [int(x) for x in args.lengths.split(",")], sets, args.K, args.seed, args.jobs)
     except SpecError as e:
         print(f"compare_power: {e}", file=sys.stderr)
         return 2

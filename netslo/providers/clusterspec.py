@@ -7,6 +7,13 @@ Written as a YAML file or inline as ``key=value,key=value``. ``provider`` picks 
     nodes: 2               # 2..16 (cross-node scenarios need two)
     rules: 0               # decoy iptables rules every packet to the server pod walks (0..60000),
                            # nothing denied (netslo.providers.netns.policy): a change of known direction
+    mtu: 1500              # the pods' MTU, 1280..1500 (vxlan: ..1450); default 1500, vxlan 1450
+    sysctls: {net.ipv4.tcp_slow_start_after_idle: 0}   # net.* sysctls written in every pod's namespace (as a
+                           # pod's securityContext.sysctls); inline: sysctl.net.ipv4.tcp_slow_start_after_idle=0
+    kernel: host           # host (this machine's) | uml: the cluster inside a user-mode-linux kernel,
+                           # which has sch_netem where the host has none (1 vCPU; no mtu, no rules)
+    netem: {delay: 100us}  # netem on the server pod's link (an impairment: netslo.impair.spec, its
+                           # direction egress by default); inline: netem.delay=100us
 
     provider: kind         # a kind cluster made for the comparison and deleted after it
     cni: calico            # calico | cilium | antrea, at netslo's pinned version (netslo/providers/cni/)
@@ -33,24 +40,29 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from netslo.core import yamlfile
 from netslo.core.errors import InfrastructureError, SpecError
-from netslo.providers import DATAPATHS
+from netslo.providers import DATAPATHS, NETNS_MAX_MTU, NETNS_MIN_MTU
 from netslo.providers import cni as cni_mod
 from netslo.providers.kube import manifests as km
 from netslo.providers.kube.api import kubeconfig_files
 from netslo.providers.netns.policy import MAX_DECOYS
 
 PROVIDERS = ("netns", "kind", "existing")
-KEYS = {"netns": ("provider", "datapath", "nodes", "rules"),
+KEYS = {"netns": ("provider", "datapath", "nodes", "rules", "mtu", "sysctls", "kernel", "netem"),
         "kind": ("provider", "cni", "encapsulation", "nodes", "name", "manifests", "rules", "keep"),
         "existing": ("provider", "kubeconfig", "context", "select", "rules")}
 MAX_KIND_NODES = 8
 MAX_POLICIES = 5000      # NetworkPolicy objects on one pod (1000 is the studies' largest)
 MANIFEST_SUFFIXES = (".yaml", ".yml")
+KERNELS = ("host", "uml")
+SYSCTL_KEY = re.compile(r"net(\.[a-z0-9_-]+)+")      # a network sysctl: the ones a pod's namespace has
+SYSCTL_VALUE = re.compile(r"[A-Za-z0-9_.:\- ]{1,64}")
+INLINE_MAPS = {"sysctl.": "sysctls", "netem.": "netem"}   # inline prefix -> the file's mapping key
 PATH_KEYS = ("manifests", "kubeconfig")   # in a spec file: relative to the file
 
 
@@ -67,6 +79,10 @@ class ClusterSpec:
     context: str = ""
     select: str = ""
     keep: bool = False
+    mtu: int = 0                  # netns: the pods' MTU (0: the datapath's default)
+    sysctls: tuple = ()           # netns: ((key, value), ...) written in every pod's namespace
+    kernel: str = "host"          # netns: host | uml
+    netem: tuple = ()             # netns: the impairment's (key, value) items on the server pod's link
     source: str = ""
 
     def describe(self) -> str:
@@ -78,7 +94,10 @@ class ClusterSpec:
             where = f"context {self.context}" if self.context else "the current context"
             nodes = f", nodes {self.select}" if self.select else ""
             return f"existing ({where}{nodes}), {self.rules} decoy NetworkPolicies on the server"
-        return f"{self.provider}/{self.datapath}, {self.nodes} nodes, {self.rules} decoy rules on the server's path"
+        extra = (f", MTU {self.mtu}" if self.mtu else "") + (", user-mode-linux kernel" if self.kernel == "uml" else "")
+        extra += "".join(f", {k}={v}" for k, v in self.sysctls)
+        extra += (", netem " + " ".join(f"{k} {v}" for k, v in self.netem)) if self.netem else ""
+        return f"{self.provider}/{self.datapath}, {self.nodes} nodes{extra}, {self.rules} decoy rules on the server's path"
 
     def identity(self) -> tuple:
         """What names the cluster itself: two specs with one identity would be one cluster."""
@@ -118,8 +137,11 @@ class ClusterSpec:
         if self.provider == "existing":
             from netslo.providers.existing import ExistingProvider
             return ExistingProvider(kubeconfig=self.kubeconfig or None, context=self.context or None).up()
+        if self.kernel == "uml":
+            from netslo.providers.netns.uml import UmlCluster
+            return UmlCluster(nodes=self.nodes, datapath=self.datapath)
         from netslo.providers.netns.cluster import NetnsCluster
-        return NetnsCluster(nodes=self.nodes, datapath=self.datapath, ip_family=ip_family)
+        return NetnsCluster(nodes=self.nodes, datapath=self.datapath, ip_family=ip_family, mtu=self.mtu or None)
 
     def measured_nodes(self, cluster) -> list[str]:
         """The cluster's nodes this side measures on (``select``), at least 2; an InfrastructureError naming
@@ -214,6 +236,34 @@ def _parse_existing(doc: dict) -> ClusterSpec:
                        kubeconfig=kubeconfig, context=context, select=select)
 
 
+def _mapping(doc: dict, key: str, example: str) -> dict:
+    value = doc.get(key) or {}
+    if not isinstance(value, dict):
+        raise SpecError(key, value, f"a mapping such as {example}")
+    return value
+
+
+def _netns_extras(spec: ClusterSpec, doc: dict) -> ClusterSpec:
+    """``spec`` with the netns keys sysctls, kernel and netem of ``doc``, each checked."""
+    kernel = str(doc.get("kernel", "host"))
+    if kernel not in KERNELS:
+        raise SpecError("kernel", kernel, "host (this machine's) or uml (a user-mode-linux kernel with sch_netem)")
+    sysctls = []
+    for key, value in _mapping(doc, "sysctls", "{net.ipv4.tcp_slow_start_after_idle: 0}").items():
+        if not SYSCTL_KEY.fullmatch(str(key)):
+            raise SpecError(f"sysctls.{key}", value, "a network sysctl (net.*): one a pod's own namespace has")
+        if not SYSCTL_VALUE.fullmatch(str(value)):
+            raise SpecError(f"sysctls.{key}", value, "a value of letters, digits, '.', ':', '-', '_' or spaces")
+        sysctls.append((str(key), str(value)))
+    netem = _mapping(doc, "netem", "{delay: 100us}")
+    if kernel == "uml":
+        for key in ("mtu", "rules"):
+            if doc.get(key) not in (None, 0, "0"):
+                raise SpecError(key, doc[key], "not set with kernel: uml (its guest cluster takes neither)")
+    return dataclasses.replace(spec, sysctls=tuple(sorted(sysctls)), kernel=kernel,
+                               netem=tuple((str(k), v) for k, v in netem.items()))
+
+
 def parse(doc, source: str) -> ClusterSpec:
     """A validated spec from a mapping (the YAML document or the inline pairs)."""
     if not isinstance(doc, dict):
@@ -235,6 +285,9 @@ def parse(doc, source: str) -> ClusterSpec:
                 raise SpecError("datapath", datapath, f"one of {', '.join(DATAPATHS)}")
             spec = ClusterSpec(provider, datapath, _number("nodes", doc.get("nodes", 2), 2, 16),
                                _number("rules", doc.get("rules", 0), 0, MAX_DECOYS))
+            if "mtu" in doc:
+                spec = dataclasses.replace(spec, mtu=_number("mtu", doc["mtu"], NETNS_MIN_MTU, NETNS_MAX_MTU[datapath]))
+            spec = _netns_extras(spec, doc)
         return dataclasses.replace(spec, source=source)
     except SpecError as e:
         raise e.located(source) from None
@@ -254,7 +307,12 @@ def load(text: str, option: str) -> ClusterSpec:
         key, eq, value = part.partition("=")
         if not eq:
             raise SpecError(option, text, "a cluster spec file, or key=value pairs such as datapath=routed,rules=1000")
-        pairs[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        prefix = next((p for p in INLINE_MAPS if key.startswith(p) and len(key) > len(p)), None)
+        if prefix:      # sysctl.net.x=1 -> sysctls: {net.x: 1}; netem.delay=1ms -> netem: {delay: 1ms}
+            pairs.setdefault(INLINE_MAPS[prefix], {})[key[len(prefix):]] = value
+        else:
+            pairs[key] = value
     return parse(pairs, option)
 
 

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netslo.core import progress
-from netslo.core.errors import SpecError
+from netslo.core.errors import InfrastructureError, SpecError
+from netslo.impair import spec as impair_spec
+from netslo.impair.netem import NetemController
 from netslo.providers import clusterspec
 from netslo.providers.base import Pod
 from netslo.providers.clusterspec import ClusterSpec
@@ -69,8 +71,23 @@ class Side:
     clients: dict
 
 
+def impairment_of(spec: ClusterSpec) -> impair_spec.Impairment | None:
+    """The spec's ``netem`` as a checked impairment (a SpecError naming the spec and ``netem.<key>``), or None."""
+    try:
+        return impair_spec.parse(dict(spec.netem), where="netem") if spec.netem else None
+    except SpecError as e:
+        raise e.located(spec.source) if spec.source else e from None
+
+
+def check(spec: ClusterSpec) -> None:
+    """What a side's spec can be refused for before anything is brought up (SpecError)."""
+    spec.check()
+    impairment_of(spec)
+
+
 def bring_up(stack: contextlib.ExitStack, name: str, spec: ClusterSpec) -> Side:
     """Side ``name`` of ``spec``; everything it makes is closed by ``stack`` (also on error)."""
+    impairment = impairment_of(spec)
     progress.note(f"compare: side {name}: {spec.describe()} ...")
     cluster = stack.enter_context(spec.up())
     first, second = spec.measured_nodes(cluster)[:2]
@@ -78,9 +95,18 @@ def bring_up(stack: contextlib.ExitStack, name: str, spec: ClusterSpec) -> Side:
                                             {"name": "client-same", "node": first},
                                             {"name": "client-cross", "node": second}])
     clients = {"same-node": same, "cross-node": cross}
+    for pod in (server, same, cross):       # as a pod's securityContext.sysctls: its own namespace's
+        for key, value in spec.sysctls:
+            try:
+                cluster.exec_in(pod, ["sysctl", "-q", "-w", f"{key}={value}"], timeout=30)
+            except InfrastructureError as e:
+                raise InfrastructureError(f"side {name}: sysctl {key}={value} in pod {pod.name}: {e}") from None
     ports = cluster.start_responders(server, ("udp", "tcp"))
     if spec.rules:
         cluster.policies().path_rules(server, ports["tcp"], spec.rules)
+    if impairment is not None:       # the guest's (kernel: uml) or this kernel's netem, if it has one
+        impairer = getattr(cluster, "impairer", None) or NetemController(cluster)
+        impairer.apply(server, impairment)
     return Side(name, spec, cluster, server, ports, clients)
 
 
@@ -245,8 +271,8 @@ def run(a: ClusterSpec, b: ClusterSpec, spec: slo_mod.SloSpec, **kwargs) -> Comp
     file is checked against the scenarios first: a configuration error brings nothing up."""
     a, b = clusterspec.check_pair(a, b)
     gated(spec, kwargs.get("scenarios", SCENARIOS), b.datapath)
-    a.check()
-    b.check()
+    check(a)
+    check(b)
     with contextlib.ExitStack() as stack:
         side_a = bring_up(stack, "A", a)
         side_b = bring_up(stack, "B", b)

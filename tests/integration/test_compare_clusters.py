@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,8 +73,9 @@ def test_a_bad_spec_is_one_line_and_nothing_is_made(tmp_path):
     before = _namespaces()
     for spec, expect in (("datapath=geneve", "--b: datapath: value 'geneve' — expected one of bridge, routed, vxlan"),
                          ("nodes=1", "--b: nodes: value '1' — expected a whole number 2..16"),
-                         ("mtu=1400", "--b: mtu: value '1400' — expected one of the keys of a netns spec: provider, "
-                                      "datapath, nodes, rules"),
+                         ("mtu=1600", "--b: mtu: value '1600' — expected a whole number 1280..1500"),
+                         ("netem.delay=100", "--b: netem.delay: value '100' — expected a duration with a unit"),
+                         ("sysctl.vm.swappiness=1", "--b: sysctls.vm.swappiness: value '1' — expected a network sysctl"),
                          ("provider=minikube", "--b: provider: value 'minikube' — expected one of netns, kind, existing"),
                          ("provider=kind,cni=flannel", "--b: cni: value 'flannel' — expected one of calico, cilium, "
                                                        "antrea"),
@@ -88,3 +90,41 @@ def test_a_bad_spec_is_one_line_and_nothing_is_made(tmp_path):
         p = _compare(tmp_path, "datapath=bridge", "datapath=bridge", slo=slo)
         assert p.returncode == 2 and expect in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert _namespaces() == before
+
+
+def test_a_sides_sysctls_are_written_in_its_pods_and_a_missing_one_is_an_error_that_leaves_nothing():
+    import contextlib
+
+    from netslo.core.errors import InfrastructureError
+    from netslo.providers import clusterspec
+    from netslo.studies import compare
+    before = _namespaces()
+    spec = clusterspec.load("sysctl.net.ipv4.tcp_slow_start_after_idle=0,sysctl.net.ipv4.tcp_congestion_control=reno", "--b")
+    with contextlib.ExitStack() as stack:
+        side = compare.bring_up(stack, "B", spec)
+        for pod in (side.server, *side.clients.values()):
+            got = side.cluster.exec_in(pod, ["sysctl", "-n", "net.ipv4.tcp_slow_start_after_idle",
+                                             "net.ipv4.tcp_congestion_control"]).split()
+            assert got == [b"0", b"reno"], (pod.name, got)
+    with pytest.raises(InfrastructureError, match="side B: sysctl net.ipv4.netslo_nonexistent=1 in pod server"):
+        with contextlib.ExitStack() as stack:
+            compare.bring_up(stack, "B", clusterspec.load("sysctl.net.ipv4.netslo_nonexistent=1", "--b"))
+    assert _namespaces() == before
+
+
+@pytest.mark.slow
+def test_netem_on_b_in_a_user_mode_linux_kernel_fails_rtt_p50(tmp_path):
+    """kernel: uml gives both sides sch_netem (this host has none): 1 ms on B's server link is a change
+    of known size, far beyond the +10 % margin; A and B are each a guest kernel, both removed after."""
+    from netslo.impair import capability
+    ok, why = capability.uml_available()
+    if not ok:
+        pytest.skip(why)
+    slow = _compare(tmp_path, "kernel=uml", "kernel=uml,netem.delay=1ms", slo=SLO_CRR.replace("[tcp-crr]", "[udp]"))
+    assert slow.returncode == 1, slow.stdout[-3000:] + slow.stderr[-2000:]
+    doc = json.loads((tmp_path / "res" / "compare.json").read_text())
+    assert doc["verdict"] == "fail" and "netem delay 1ms" in doc["b"] and "user-mode-linux" in doc["a"]
+    for s in doc["scenarios"]:
+        p50 = next(c for c in s["checks"] if c["metric"] == "rtt.p50")
+        assert p50["verdict"] == "fail" and p50["lo"] > 1.10, (s["scenario"], p50)
+    assert not list(Path("/run/netslo").glob("uml-*"))

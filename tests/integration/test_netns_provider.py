@@ -57,12 +57,31 @@ def test_vxlan_cross_node_traffic_is_encapsulated_on_the_underlay():
         assert after - before >= 100
 
 
+def _mtu(ns: str, ifname: str) -> int:
+    with NetNS(ns) as ipr:
+        return ipr.get_links(ifname=ifname)[0].get_attr("IFLA_MTU")
+
+
+@pytest.mark.parametrize("datapath, mtu, expected", [("bridge", None, 1500), ("bridge", 1450, 1450),
+                                                     ("routed", 1400, 1400), ("vxlan", None, 1450)])
+def test_the_pods_mtu_is_the_datapaths_or_the_one_asked_for(datapath, mtu, expected):
+    with NetnsCluster(nodes=2, datapath=datapath, mtu=mtu) as c:
+        pod = c.add_pod("server", "node0")
+        assert _mtu(c.netns_of(pod), "eth0") == expected
+        assert c.environment()["pod_mtu"] == str(expected)
+        big = c.exec_in(c.add_pod("cross", "node1"), ["ping", "-c", "1", "-W", "2", "-M", "do", "-s",
+                                                       str(expected - 28), pod.ip])      # a full-size packet passes
+        assert b" 0% packet loss" in big
+
+
 def test_bad_options_fail_before_anything_is_created():
     before = set(netns.listnetns())
     with pytest.raises(SpecError, match="--netslo-datapath"):
         NetnsCluster(datapath="calico")
     with pytest.raises(SpecError, match="--netslo-nodes"):
         NetnsCluster(nodes=0)
+    with pytest.raises(SpecError, match="mtu: value 1500 — expected a whole number 1280..1450 on the vxlan"):
+        NetnsCluster(datapath="vxlan", mtu=1500)
     assert set(netns.listnetns()) == before
 
 

@@ -55,13 +55,51 @@ def test_a_spec_files_manifests_directory_is_relative_to_the_file(tmp_path):
     ("provider=kind,keep=maybe", "--b: keep: value 'maybe' — expected true or false"),
     ("provider=kind,datapath=routed", "--b: datapath: value 'routed' — expected one of the keys of a kind spec"),
     ("provider=minikube", "--b: provider: value 'minikube' — expected one of netns, kind, existing"),
-    ("provider=netns,mtu=1400", "--b: mtu: value '1400' — expected one of the keys of a netns spec: provider, "
-                                "datapath, nodes, rules"),
+    ("provider=netns,sysctl=x", "--b: sysctl: value 'x' — expected one of the keys of a netns spec: provider, "
+                                "datapath, nodes, rules, mtu, sysctls, kernel, netem"),
+    ("sysctl.kernel.pid_max=10", "--b: sysctls.kernel.pid_max: value '10' — expected a network sysctl (net.*)"),
+    ("sysctl.net.core.busy_read=$(id)", "--b: sysctls.net.core.busy_read: value '$(id)' — expected a value of "),
+    ("kernel=xen", "--b: kernel: value 'xen' — expected host (this machine's) or uml"),
+    ("kernel=uml,rules=10", "--b: rules: value '10' — expected not set with kernel: uml"),
+    ("provider=netns,mtu=1600", "--b: mtu: value '1600' — expected a whole number 1280..1500"),
+    ("datapath=vxlan,mtu=1500", "--b: mtu: value '1500' — expected a whole number 1280..1450"),
+    ("mtu=1450.0", "--b: mtu: value '1450.0' — expected a whole number 1280..1500"),
     ("provider=existing,kubeconfig=/nonexistent/kubeconfig", "--b: kubeconfig: value '/nonexistent/kubeconfig' — "
                                                              "expected an existing kubeconfig file"),
 ])
 def test_a_bad_field_is_one_line_naming_it(text, expected):
     assert _err(text).startswith(expected)
+
+
+def test_a_netns_spec_takes_the_pods_mtu():
+    spec = cs.load("datapath=routed,mtu=1450", "--b")
+    assert (spec.datapath, spec.mtu) == ("routed", 1450) and "MTU 1450" in spec.describe()
+    assert cs.load("datapath=vxlan", "--a").mtu == 0      # the datapath's own (1450)
+
+
+def test_a_netns_spec_takes_sysctls_a_kernel_and_netem_inline_or_in_a_file(tmp_path):
+    inline = cs.load("kernel=uml,sysctl.net.ipv4.tcp_low_latency=1,netem.delay=100us,netem.jitter=10us", "--b")
+    assert inline.kernel == "uml" and inline.sysctls == (("net.ipv4.tcp_low_latency", "1"),)
+    assert dict(inline.netem) == {"delay": "100us", "jitter": "10us"}
+    assert "user-mode-linux kernel, net.ipv4.tcp_low_latency=1, netem delay 100us jitter 10us" in inline.describe()
+    (tmp_path / "b.yaml").write_text("kernel: uml\nsysctls: {net.ipv4.tcp_low_latency: 1}\n"
+                                     "netem: {delay: 100us, jitter: 10us}\n")
+    from_file = cs.load(str(tmp_path / "b.yaml"), "--b")
+    assert (from_file.kernel, from_file.sysctls, dict(from_file.netem)) == (inline.kernel, inline.sysctls, dict(inline.netem))
+    assert cs.load("datapath=bridge", "--a").kernel == "host"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("netem.delay=100", "--b: netem.delay: value '100' — expected"),
+    ("netem.dealy=1ms", "--b: netem.dealy: value '1ms' — expected a known key: one of preset, name, direction, delay"),
+])
+def test_a_bad_netem_is_refused_before_a_side_is_brought_up(text, expected, monkeypatch):
+    from netslo.studies import compare
+    spec = cs.load(text, "--b")
+    monkeypatch.setattr(cs.ClusterSpec, "up", lambda *a, **k: pytest.fail("brought up"))
+    with pytest.raises(SpecError) as e:
+        compare.check(spec)
+    assert str(e.value).startswith(expected) and "\n" not in str(e.value)
 
 
 def test_an_empty_manifests_directory_is_refused(tmp_path):

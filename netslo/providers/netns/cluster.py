@@ -50,7 +50,7 @@ from netslo.core.errors import InfrastructureError, SpecError, Unsupported
 from netslo.core.families import IPV4, IPV6, families_of
 from netslo.core.phase_times import timed_call
 from netslo.core.procs import CHILD_CWD, LIVE_RUNS, alive, child_env, owned_elsewhere_or_here
-from netslo.providers import DATAPATHS, NETNS_MAX_NODES, POOL_LABEL, ZONE_LABEL
+from netslo.providers import DATAPATHS, NETNS_MAX_MTU, NETNS_MAX_NODES, NETNS_MIN_MTU, POOL_LABEL, ZONE_LABEL
 from netslo.providers.base import RESPONDER_PORTS, Cluster, PathPoint, Pod
 
 STATE_ROOT = Path("/run/netslo")
@@ -226,7 +226,8 @@ class NetnsCluster(Cluster):
     shared_clock = True
 
     def __init__(self, nodes: int = 2, datapath: str = "bridge", run_id: str | None = None,
-                 fork_responders: bool = False, ip_family: str = "dual", zones: int = 1, pools: int = 1):
+                 fork_responders: bool = False, ip_family: str = "dual", zones: int = 1, pools: int = 1,
+                 mtu: int | None = None):
         if datapath not in DATAPATHS:
             raise SpecError("--netslo-datapath", datapath, f"one of {', '.join(DATAPATHS)}")
         self.families = families_of(ip_family)
@@ -237,6 +238,9 @@ class NetnsCluster(Cluster):
             if not isinstance(value, int) or not 1 <= value <= nodes:
                 raise SpecError(name, value, f"a whole number 1..{nodes} (the nodes)")
         self.zones, self.pools = zones, pools
+        top = NETNS_MAX_MTU[datapath]
+        if mtu is not None and (not isinstance(mtu, int) or not NETNS_MIN_MTU <= mtu <= top):
+            raise SpecError("mtu", mtu, f"a whole number {NETNS_MIN_MTU}..{top} on the {datapath} datapath")
         require_privileges()
         run_id = run_id or os.environ.get("NETSLO_RUN_ID") or secrets.token_hex(3)
         if not re.fullmatch(r"[0-9a-f]{6}", run_id):
@@ -255,7 +259,7 @@ class NetnsCluster(Cluster):
         self._pod_ns: dict[str, str] = {}
         self._next_host = {}
         self._closed = False
-        self.mtu = VXLAN_MTU if datapath == "vxlan" else 1500
+        self.mtu = mtu or top      # the pods' veths and the bridge (vxlan: 1450, the underlay's 1500 less 50)
         LIVE_RUNS.add(self.run_id)
         self.reaped = reap(keep_run=self.run_id)
         self.state.mkdir(parents=True, exist_ok=True)
