@@ -28,6 +28,7 @@ import numpy as np
 
 from netslo.core import progress
 from netslo.core.errors import InfrastructureError, SpecError
+from netslo.impair import capability
 from netslo.impair import spec as impair_spec
 from netslo.impair.netem import NetemController
 from netslo.providers import clusterspec
@@ -83,7 +84,11 @@ def impairment_of(spec: ClusterSpec) -> impair_spec.Impairment | None:
 def check(spec: ClusterSpec) -> None:
     """What a side's spec can be refused for before anything is brought up (SpecError)."""
     spec.check()
-    impairment_of(spec)
+    if impairment_of(spec) is not None and spec.kernel == "host" and not (caps := capability.detect()).netem:
+        raise SpecError("netem", " ".join(f"{k} {v}" for k, v in spec.netem),
+                        f"a kernel with sch_netem: this one ({caps.kernel}) has none "
+                        f"({caps.reasons.get('netem', 'not available')}); kernel: uml runs the side in one that has it",
+                        spec.source)
 
 
 def bring_up(stack: contextlib.ExitStack, name: str, spec: ClusterSpec) -> Side:

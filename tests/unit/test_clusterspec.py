@@ -165,3 +165,16 @@ def test_an_encapsulation_the_offline_node_image_cannot_run_is_refused_before_a_
     with pytest.raises(SpecError, match="^encapsulation: value 'none' — expected vxlan with the offline node image"):
         compare.run(cs.load("provider=kind,cni=calico", "--a"),
                     cs.load("provider=kind,cni=calico,encapsulation=none", "--b"), slo)
+
+
+def test_netem_on_a_kernel_without_sch_netem_is_refused_naming_kernel_uml(monkeypatch):
+    from netslo.impair import capability
+    from netslo.studies import compare
+    monkeypatch.setattr(capability, "detect", lambda: capability.Capabilities("6.18-test", reasons={"netem": "no sch_netem"}))
+    with pytest.raises(SpecError) as e:
+        compare.check(cs.load("netem.delay=1ms", "--b"))
+    assert str(e.value) == ("--b: netem: value 'delay 1ms' — expected a kernel with sch_netem: this one (6.18-test) "
+                            "has none (no sch_netem); kernel: uml runs the side in one that has it")
+    compare.check(cs.load("kernel=uml,netem.delay=1ms", "--b"))     # the guest kernel has it: not refused here
+    monkeypatch.setattr(capability, "detect", lambda: capability.Capabilities("6.18-test", netem=True))
+    compare.check(cs.load("netem.delay=1ms", "--b"))
