@@ -50,6 +50,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
@@ -353,6 +354,24 @@ def _window_tallies(args) -> dict:
     return tallies
 
 
+def _stored(dirs: list[Path], sets: dict[str, list], what: str = "") -> tuple[list[dict], int, float, str]:
+    """The runs of ``dirs`` (printing what they are), the pairs per run, the scale of ``compare()``'s
+    procedure in the same requests (compare.BLOCK / the runs' block) and the procedure's label."""
+    runs = [load_run(p) for d in dirs for p in sorted(d.glob("run*.npz"))]
+    per_run = min(len(pairs) for r in runs for pairs in r.values())
+    block = runs[0][SCENARIOS[0].id][0].sent_a
+    scale = compare.BLOCK / block
+    print(f"{len(runs)} runs of {per_run} pairs of {block}-request blocks{what}; margin sets: " + "; ".join(
+        f"{name} = {', '.join(m.metric + ' ' + m.text for m in ms)}" for name, ms in sets.items()), flush=True)
+    return runs, per_run, scale, f"{round(compare.PAIRS * scale)}→{round(compare.MAX_PAIRS * scale)}"
+
+
+def _cells(t: dict) -> str:
+    """'fail | pass | undecided' table cells of a tally {verdict: count}."""
+    n = sum(t.values())
+    return f"{rate(t.get(paired.FAIL, 0), n)} | {t.get(paired.PASS, 0)}/{n} | {t.get(compare.UNDECIDED, 0)}/{n}"
+
+
 def _disjoint_walk(args) -> tuple[str, str, list[tuple[str, int]]]:
     """Consecutive comparisons that share no run, each by ``compare()``'s procedure: comparison j starts
     at the first run comparison j-1 did not use and takes as many runs as its pairs need. Returns
@@ -385,8 +404,8 @@ def baseline_rows(runs: list[dict], k: int, per_run: int, rng: np.random.Generat
             cur_pairs = {sid: shifted(pairs, kind, rng) for sid, pairs in runs[i].items()}
             fails[kind] += reg.compare(base, side_run(cur_pairs, "b", f"run{i}"), policy).failed
     n = max(0, len(runs) - k)
-    return [f"| {kind} | baseline method K={k}, shipped policy | {per_run} | {n} | {rate(fails[kind], n)} | "
-            f"{n - fails[kind]}/{n} | 0/{n} | |" for kind in SHIFTS]
+    return [f"| {kind} | baseline method K={k}, shipped policy | {per_run} | {n} | "
+            f"{_cells({paired.FAIL: fails[kind], paired.PASS: n - fails[kind]})} | |" for kind in SHIFTS]
 
 
 def analyze_disjoint(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int, seed: int,
@@ -394,13 +413,7 @@ def analyze_disjoint(dirs: list[Path], lengths: list[int], sets: dict[str, list]
     """Comparisons that share no measurement, so their rates' CIs hold: at each fixed length (the first
     ``length`` pairs of each run, or of disjoint windows of consecutive runs past one run) and by
     ``compare()``'s procedure (``_disjoint_walk``); beside them the baseline method (``baseline_rows``)."""
-    runs = [load_run(p) for d in dirs for p in sorted(d.glob("run*.npz"))]
-    per_run = min(len(pairs) for r in runs for pairs in r.values())
-    block = runs[0][SCENARIOS[0].id][0].sent_a
-    scale = compare.BLOCK / block
-    seq = f"{round(compare.PAIRS * scale)}→{round(compare.MAX_PAIRS * scale)}"
-    print(f"{len(runs)} runs of {per_run} pairs of {block}-request blocks (disjoint cases); margin sets: " + "; ".join(
-        f"{name} = {', '.join(m.metric + ' ' + m.text for m in ms)}" for name, ms in sets.items()), flush=True)
+    runs, per_run, scale, seq = _stored(dirs, sets, " (disjoint cases)")
     rows = ["| change on B | margins | pairs per scenario | comparisons | fail (detection; a false alarm when none) "
             "| pass | undecided | most pairs a scenario took |", "|---|---|---|---|---|---|---|---|"]
     rng = np.random.default_rng(seed)
@@ -415,34 +428,22 @@ def analyze_disjoint(dirs: list[Path], lengths: list[int], sets: dict[str, list]
                 for name, margins in sets.items():
                     tally[name][judge_replicates(reps, margins).verdict] += 1
             for name, t in tally.items():
-                n = sum(t.values())
-                rows.append(f"| {kind} | {name} | {length} | {n} | {rate(t[paired.FAIL], n)} | {t[paired.PASS]}/{n} | "
-                            f"{t[compare.UNDECIDED]}/{n} | {length} |")
+                rows.append(f"| {kind} | {name} | {length} | {sum(t.values())} | {_cells(t)} | {length} |")
         print(f"  {kind}: fixed lengths done", flush=True)
     work = [(runs, kind, name, margins, scale, seed + 7919 * n)
             for n, (kind, (name, margins)) in enumerate((kd, st) for kd in SHIFTS for st in sets.items())]
     with ProcessPoolExecutor(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
         for kind, name, cases in (pool.map(_disjoint_walk, work) if pool is not None else map(_disjoint_walk, work)):
-            n = len(cases)
-            t = {v: sum(1 for c in cases if c[0] == v) for v in (paired.FAIL, paired.PASS, compare.UNDECIDED)}
-            took: dict[int, int] = {}
-            for _, most in cases:
-                took[most] = took.get(most, 0) + 1
-            rows.append(f"| {kind} | {name} | {seq} | {n} | {rate(t[paired.FAIL], n)} | {t[paired.PASS]}/{n} | "
-                        f"{t[compare.UNDECIDED]}/{n} | " + ", ".join(f"{m} ({c})" for m, c in sorted(took.items())) + " |")
-            print(f"  {kind} {name}: {n} disjoint comparisons", flush=True)
+            took = Counter(most for _, most in cases)
+            rows.append(f"| {kind} | {name} | {seq} | {len(cases)} | {_cells(Counter(v for v, _ in cases))} | "
+                        + ", ".join(f"{m} ({c})" for m, c in sorted(took.items())) + " |")
+            print(f"  {kind} {name}: {len(cases)} disjoint comparisons", flush=True)
     rows += baseline_rows(runs, k, per_run, rng)
     print("\n" + "\n".join(rows))
 
 
 def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int, seed: int, jobs: int = 1) -> None:
-    runs = [load_run(p) for d in dirs for p in sorted(d.glob("run*.npz"))]
-    per_run = min(len(pairs) for r in runs for pairs in r.values())
-    block = runs[0][SCENARIOS[0].id][0].sent_a
-    scale = compare.BLOCK / block                # compare()'s procedure in the same requests
-    seq = f"{round(compare.PAIRS * scale)}→{round(compare.MAX_PAIRS * scale)}"
-    print(f"{len(runs)} runs of {per_run} pairs of {block}-request blocks; margin sets: " + "; ".join(
-        f"{name} = {', '.join(m.metric + ' ' + m.text for m in ms)}" for name, ms in sets.items()), flush=True)
+    runs, per_run, scale, seq = _stored(dirs, sets)
     rng = np.random.default_rng(seed)
     rows = []
     tallies: dict[tuple, dict] = {}   # (method, length, shift, set) -> tally
@@ -465,9 +466,7 @@ def analyze(dirs: list[Path], lengths: list[int], sets: dict[str, list], k: int,
     for key, t in sorted(tallies.items(), key=lambda kv: (kv[0][0], order[kv[0][2]], kv[0][3], kv[0][1])):
         if key[0] == "pairs taken":
             continue
-        n = sum(t.values())
-        rows.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {rate(t[paired.FAIL], n)} | "
-                    f"{t[paired.PASS]}/{n} | {t[compare.UNDECIDED]}/{n} |")
+        rows.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {_cells(t)} |")
     print("\n".join(rows))
     print("\n| change on B | method | pairs per scenario | comparisons | fail | pass | undecided | |\n"
           "|---|---|---|---|---|---|---|---|\n" + "\n".join(baseline_rows(runs, k, per_run, rng)))
@@ -516,10 +515,8 @@ def main(argv=None) -> int:
         else:
             given = dict(m.partition(":")[::2] for m in args.margins) if args.margins else MARGIN_SETS
             sets = {name: margins_of(text) for name, text in given.items()}
-            if args.disjoint:
-                analyze_disjoint(args.dirs, [int(x) for x in args.lengths.split(",")], sets, args.K, args.seed, args.jobs)
-            else:
-                analyze(args.dirs, [int(x) for x in args.lengths.split(",")], sets, args.K, args.seed, args.jobs)
+            lengths = [int(x) for x in args.lengths.split(",")]
+            (analyze_disjoint if args.disjoint else analyze)(args.dirs, lengths, sets, args.K, args.seed, args.jobs)
     except SpecError as e:
         print(f"compare_power: {e}", file=sys.stderr)
         return 2

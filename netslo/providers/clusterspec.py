@@ -244,7 +244,8 @@ def _mapping(doc: dict, key: str, example: str) -> dict:
 
 
 def _netns_extras(spec: ClusterSpec, doc: dict) -> ClusterSpec:
-    """``spec`` with the netns keys sysctls, kernel and netem of ``doc``, each checked."""
+    """``spec`` with the netns keys mtu, sysctls, kernel and netem of ``doc``, each checked."""
+    mtu = _number("mtu", doc["mtu"], NETNS_MIN_MTU, NETNS_MAX_MTU[spec.datapath]) if "mtu" in doc else 0
     kernel = str(doc.get("kernel", "host"))
     if kernel not in KERNELS:
         raise SpecError("kernel", kernel, "host (this machine's) or uml (a user-mode-linux kernel with sch_netem)")
@@ -260,7 +261,7 @@ def _netns_extras(spec: ClusterSpec, doc: dict) -> ClusterSpec:
         for key in ("mtu", "rules"):
             if doc.get(key) not in (None, 0, "0"):
                 raise SpecError(key, doc[key], "not set with kernel: uml (its guest cluster takes neither)")
-    return dataclasses.replace(spec, sysctls=tuple(sorted(sysctls)), kernel=kernel,
+    return dataclasses.replace(spec, mtu=mtu, sysctls=tuple(sorted(sysctls)), kernel=kernel,
                                netem=tuple((str(k), v) for k, v in netem.items()))
 
 
@@ -283,11 +284,8 @@ def parse(doc, source: str) -> ClusterSpec:
             datapath = str(doc.get("datapath", "bridge"))
             if datapath not in DATAPATHS:
                 raise SpecError("datapath", datapath, f"one of {', '.join(DATAPATHS)}")
-            spec = ClusterSpec(provider, datapath, _number("nodes", doc.get("nodes", 2), 2, 16),
-                               _number("rules", doc.get("rules", 0), 0, MAX_DECOYS))
-            if "mtu" in doc:
-                spec = dataclasses.replace(spec, mtu=_number("mtu", doc["mtu"], NETNS_MIN_MTU, NETNS_MAX_MTU[datapath]))
-            spec = _netns_extras(spec, doc)
+            spec = _netns_extras(ClusterSpec(provider, datapath, _number("nodes", doc.get("nodes", 2), 2, 16),
+                                             _number("rules", doc.get("rules", 0), 0, MAX_DECOYS)), doc)
         return dataclasses.replace(spec, source=source)
     except SpecError as e:
         raise e.located(source) from None

@@ -61,7 +61,7 @@ UNDERLAY6 = "fd00:172:18::{}"
 POD6 = "fd00:10:244:{}::{}"                 # node index, host number (written as hex digits; see _v6)
 CALICO_GATEWAY6 = "fe80::ecee:eeff:feee:eeee"   # the link-local Calico gives every host veth
 IFA_F_NODAD = 0x02
-VXLAN_MTU = 1450
+VXLAN_MTU = NETNS_MAX_MTU["vxlan"]    # the VXLAN device: the underlay's 1500 less its 50 B of headers
 FORKSERVER_START_S = 30.0
 # how each probe process starts: a report key, so a regression report against baselines measured
 # with fresh interpreters (before 2026-11-25) says that the measuring instrument changed
@@ -259,7 +259,7 @@ class NetnsCluster(Cluster):
         self._pod_ns: dict[str, str] = {}
         self._next_host = {}
         self._closed = False
-        self.mtu = mtu or top      # the pods' veths and the bridge (vxlan: 1450, the underlay's 1500 less 50)
+        self.mtu = mtu or top      # the pods' veths and the bridge (vxlan: VXLAN_MTU)
         LIVE_RUNS.add(self.run_id)
         self.reaped = reap(keep_run=self.run_id)
         self.state.mkdir(parents=True, exist_ok=True)
