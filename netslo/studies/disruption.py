@@ -45,7 +45,10 @@ DNS_INTERVAL_S = 0.020
 REQ_BYTES = 64
 BEFORE_S = 0.5          # s of steady traffic before each action (rtt_before)
 LEAD_IN_S = 0.5         # s from the probes' start to the first trial's BEFORE_S, at least ...
-LEAD_IN_EXECS = 12      # ... and as long as this many agent execs (the warm-up's) one after another
+LEAD_IN_EXECS = 12      # ... and as long as this many agent execs (the warm-up's) one after another,
+LEAD_IN_TRIES = 1.5     # ... and this many times await_target's two probes: on kind v1.37 + Calico here
+# (2026-12-07) the held probes connected 1.4 s after they were asked, after a drain had begun (the
+# old 1.2 s lead-in), and failed; with a 3 s lead-in the study ran
 TAIL_S = 0.3
 WAIT_S = 1.0            # s the probes wait for answers after their last request
 # s: the longest a trial's window may go without a UDP request sent (``netslo.stats.disruption``
@@ -54,6 +57,10 @@ WAIT_S = 1.0            # s the probes wait for answers after their last request
 # cilium-agent starting beside the client held it back 31-139 ms, a DaemonSet roll 249-381 ms; a paused
 # node holds it for as long as the pause
 MAX_SEND_GAP_S = 1.0
+# s the study's target (the server, or a drain's Service) may take to answer before the probes start:
+# ready endpoints are not a programmed Service (kube-proxy writes it in a later sync)
+TARGET_AWAIT_S = 30.0
+TARGET_POLL_S = 0.2
 
 
 @dataclass
@@ -162,8 +169,10 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
         host, ports = action.target
     t = time.monotonic()
     cluster.exec_agent(client, ["probe", "--help"], timeout=60.0)   # the probes imported before the lead-in
-    # the probes start at once, each through its own exec: wait for as many as one after another
+    # the probes start at once, each through its own exec: wait for as many as one after another, and
+    # for longer than two real probes took to start, send and be answered one after the other
     lead_in = max(LEAD_IN_S, LEAD_IN_EXECS * (time.monotonic() - t))
+    lead_in = max(lead_in, LEAD_IN_TRIES * await_target(cluster, client, host or server.ip, ports))
     samples, done = _study(cluster, client, server, ports, action, trials, host, dns, lead_in)
     late = _late_ns(samples, done)
     if late > 0:      # (kind + Calico, 2026-12-02: six probes began up to 2.2 s after they were asked)
@@ -183,6 +192,36 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
                 f"{MAX_SEND_GAP_S * 1e3:g} ms expected at one every {UDP_INTERVAL_S * 1e3:g} ms): its probes were "
                 "not running (the node paused or the process starved), so an outage that short would not be seen")
     return Study(action.name, action.description, action.emulated, done, action.window, samples)
+
+
+def await_target(cluster, client, host: str, ports: dict, timeout: float = TARGET_AWAIT_S) -> float:
+    """Return once ``host`` answers one UDP request and one new TCP connection (each try a new source
+    port) from ``client``: the s the two answered probes took, start to end; InfrastructureError naming
+    what still failed after ``timeout`` s."""
+    tries = {"udp": ProbeSpec("udp", host, ports["udp"], count=1, interval=0.01, wait=1.0),
+             "tcp": ProbeSpec("tcp-crr", host, ports["tcp"], count=1, interval=0.01, wait=1.0,
+                            give_up=enforcement.GIVE_UP_S)}
+    deadline, why, took = time.monotonic() + timeout, {}, 0.0
+    while tries:
+        for name, spec in list(tries.items()):
+            t = time.monotonic()
+            try:
+                got = cluster.probe(client, spec)
+            except InfrastructureError as e:
+                why[name] = str(e).splitlines()[-1][-160:]
+                continue
+            if len(got) and (got.rows["recv_ns"] >= 0).all():
+                del tries[name]
+                took += time.monotonic() - t
+            else:
+                why[name] = "no answer"
+        if tries and time.monotonic() > deadline:
+            raise InfrastructureError(f"the study's target {host} did not answer from pod {client.name} within "
+                                      f"{timeout:g} s (a Service not yet programmed on node {client.node}, or the path down): "
+                                      + "; ".join(f"{n} port {ports[n]}: {why[n]}" for n in tries))
+        if tries:
+            time.sleep(TARGET_POLL_S)
+    return took
 
 
 def _study(cluster, client, server, ports, action, trials, host, dns, lead_in) -> tuple[dict, list]:

@@ -11,8 +11,8 @@ CNI_PLUGINS_VERSION=v1.7.1           # github.com/containernetworking/plugins (n
 # CoreDNS: the tag kubeadm of that minor asks for (checked at build time); crictl
 # (sigs.k8s.io/cri-tools, cmd/crictl): the minor of the Kubernetes build
 case $KMINOR in
-  37) COREDNS_VERSION=v1.14.6 CRICTL_VERSION=v1.37.0 ;;
-  *)  COREDNS_VERSION=v1.12.1 CRICTL_VERSION=v1.34.0 ;;
+  34) COREDNS_VERSION=v1.12.1 CRICTL_VERSION=v1.34.0 ;;
+  *)  COREDNS_VERSION=v1.14.6 CRICTL_VERSION=v1.37.0 ;;
 esac
 SUITE=bookworm
 DEBIAN_MIRROR=${NETSLO_DEBIAN_MIRROR:-http://deb.debian.org/debian}

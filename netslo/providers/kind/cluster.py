@@ -68,7 +68,7 @@ from netslo.providers.tool import run_tool
 
 KIND_VERSION = "v0.33.0"  # go install sigs.k8s.io/kind@v0.33.0
 # kind v0.33.0's default node image (pkg/apis/config/defaults/image.go at tag v0.33.0): Kubernetes
-# v1.37.0, the version scripts/kind-offline.sh builds with NETSLO_KVER=v1.37.0 (its default: v1.34.4).
+# v1.37.0, the version scripts/kind-offline.sh builds (NETSLO_KVER=v1.34.4 builds the old one).
 KIND_NODE_IMAGE = ("kindest/node:v1.37.0@sha256:"
                    "a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5")
 # kind has no hard limit; every node is a privileged container running systemd, containerd and kubelet
