@@ -2,11 +2,12 @@
 
     python benchmarks/compare_power.py measure OUT --runs 100 [--b rules=0] [--pairs 16] [--seed 1] [--duet] [--up-order BA]
     python benchmarks/compare_power.py analyze OUT... [--lengths 8,16,32] [--margins NAME:rtt.p50=5%,...] [-K 10] [--disjoint]
-    python benchmarks/compare_power.py verify --b datapath=bridge,rules=160 [--rounds 30]
+    python benchmarks/compare_power.py verify --b datapath=bridge,rules=160 [--rounds 30] [--profile 1460b]
 
 ``measure`` (root; the embedded provider) brings up cluster A and cluster B once, then makes ``--runs``
 comparisons, each ``--pairs`` interleaved pairs of ``--block``-request blocks (A and B in random order, as
-``netslo.studies.compare``) of cross-node UDP and cross-node TCP-RR, and keeps every block's RTTs and
+``netslo.studies.compare``) of cross-node UDP and cross-node TCP-RR (1 kB each way; ``--profile 1460b``:
+1460 B, a full 1500-byte frame), and keeps every block's RTTs and
 loss counts in ``OUT/runNNN.npz``. ``--duet`` measures A's and B's block of a pair at the same time
 instead (duet benchmarking); ``--up-order BA`` brings B up first (does the order of bring-up matter?).
 
@@ -69,7 +70,15 @@ from netslo.stats import paired  # noqa: E402
 from netslo.stats.delays import series_seconds  # noqa: E402
 from netslo.studies import compare  # noqa: E402
 
-SCENARIOS = [Scenario("cross-node", "udp", "1k"), Scenario("cross-node", "tcp-rr", "1k")]
+PROFILES = ("1k", "1460b")   # --profile: 1460b fills a 1500-byte frame and takes two at MTU 1450
+
+
+def scenarios_of(profile: str = "1k") -> list[Scenario]:
+    """The study's scenarios: cross-node UDP and TCP-RR of ``profile``."""
+    return [Scenario("cross-node", "udp", profile), Scenario("cross-node", "tcp-rr", profile)]
+
+
+BY_ID = {s.id: s for pf in PROFILES for s in scenarios_of(pf)}
 SHIFTS = ("none", "scale10", "tail10", "loss05")
 MARGIN_SETS = {"tight": "rtt.p50=5%,rtt.p99=5%,loss=0.25%", "shipped": "rtt.p50=10%,rtt.p99=25%,loss=0.5%"}
 
@@ -89,7 +98,7 @@ def duet_pairs(a, b, sc: compare.ScenarioComparison, sampling, pairs: int, block
 
 
 def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int, duet: bool = False,
-            up_order: str = "AB", fresh: int = 1, block: int = compare.BLOCK) -> None:
+            up_order: str = "AB", fresh: int = 1, block: int = compare.BLOCK, profile: str = "1k") -> None:
     """``runs`` comparisons; A and B are brought up anew every ``fresh`` runs (1: every comparison has
     its own two clusters, as every CI job has; 0: one pair of clusters for all runs)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -108,7 +117,7 @@ def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int, duet: b
                 side_a, side_b, instance = sides["A"], sides["B"], i
             up = time.monotonic() - t0
             arrays = {"instance": np.array([instance, order == "BA"])}
-            for sc_def in SCENARIOS:
+            for sc_def in scenarios_of(profile):
                 sc = compare.ScenarioComparison(sc_def)
                 if duet:
                     duet_pairs(side_a, side_b, sc, spec.sampling, pairs, block)
@@ -123,7 +132,8 @@ def measure(out: Path, runs: int, a: str, b: str, pairs: int, seed: int, duet: b
     finally:
         stack.close()
     (out / "spec.txt").write_text(f"a={a}\nb={b}\npairs={pairs}\nseed={seed}\nduet={duet}\nup_order={up_order}\n"
-                                  f"fresh={fresh}\nblock={block}\nmeasured={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+                                  f"fresh={fresh}\nblock={block}\nprofile={profile}\n"
+                                  f"measured={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
 
 
 # ---- verify ----------------------------------------------------------------------------------------
@@ -135,9 +145,10 @@ def _trimmed_us(values_s: np.ndarray) -> float:
     return float(np.mean(values_s[(values_s >= lo) & (values_s <= hi)]) * 1e6)
 
 
-def _ping_s(side, count: int) -> np.ndarray:
-    out = side.cluster.exec_in(side.clients["cross-node"],
-                               ["ping", "-n", "-c", str(count), "-i", "0.002", "-W", "1", side.server.ip], timeout=60)
+def _ping_s(side, count: int, size: int = 56) -> np.ndarray:
+    """``count`` cross-node echo RTTs (s) of ``size``-byte ICMP payloads."""
+    out = side.cluster.exec_in(side.clients["cross-node"], ["ping", "-n", "-c", str(count), "-i", "0.002", "-W", "1",
+                                                            "-s", str(size), side.server.ip], timeout=60)
     return np.array([float(m) for m in PING_TIME.findall(out)]) / 1e3
 
 
@@ -165,10 +176,10 @@ def sockperf_server(side):
         proc.wait(timeout=10)
 
 
-def _sockperf_p50_s(side, count: int) -> float:
-    """The P50 of one sockperf TCP ping-pong run (``count`` requests of 1000 B at 500/s, full RTT), s."""
+def _sockperf_p50_s(side, count: int, size: int = 1000) -> float:
+    """The P50 of one sockperf TCP ping-pong run (``count`` requests of ``size`` B at 500/s, full RTT), s."""
     out = side.cluster.exec_in(side.clients["cross-node"], [
-        "sockperf", "ping-pong", "--tcp", "-i", side.server.ip, "-p", str(SOCKPERF_PORT), "-m", "1000",
+        "sockperf", "ping-pong", "--tcp", "-i", side.server.ip, "-p", str(SOCKPERF_PORT), "-m", str(size),
         "--mps", "500", "-t", str(max(1, round(count / 500))), "--full-rtt"], timeout=60).decode()
     got = SOCKPERF_P50.search(out)
     if not got:
@@ -176,10 +187,12 @@ def _sockperf_p50_s(side, count: int) -> float:
     return float(got.group(1)) * 1e-6
 
 
-def verify(a: str, b: str, rounds: int, seed: int) -> None:
+def verify(a: str, b: str, rounds: int, seed: int, profile: str = "1k") -> None:
     """Rounds of ping, sockperf TCP ping-pong and netslo's UDP and TCP-RR blocks on A and B (module doc)."""
     spec = slo_mod.load(shipped_slo("slo.yaml"))
     rng = np.random.default_rng(seed)
+    scenarios = scenarios_of(profile)
+    size = scenarios[0].sizes[0]
     what = ("ping", "udp", "tcp-rr", "sockperf-tcp")
     got = {name: {w: [] for w in what} for name in ("A", "B")}
     p50 = {name: {"udp": [], "tcp-rr": []} for name in ("A", "B")}
@@ -192,16 +205,17 @@ def verify(a: str, b: str, rounds: int, seed: int) -> None:
                 stack.enter_context(sockperf_server(side))
         for _ in range(rounds):
             for side in (sides if rng.random() < 0.5 else sides[::-1]):
-                got[side.name]["ping"].append(_trimmed_us(_ping_s(side, compare.BLOCK * 4)))
-                for sc_def in SCENARIOS:
+                got[side.name]["ping"].append(_trimmed_us(_ping_s(side, compare.BLOCK * 4, size)))
+                for sc_def in scenarios:
                     rtt = series_seconds(compare.measure_block(side, sc_def, spec.sampling, compare.BLOCK * 4), "rtt")
                     rtt = rtt[np.isfinite(rtt)]
                     got[side.name][sc_def.protocol].append(_trimmed_us(rtt))
                     p50[side.name][sc_def.protocol].append(float(np.median(rtt)))
                 if have_sockperf:
-                    got[side.name]["sockperf-tcp"].append(_sockperf_p50_s(side, compare.BLOCK * 10) * 1e6)
+                    got[side.name]["sockperf-tcp"].append(_sockperf_p50_s(side, compare.BLOCK * 10, size) * 1e6)
     print(f"A {a}; B {b}; {rounds} rounds, per side: {compare.BLOCK * 4} pings, {compare.BLOCK * 4} requests of "
-          f"netslo UDP and TCP-RR (trimmed means), sockperf TCP ping-pong 1 s at 500/s (its P50); µs")
+          f"netslo UDP and TCP-RR (trimmed means), sockperf TCP ping-pong 1 s at 500/s (its P50), {size} B "
+          f"payloads; µs")
     for w in what:
         da, db = np.array(got["A"][w]), np.array(got["B"][w])
         if not len(da):
@@ -278,9 +292,9 @@ def judge_replicates(reps: dict[str, dict[str, paired.Replicates]], margins: lis
     """The scenarios' replicates judged as ``netslo compare`` judges a run: one check per margin, Holm
     over all of them at ``FAMILY_ALPHA``."""
     result = compare.Comparison(None, None, 0, confidence=1.0 - compare.FAMILY_ALPHA)
-    for sc_def in SCENARIOS:
-        sc = compare.ScenarioComparison(sc_def)
-        sc.checks = [compare.Check(mg, reps[sc_def.id][mg.metric].against(
+    for sid in reps:
+        sc = compare.ScenarioComparison(BY_ID[sid])
+        sc.checks = [compare.Check(mg, reps[sid][mg.metric].against(
             1.0 + mg.limit if mg.metric != "loss" else mg.limit, result.confidence)) for mg in margins]
         result.scenarios.append(sc)
     compare.decide(result)
@@ -302,7 +316,7 @@ def sequential(window: dict[str, list[paired.Pair]], sets: dict[str, list], seed
     out = {}
     for name, margins in sets.items():
         first, most, more = (round(n * scale) for n in (compare.PAIRS, compare.MAX_PAIRS, compare.MORE_PAIRS))
-        length = {sc.id: first for sc in SCENARIOS}
+        length = {sid: first for sid in window}
         while True:
             result = judge_replicates({sid: reps_at(sid, n) for sid, n in length.items()}, margins)
             open_ = [sc.scenario.id for sc in result.scenarios
@@ -359,7 +373,7 @@ def _stored(dirs: list[Path], sets: dict[str, list], what: str = "") -> tuple[li
     procedure in the same requests (compare.BLOCK / the runs' block) and the procedure's label."""
     runs = [load_run(p) for d in dirs for p in sorted(d.glob("run*.npz"))]
     per_run = min(len(pairs) for r in runs for pairs in r.values())
-    block = runs[0][SCENARIOS[0].id][0].sent_a
+    block = next(iter(runs[0].values()))[0].sent_a
     scale = compare.BLOCK / block
     print(f"{len(runs)} runs of {per_run} pairs of {block}-request blocks{what}; margin sets: " + "; ".join(
         f"{name} = {', '.join(m.metric + ' ' + m.text for m in ms)}" for name, ms in sets.items()), flush=True)
@@ -489,6 +503,7 @@ def main(argv=None) -> int:
     m.add_argument("--duet", action="store_true", help="A's and B's blocks at the same time, not interleaved")
     m.add_argument("--up-order", choices=("AB", "BA", "random"), default="AB", help="which cluster is brought up first")
     m.add_argument("--block", type=int, default=compare.BLOCK, help="requests per block (default compare.BLOCK)")
+    m.add_argument("--profile", choices=PROFILES, default="1k", help="message sizes of the two scenarios")
     m.add_argument("--fresh", type=int, default=1, help="bring A and B up anew every N runs (default 1: every "
                                                         "comparison its own clusters; 0: once)")
     v = sub.add_parser("verify")
@@ -496,6 +511,7 @@ def main(argv=None) -> int:
     v.add_argument("--b", default="datapath=bridge,rules=1000")
     v.add_argument("--rounds", type=int, default=30)
     v.add_argument("--seed", type=int, default=3)
+    v.add_argument("--profile", choices=PROFILES, default="1k", help="message sizes (ping's and sockperf's too)")
     an = sub.add_parser("analyze")
     an.add_argument("dirs", type=Path, nargs="+")
     an.add_argument("--lengths", default="8,16,32")
@@ -509,9 +525,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "measure":
-            measure(args.out, args.runs, args.a, args.b, args.pairs, args.seed, args.duet, args.up_order, args.fresh, args.block)
+            measure(args.out, args.runs, args.a, args.b, args.pairs, args.seed, args.duet, args.up_order, args.fresh, args.block,
+                    args.profile)
         elif args.cmd == "verify":
-            verify(args.a, args.b, args.rounds, args.seed)
+            verify(args.a, args.b, args.rounds, args.seed, args.profile)
         else:
             given = dict(m.partition(":")[::2] for m in args.margins) if args.margins else MARGIN_SETS
             sets = {name: margins_of(text) for name, text in given.items()}

@@ -22,6 +22,8 @@ def test_b_is_no_worse_than_a(netslo_comparison, compared, pytestconfig):
     lines = compare_report.scenario_lines(sc)
     header = (f"{compared.id}: {sc.verdict} after {len(sc.pairs)} pairs — A: {netslo_comparison.a.describe()}; "
               f"B: {netslo_comparison.b.describe()}")
+    if compared.id in netslo_comparison.stopped:
+        header += " (not measured further: another check had already failed the comparison)"
     if sc.verdict != "pass":
         pytest.fail("\n".join([header, *lines]), pytrace=False)
     print("\n".join([header, *lines]))

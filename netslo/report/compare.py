@@ -39,7 +39,7 @@ def to_json(result) -> dict:
                 "absolute": [{"metric": c.threshold.metric, "threshold": c.threshold.text, "value": _num(c.estimate.value),
                               "hi": _num(c.estimate.hi), "verdict": c.verdict} for c in sc.absolute],
             } for sc in result.scenarios],
-            "not_gated": list(result.not_gated)}
+            "not_gated": list(result.not_gated), "stopped": list(result.stopped)}
 
 
 def markdown(result) -> str:
@@ -61,6 +61,9 @@ def markdown(result) -> str:
     if result.not_gated:
         lines += ["", f"not gated (gate: selected-only; no objective's compare: selects them): "
                       f"{', '.join(f'`{s}`' for s in result.not_gated)}"]
+    if result.stopped:
+        lines += ["", f"undecided, not measured further once the comparison had failed: "
+                      f"{', '.join(f'`{s}`' for s in result.stopped)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -76,6 +79,8 @@ def terminal_lines(result) -> list[str]:
         out += [f"  {line}" for line in scenario_lines(sc)]
     if result.not_gated:
         out.append(f"not gated (gate: selected-only): {', '.join(result.not_gated)}")
+    if result.stopped:
+        out.append(f"not measured further once the comparison had failed: {', '.join(result.stopped)}")
     out.append(f"netslo compare: {MARK.get(result.verdict, '')} {result.verdict}")
     return out
 

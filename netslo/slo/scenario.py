@@ -1,7 +1,10 @@
 """Scenarios: one measurement the gate judges = placement x protocol x message-size profile x IP family.
 
 Profiles come from the source studies' workloads (request/response bytes, application payload):
-command & control 1 kB/1 kB, telemetry 10 kB/1 kB, image 100 kB/1 kB, plus a 64 B probe.
+command & control 1 kB/1 kB, telemetry 10 kB/1 kB, image 100 kB/1 kB, plus a 64 B probe and
+``1460b``: 1460 B each way, the largest payload one 1500-byte IPv4 frame carries (TCP's MSS there; a
+UDP datagram of it is 1488 B), which takes two frames at VXLAN's usual pod MTU of 1450: what a change of MTU
+moves.
 UDP carries at most one datagram per request, so it has no 100k profile. The family (``ipv4``, the
 default, or ``ipv6``) picks which of the server pod's addresses the probe targets; an IPv4 scenario's
 id carries no family (ids and baselines from before IPv6 stay valid), an IPv6 one ends in ``-ipv6``.
@@ -16,14 +19,15 @@ from netslo.core.errors import SpecError
 from netslo.core.families import FAMILIES, IPV4
 from netslo.providers.exposure import check_name
 
-PROFILES = {"64b": (64, 64), "1k": (1000, 1000), "10k": (10_000, 1000), "100k": (100_000, 1000)}
+PROFILES = {"64b": (64, 64), "1k": (1000, 1000), "1460b": (1460, 1460), "10k": (10_000, 1000),
+            "100k": (100_000, 1000)}
 PLACEMENTS = ("same-node", "cross-node")
 PROTOCOLS = ("udp", "tcp-rr", "tcp-crr", "http", "http-new",
              "ws", "wss", "https", "https-new", "mqtt-qos0", "mqtt-qos1", "mqtt-qos2")
 RESPONDER_OF = {"udp": "udp", "tcp-rr": "tcp", "tcp-crr": "tcp", "http": "http", "http-new": "http",
                 "ws": "ws", "wss": "tls", "https": "tls", "https-new": "tls",
                 "mqtt-qos0": "mqtt", "mqtt-qos1": "mqtt", "mqtt-qos2": "mqtt", "dns": "dns"}
-UDP_PROFILES = ("64b", "1k", "10k")
+UDP_PROFILES = ("64b", "1k", "1460b", "10k")
 
 
 @dataclass(frozen=True)
