@@ -50,7 +50,8 @@ def test_a_a_is_no_failure_and_decoy_rules_on_b_fail_rtt_p50(tmp_path):
     doc = json.loads((tmp_path / "res" / "compare.json").read_text())
     assert doc["verdict"] in ("pass", "undecided"), aa.stdout[-3000:]
     assert {s["scenario"] for s in doc["scenarios"]} == {f"{p}-{proto}-1k" for p in ("same-node", "cross-node")
-                                                         for proto in ("udp", "tcp-rr", "tcp-crr")}
+                                                         for proto in ("udp", "tcp-rr", "tcp-crr")} | {
+        "cross-node-udp-1460b", "cross-node-tcp-rr-1460b"}
     assert all(c["verdict"] != "fail" for s in doc["scenarios"] for c in s["checks"])
     assert all(set(s["order"][i:i + 2]) == {"A", "B"} for s in doc["scenarios"] for i in range(0, len(s["order"]), 2))
 
