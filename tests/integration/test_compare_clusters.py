@@ -59,7 +59,8 @@ def test_a_a_is_no_failure_and_decoy_rules_on_b_fail_rtt_p50(tmp_path):
     assert slow.returncode == 1 and "netslo compare: ❌ fail" in slow.stdout, slow.stdout[-3000:] + slow.stderr[-2000:]
     doc = json.loads((tmp_path / "res" / "compare.json").read_text())
     assert doc["verdict"] == "fail" and doc["b"].endswith("1000 decoy rules on the server's path")
-    assert doc["not_gated"] == [f"{p}-{proto}-1k" for proto in ("udp", "tcp-rr") for p in ("same-node", "cross-node")]
+    assert doc["not_gated"] == [f"{p}-{proto}-1k" for proto in ("udp", "tcp-rr") for p in ("same-node", "cross-node")] + [
+        "cross-node-udp-1460b", "cross-node-tcp-rr-1460b"]
     assert "not gated (gate: selected-only): same-node-udp-1k" in slow.stdout
     p50 = {s["scenario"]: next(c for c in s["checks"] if c["metric"] == "rtt.p50") for s in doc["scenarios"]}
     for sid in ("same-node-tcp-crr-1k", "cross-node-tcp-crr-1k"):
