@@ -184,17 +184,27 @@ def test_the_crash_looping_cni_agent_on_the_servers_node_is_measured_and_it_reco
         return ({x.get("lastState", {}).get("terminated", {}).get("finishedAt") for x in cs},
                 any("running" not in x.get("state", {}) for x in cs))
 
+    def running() -> bool:   # the agent's process on the node (pod Ready lags a container's end by seconds)
+        return subprocess.run(["docker", "exec", server.node, "pgrep", "-x", proc],
+                              capture_output=True, timeout=30).returncode == 0
+
     def await_ready(seconds: float, when: str) -> None:
-        deadline = time.monotonic() + seconds
+        deadline, seen = time.monotonic() + seconds, 0
         while time.monotonic() < deadline:
             mine = agent_pods()
-            if mine and all(pod_ready_safe(p) and not p["metadata"].get("deletionTimestamp") for p in mine):
+            ok = mine and all(pod_ready_safe(p) and not p["metadata"].get("deletionTimestamp") for p in mine)
+            seen = seen + 1 if ok and running() else 0
+            if seen >= 3:   # Ready with its process up on three polls in a row (~2 s apart)
                 return
             time.sleep(2.0)
-        pytest.fail(f"{ds} on {server.node} not Ready {when} within {seconds:g} s")
+        ps = subprocess.run(["docker", "exec", server.node, "ps", "-eo", "pid,etimes,comm"], capture_output=True,
+                            text=True, timeout=30).stdout
+        pytest.fail(f"{ds} on {server.node} not Ready with {proc} running {when} within {seconds:g} s; "
+                    f"its processes: {' '.join(ps.split())[:600]}")
 
-    # the tests before may have left it restarting (kind v1.37 + Calico here, 2026-12-07: after the API
-    # server's restart calico-node was down for all 14 s of the crash loop, which then killed nothing)
+    # the tests before may have left it restarting (kind v1.37 here, 2026-12-07: after the API server's
+    # restart calico-node, and in CI cilium-agent while its pod read Ready, was down for all 14 s of the
+    # crash loop, which then killed nothing)
     await_ready(120, "before its crash loop")
     before, _ = crashes()
     try:
