@@ -35,6 +35,7 @@ from netslo.slo import spec as slo_mod
 from netslo.stats import disruption as metrics
 from netslo.studies import enforcement
 from netslo.traffic.probes import ProbeSpec
+from netslo.traffic.probes.reachable import await_answers
 
 PREFIX = "disruption."
 UDP_INTERVAL_S = 0.001
@@ -60,7 +61,6 @@ MAX_SEND_GAP_S = 1.0
 # s the study's target (the server, or a drain's Service) may take to answer before the probes start:
 # ready endpoints are not a programmed Service (kube-proxy writes it in a later sync)
 TARGET_AWAIT_S = 30.0
-TARGET_POLL_S = 0.2
 
 
 @dataclass
@@ -201,26 +201,11 @@ def await_target(cluster, client, host: str, ports: dict, timeout: float = TARGE
     tries = {"udp": ProbeSpec("udp", host, ports["udp"], count=1, interval=0.01, wait=1.0),
              "tcp": ProbeSpec("tcp-crr", host, ports["tcp"], count=1, interval=0.01, wait=1.0,
                             give_up=enforcement.GIVE_UP_S)}
-    deadline, why, took = time.monotonic() + timeout, {}, 0.0
-    while tries:
-        for name, spec in list(tries.items()):
-            t = time.monotonic()
-            try:
-                got = cluster.probe(client, spec)
-            except InfrastructureError as e:
-                why[name] = str(e).splitlines()[-1][-160:]
-                continue
-            if len(got) and (got.rows["recv_ns"] >= 0).all():
-                del tries[name]
-                took += time.monotonic() - t
-            else:
-                why[name] = "no answer"
-        if tries and time.monotonic() > deadline:
-            raise InfrastructureError(f"the study's target {host} did not answer from pod {client.name} within "
-                                      f"{timeout:g} s (a Service not yet programmed on node {client.node}, or the path down): "
-                                      + "; ".join(f"{n} port {ports[n]}: {why[n]}" for n in tries))
-        if tries:
-            time.sleep(TARGET_POLL_S)
+    took, failing = await_answers(lambda spec: cluster.probe(client, spec), tries, timeout)
+    if failing:
+        raise InfrastructureError(f"the study's target {host} did not answer from pod {client.name} within "
+                                  f"{timeout:g} s (a Service not yet programmed on node {client.node}, or the path down): "
+                                  + "; ".join(f"{n} port {ports[n]}: {w}" for n, w in failing.items()))
     return took
 
 

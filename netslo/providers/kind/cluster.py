@@ -630,7 +630,7 @@ class KindCluster(KubeCluster):
             if self._kind.deletes_cluster:   # the namespace goes with the cluster: no delete, no wait
                 self._closed = True
                 self.end_sessions()
-            else:
-                super().close()
+            else:   # the cluster outlives the run (kept, or not netslo's): its namespace ends on its own
+                super().close(wait=False)
         finally:
             self._kind.teardown()

@@ -149,8 +149,10 @@ class KubeCluster(Cluster):
             progress.note(line)
         return said
 
-    def close(self) -> None:
-        """Delete the run namespace (only if it carries this run's label) and wait until it is gone."""
+    def close(self, wait: bool = True) -> None:
+        """Delete the run namespace (only if it carries this run's label) and, with ``wait``, wait until
+        it is gone: at least 5 s, for kube-controller-manager's namespace controller waits that long
+        before it acts on a deletion (``namespaceDeletionGracePeriod``), then ends the pods."""
         if self._closed or not self._created:
             self._closed = True
             return
@@ -163,7 +165,11 @@ class KubeCluster(Cluster):
             raise InfrastructureError(f"namespace {self.namespace}: label {km.RUN_LABEL} is not "
                                       f"{self.run_id!r}; not deleting what this run did not create")
         self.api.delete("namespace", self.namespace)
-        wait_deleted(self.api, "namespace", self.namespace, None, self.delete_timeout)
+        if wait:
+            wait_deleted(self.api, "namespace", self.namespace, None, self.delete_timeout)
+        else:
+            progress.note(f"kube: namespace {self.namespace} deleted, not waited for (Terminating: its pods end "
+                          "within seconds; a later run's reap skips it)")
 
     def end_sessions(self) -> None:
         """End the warm agent sessions of the run's pods and node agents."""

@@ -16,7 +16,6 @@ cluster anyway).
 from __future__ import annotations
 
 import re
-import time
 from typing import Callable
 
 from netslo.core.errors import InfrastructureError, Unsupported
@@ -102,30 +101,19 @@ class KubeServices:
         most one per minSyncPeriod, 1 s by default) and refuses connections to it until then. Asked
         every ``AWAIT_POLL_S``; InfrastructureError naming the paths still failing after ``timeout``."""
         from netslo.traffic.probes import ProbeSpec
-        waiting = {}
+        from netslo.traffic.probes.reachable import await_answers
+        paths = {}
         for e in self.services:
             try:
-                waiting[e] = self.target(e, client)
+                paths[e] = self.target(e, client)
             except Unsupported:   # a path this cluster cannot offer: its test says so
                 pass
-        deadline, why = time.monotonic() + timeout, {}
-        while waiting:
-            for exposure, (host, port) in list(waiting.items()):
-                try:
-                    got = self.cluster.probe(client, ProbeSpec("http", host, port, count=1, interval=0.01, wait=1.0))
-                except InfrastructureError as e:
-                    why[exposure] = str(e).splitlines()[-1][-160:]
-                    continue
-                if len(got) and (got.rows["recv_ns"] >= 0).all():
-                    del waiting[exposure]
-                else:
-                    why[exposure] = "no answer"
-            if waiting and time.monotonic() > deadline:
-                raise InfrastructureError(f"Services not answering from pod {client.name} after {timeout:g}s "
-                                          "(kube-proxy has not programmed them): "
-                                          + "; ".join(f"{e} {host_port(*waiting[e])}: {why[e]}" for e in waiting))
-            if waiting:
-                time.sleep(AWAIT_POLL_S)
+        specs = {e: ProbeSpec("http", host, port, count=1, interval=0.01, wait=1.0) for e, (host, port) in paths.items()}
+        _, failing = await_answers(lambda spec: self.cluster.probe(client, spec), specs, timeout, AWAIT_POLL_S)
+        if failing:
+            raise InfrastructureError(f"Services not answering from pod {client.name} after {timeout:g}s "
+                                      "(kube-proxy has not programmed them): "
+                                      + "; ".join(f"{e} {host_port(*paths[e])}: {w}" for e, w in failing.items()))
 
     def counters(self) -> dict[str, int]:
         """Packets kube-proxy's rules of each exposure matched so far (plus 'masquerade')."""
