@@ -192,11 +192,17 @@ def test_three_layer_consistency(netslo_measure, icmp_run):  # noqa: F811
         assert tl.consistent, tl.line()
 
 
-@pytest.mark.parametrize("exposure", EXPOSURES)
+def _exposed(exposure: str) -> ExposedScenario:
+    return ExposedScenario(PLACEMENT, "http", "1k", interval=EXPOSURE_INTERVAL, exposure=exposure)
+
+
+# each path's labels, so that an SLO file with gate: selected-only deselects the paths it does not select
+@pytest.mark.parametrize("exposure", [pytest.param(e, marks=pytest.mark.slo_labels(**_exposed(e).labels()))
+                                      for e in EXPOSURES])
 def test_exposure_slo(request, netslo_cluster, netslo_client_for, netslo_services, netslo_slo, exposure_runs, exposure):
     """HTTP keep-alive through each path meets the http SLO, and the path's rule really carried it."""
     runs, counters = exposure_runs
-    scenario = ExposedScenario(PLACEMENT, "http", "1k", interval=EXPOSURE_INTERVAL, exposure=exposure)
+    scenario = _exposed(exposure)
     n = len(runs[exposure])
     fresh = lambda: netslo_cluster.probe(netslo_client_for(PLACEMENT), ProbeSpec(  # noqa: E731
         "http", *netslo_services.target(exposure, netslo_client_for(PLACEMENT)), count=n, interval=EXPOSURE_INTERVAL))

@@ -5,7 +5,9 @@ real pytest sessions of ``python -m netslo gate``, three scenarios of the latenc
   name and the scenario the team did not write is judged by the shipped objective;
 - without it that scenario is a configuration error that names both fixes, and the gate is not green;
 - with ``gate: selected-only`` only what the file selects runs, and the rest is listed as not
-  gated in the terminal, results.json and summary.md.
+  gated in the terminal, results.json and summary.md; at collection every SLO test of the gate is
+  among what such a file deselects or selects (the exposure paths once were neither, ran, and failed
+  "no SLO objective selects" in a team's selected-only gate).
 """
 
 from __future__ import annotations
@@ -84,3 +86,23 @@ def test_selected_only_runs_what_it_selects_and_lists_the_rest(tmp_path):
     assert [t.endswith(HTTP) for t in doc["gate"]["not_gated"]] == [True]
     summary = (proj / "results" / "summary.md").read_text()
     assert "Not gated (the SLO file gates only what it selects):" in summary and "same-node-http-1k" in summary
+
+
+def _collected(tmp_path, select: str) -> str:
+    proj = tmp_path / select.replace(" ", "")
+    proj.mkdir()
+    (proj / "slo.yaml").write_text("version: 1\ngate: selected-only\nobjectives:\n  - name: one\n"
+                                   f"    select: {{{select}}}\n    thresholds: {{rtt.p50: 1ms}}\n")
+    proc = subprocess.run([sys.executable, "-m", "netslo", "gate", "-p", "no:cacheprovider", "--collect-only", "-q"],
+                          cwd=proj, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return proc.stdout
+
+
+def test_selected_only_deselects_the_exposure_paths_unless_it_selects_http(tmp_path):
+    udp = _collected(tmp_path, "protocol: udp")
+    kept = [ln for ln in udp.splitlines() if "::test_exposure_slo[" in ln]
+    assert kept == [], kept
+    assert "test_exposure_slo[pod-ip]" in next(ln for ln in udp.splitlines() if " not gated: " in ln)
+    http = _collected(tmp_path, "protocol: http, placement: cross-node")
+    assert sum("::test_exposure_slo[" in ln for ln in http.splitlines()) == 5, http[-2000:]
