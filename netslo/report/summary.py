@@ -43,9 +43,10 @@ def checks_cell(checks: list[dict]) -> str:
 def split_test(test: str) -> tuple[str, str]:
     """('netslo/gate/test_x.py', 'test_f[params]::extra') of a record's test id: its module, and what
     names it there (the test, its parameters — preset, layer, concurrency, family — and the name of
-    an extra outcome)."""
+    an extra outcome). A module of an installed package is named from its package
+    ('.venv/lib/python3.11/site-packages/netslo/gate/test_x.py' -> 'netslo/gate/test_x.py')."""
     module, sep, rest = test.partition("::")
-    return (module, rest) if sep else ("", test)
+    return (module.rpartition("site-packages/")[2], rest) if sep else ("", test)
 
 
 def markdown(records: list[dict], environment: dict, tally=None) -> str:

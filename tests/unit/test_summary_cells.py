@@ -3,7 +3,7 @@ percentage and every delay as a duration: a DNS failure rate once read "0µs (0�
 
 import pytest
 
-from netslo.report.summary import check_cell
+from netslo.report.summary import check_cell, markdown
 from netslo.slo.spec import FRACTION_METRICS
 
 
@@ -31,7 +31,6 @@ def _record(test, scenario, checks):
 def test_rows_are_unique_per_test_and_parameters_grouped_by_module_naming_objectives_when_several():
     """The impairment presets measure one scenario many times: each row names its test and preset.
     Two objectives gating one metric: each check says whose it is."""
-    from netslo.report.summary import markdown
     a = dict(_check("rtt.p50", 87.4e-6, 80e-6, 95e-6, "1ms"), objective="udp-latency")
     b = dict(_check("rtt.p50", 87.4e-6, 80e-6, 95e-6, "200us"), objective="baseline-udp")
     recs = [_record("netslo/gate/test_latency.py::test_latency_slo[cross-node-udp-1k]", "cross-node-udp-1k", [a, b]),
@@ -49,3 +48,12 @@ def test_rows_are_unique_per_test_and_parameters_grouped_by_module_naming_object
     assert "✅ udp-latency: rtt.p50 87.4µs (80µs–95µs) ≤ 1ms<br>✅ baseline-udp: rtt.p50" in two
     one = next(ln for ln in md.splitlines() if "wired-lan" in ln)
     assert "✅ rtt.p50 87.4µs" in one and "udp-latency:" not in one
+
+
+def test_an_installed_gate_module_is_headed_by_its_package_path_beside_the_users_own():
+    checks = [_check("rtt.p50", 1e-4, 9e-5, 1.1e-4, "1ms")]
+    md = markdown([_record(".venv/lib/python3.11/site-packages/netslo/gate/test_latency.py::test_latency_slo[same-node-udp-1k]",
+                           "same-node-udp-1k", checks),
+                   _record("tests/test_team_paths.py::test_team[a]", "same-node-udp-1k", checks)], {})
+    assert "#### `netslo/gate/test_latency.py`" in md and "#### `tests/test_team_paths.py`" in md, md
+    assert "site-packages" not in md, md
