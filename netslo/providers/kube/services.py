@@ -25,7 +25,6 @@ from netslo.providers.exposure import EXPOSURES, check_name
 
 SERVICE_PORT = 80
 AWAIT_S = 30.0        # s a new Service may take to answer (kube-proxy's sync) before it is an error
-AWAIT_POLL_S = 0.2    # s between tries
 _RULE = re.compile(r'^\[(\d+):\d+\] -A (\S+) .*?--comment (?:"([^"]*)"|(\S+))')
 
 
@@ -99,7 +98,7 @@ class KubeServices:
         """Return once every Service path answers one HTTP request from ``client``. Ready endpoints
         are not a programmed Service: kube-proxy writes a new Service's rules in its next sync (at
         most one per minSyncPeriod, 1 s by default) and refuses connections to it until then. Asked
-        every ``AWAIT_POLL_S``; InfrastructureError naming the paths still failing after ``timeout``."""
+        every ``reachable.POLL_S``; InfrastructureError naming the paths still failing after ``timeout``."""
         from netslo.traffic.probes import ProbeSpec
         from netslo.traffic.probes.reachable import await_answers
         paths = {}
@@ -109,7 +108,7 @@ class KubeServices:
             except Unsupported:   # a path this cluster cannot offer: its test says so
                 pass
         specs = {e: ProbeSpec("http", host, port, count=1, interval=0.01, wait=1.0) for e, (host, port) in paths.items()}
-        _, failing = await_answers(lambda spec: self.cluster.probe(client, spec), specs, timeout, AWAIT_POLL_S)
+        _, failing = await_answers(lambda spec: self.cluster.probe(client, spec), specs, timeout)
         if failing:
             raise InfrastructureError(f"Services not answering from pod {client.name} after {timeout:g}s "
                                       "(kube-proxy has not programmed them): "
