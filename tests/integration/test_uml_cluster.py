@@ -235,9 +235,13 @@ def test_the_first_measured_requests_are_not_the_probes_cold_start():
     """A freshly forked probe pays a page fault for every page it first writes; inside
     user-mode-linux that held the first ~25 requests of every run at 5-8 ms (median) on a 0.5 ms
     path. The probe's warm-up runs its own code before the schedule, so the first 25 requests' median
-    stays below the rest's P99 (were they from the same distribution, P(median of 25 > P99) = P(>= 13
-    of 25 above it) ~ 5e-20; the first request after the schedule's 20 ms start gap is still ~0.3 ms
-    slower, so a bound as tight as P90 would fail now and then)."""
+    stays within 4x the rest's P99. Not within the P99 itself: this VM switches between latency
+    regimes for tens of ms at a time, whose 25-request medians differ up to ~3.5x (150-530 us over
+    12 runs here, 2026-12-07), so the first 25 may fall in a slow regime and the rest in a fast one
+    (CI, 2026-12-07: 533 us against a P99 of 511 us). The fault it guards against is >= 7x any such
+    P99 (at most 680 us in those runs). With the warm-up removed, the fault did not show here on
+    2026-12-07 (first 25 requests' median 365-502 us against the rest's 440-534 us, user-space times,
+    6 runs): the test keeps the first requests honest should it come back."""
     c = uml.UmlCluster(nodes=2)
     try:
         a, b = c.add_pod("a", "node0"), c.add_pod("b", "node1")
@@ -247,7 +251,7 @@ def test_the_first_measured_requests_are_not_the_probes_cold_start():
                                      resp_bytes=1024))
             answered = s.rows[s.rows["recv_ns"] >= 0]
             rtt = (answered["recv_ns"] - answered["send_ns"]).astype(float)
-            assert np.median(rtt[:25]) <= np.percentile(rtt[25:], 99), (np.median(rtt[:25]), np.median(rtt[25:]))
+            assert np.median(rtt[:25]) <= 4 * np.percentile(rtt[25:], 99), (np.median(rtt[:25]), np.median(rtt[25:]))
             assert s.meta["warmup_sent"] == 8 >= s.meta["warmup_answered"] >= 4
     finally:
         c.close()
