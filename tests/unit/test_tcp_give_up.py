@@ -1,13 +1,21 @@
 """tcp-crr with ``give_up`` (the change studies' probe), on loopback with an in-thread responder:
 unanswered connections are given up on time, and descriptors above FD_SETSIZE (1024) work."""
 
+import contextlib
+import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import threading
+import time
 
 import numpy as np
 import pytest
 
 from netslo.core.errors import SpecError
+from netslo.traffic import wire
 from netslo.traffic.probes import ProbeSpec, check_give_up, check_source_ports, tcp
 from netslo.traffic.responders import tcp as tcp_responder
 
@@ -119,3 +127,71 @@ def test_source_ports_wrap_and_skip_a_port_in_use(tmp_path):
             got.append(s.getsockname()[1])
             s.close()
     assert got == [busy - 1, busy + 1, busy - 2, busy - 1]
+
+
+def _late_responder(lst: socket.socket, delay: float, stop: threading.Event) -> None:
+    """Answer each connection's one request ``delay`` s after it came (a thread per connection)."""
+    def answer(c: socket.socket) -> None:
+        with c:
+            head = b""
+            while len(head) < wire.TCP_REQ.size:
+                chunk = c.recv(wire.TCP_REQ.size - len(head))
+                if not chunk:
+                    return
+                head += chunk
+            _magic, seq, size, resp, tos = wire.TCP_REQ.unpack(head)
+            left = size - len(head)
+            while left > 0:
+                left -= len(c.recv(left)) or left
+            time.sleep(delay)
+            with contextlib.suppress(OSError):
+                c.sendall(wire.TCP_RESP.pack(wire.TCP_RESP_MAGIC, seq, 0, 0, resp, tos)
+                          + bytes(resp - wire.TCP_RESP.size))
+    lst.settimeout(0.1)
+    while not stop.is_set():
+        try:
+            c, _ = lst.accept()
+        except TimeoutError:
+            continue
+        threading.Thread(target=answer, args=(c,), daemon=True).start()
+
+
+CHILD = """
+import json, sys
+from netslo.traffic.probes import ProbeSpec, tcp
+port, give_up = int(sys.argv[1]), float(sys.argv[2])
+print("go", flush=True)
+s = tcp.run(ProbeSpec("tcp-crr", "127.0.0.1", port, count=100, interval=0.01, req_bytes=64, resp_bytes=64,
+                      wait=0.5, give_up=give_up))
+print(json.dumps({"lost": int((s.rows["recv_ns"] < 0).sum())}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("give_up,lost", [(0.15, (0, 1)), (0.05, (100, 100))], ids=["in-time", "too-late"])
+def test_a_starved_probe_judges_an_answer_by_when_it_came_not_when_it_looked(give_up, lost):
+    """The probe stopped (SIGSTOP) for 0.3 s while answers 80 ms late come in (on two cores a CNI agent
+    starting held the client back 0.3-0.45 s: kind + Calico, 2026-12-03): an answer that reached its
+    kernel before its give-up is answered, however late the probe reads it; one that came after stays
+    lost. The probe judged by when it read: without the RX-stamp check the too-late case counted 5 of
+    100 answered (the ones waiting when the stopped poll returned)."""
+    stop = threading.Event()
+    with socket.socket() as lst:
+        lst.bind(("127.0.0.1", 0))
+        lst.listen(256)
+        srv = threading.Thread(target=_late_responder, args=(lst, 0.08, stop), daemon=True)
+        srv.start()
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(lst.getsockname()[1]), str(give_up)],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "go"
+            time.sleep(0.5)                 # the schedule runs from ~20 ms after "go", for 1 s
+            child.send_signal(signal.SIGSTOP)
+            time.sleep(0.3)
+            child.send_signal(signal.SIGCONT)
+            out, _ = child.communicate(timeout=30)
+        finally:
+            child.kill()
+            stop.set()
+            srv.join(5)
+    got = json.loads(out.strip().splitlines()[-1])["lost"]
+    assert lost[0] <= got <= lost[1], got

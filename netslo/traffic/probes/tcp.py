@@ -5,8 +5,11 @@ connections per request can be hundreds at once while a policy drops their SYNs)
   on schedule even if earlier answers are outstanding (pipelined), so queueing shows as latency.
 - ``tcp-crr``: a new connection per request; the RTT includes the handshake (send_ns is taken just
   before ``connect``), the connection is closed after the answer. With ``give_up`` (the change studies,
-  ``netslo.studies.enforcement``) a connection still unanswered after ``give_up`` s is aborted and its request
-  counts as lost, before the kernel would send its SYN again; and every connection ends with RST, so
+  ``netslo.studies.enforcement``) a connection whose answer had not reached the client's kernel
+  ``give_up`` s after its connect is aborted and its request counts as lost, before the kernel would
+  send its SYN again. The arrival is the answer's kernel RX stamp, and sockets are read before any
+  is given up, so a probe starved of CPU (a CNI agent starting on two cores) that looks late still
+  counts the answers that came in time; every connection ends with RST, so
   thousands per second leave no TIME_WAIT holding the ephemeral ports. With ``source_ports``
   "in-turn" (the change studies) the source ports are taken in turn through the ephemeral range
   (``SourcePorts``), so a tuple comes back only after the whole range; "kernel" leaves them to
@@ -60,6 +63,7 @@ class _Conn:
         self.server_kernel = 0             # responses whose srv_rx_ns is the responder's kernel stamp
         self.queued = 0                    # request bytes handed to this connection so far
         self.unstamped: deque = deque()    # (offset of a request's last byte, row) awaiting a TX stamp
+        self.give_up_at = 0                # ns (CLOCK_MONOTONIC): an answer arriving later is lost; 0: never
 
     def stamp(self, tx: bool) -> None:
         """Ask for kernel stamps (TX too when ``tx``: only once the connection exists, OPT_ID
@@ -208,7 +212,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         conns.append(persistent)
     give_up_ns = int(spec.give_up * 1e9) if per_request and spec.give_up else 0
     ports = SourcePorts() if per_request and spec.source_ports == IN_TURN else None
-    opened: deque = deque()     # (give-up time ns, connection) in the order opened (give_up only)
+    opened: deque = deque()     # connections in the order opened (give_up only): their give_up_at in order
     arrivals = 0
     clock = kstamps.clock()
     counts = {"got": 0, "tx_missing": 0, "rx_missing": 0, "server_kernel": 0, "sources": set(), "connections_lost": 0}
@@ -229,7 +233,8 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
                     c = _open(spec, blocking=False, ports=ports)
                     conns.append(c)
                     if give_up_ns:
-                        opened.append((t + give_up_ns, c))
+                        c.give_up_at = t + give_up_ns
+                        opened.append(c)
                 else:
                     if persistent is None or persistent.dead:
                         persistent = _open(spec, blocking=True)
@@ -249,11 +254,10 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
             timeout = (deadline - t) / 1e9
         else:
             timeout = (start + seq * interval_ns - t) / 1e9
-        while opened and (opened[0][1].dead or not opened[0][1].pending or opened[0][0] <= t):
-            _, c = opened.popleft()
-            c.dead = True       # answered (closed below anyway) or given up: its request stays lost
+        while opened and (opened[0].dead or not opened[0].pending):
+            opened.popleft()
         if opened:
-            timeout = min(timeout, (opened[0][0] - t) / 1e9)
+            timeout = max(0.0, min(timeout, (opened[0].give_up_at - t) / 1e9))
         live = [c for c in conns if not c.dead]
         rl = [c for c in live if c.pending]
         wl = [c for c in live if c.out or not c.connected]
@@ -288,6 +292,9 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
                 c.dead = True
                 continue
             kt = clock.to_mono(kstamps.rx_stamp(anc)) if c.source != kstamps.USER else -1
+            if c.give_up_at and (kt if kt >= 0 else t2) > c.give_up_at:
+                c.dead = True   # its answer came after the give-up: lost, however late it was read
+                continue
             for s, row in _feed(c, data, t2, rows, kt):
                 if row is not None:
                     row["arrival"] = arrivals
@@ -300,6 +307,9 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
                     c.pending.popleft()
             if per_request and not c.pending:
                 c.dead = True
+        t = now_ns()            # give up only after reading: an answer waiting in the socket came in time
+        while opened and (opened[0].dead or not opened[0].pending or opened[0].give_up_at <= t):
+            opened.popleft().dead = True   # answered (closed below anyway) or given up: its request stays lost
         for c in [c for c in conns if c.dead]:
             _close(c.sock, give_up_ns)
             counts["server_kernel"] += c.server_kernel
