@@ -128,6 +128,8 @@ class Study:
                 "intervals_s": {"udp": UDP_INTERVAL_S, "held": HELD_INTERVAL_S, "new": NEW_INTERVAL_S, "dns": DNS_INTERVAL_S},
                 # the held probes' own count of connections that died under them, over the whole study
                 "connections_lost": {k: s.meta.get("connections_lost") for k, s in self.samples.items() if k.startswith("held-")},
+                # where the new connections given up were, over the whole study (netslo.traffic.probes.tcp.GIVEN_UP)
+                "new_given_up": self.samples["new"].meta.get("given_up") if "new" in self.samples else None,
                 "trials": [{"t0_ns": t.t0_ns, "marks": t.marks, **{k: num(v) for k, v in t.values.items()}}
                            for t in self.trials],
                 "estimates": {k: [num(e.value), num(e.lo), num(e.hi), e.n] for k, e in self.estimates(confidence).items()}}

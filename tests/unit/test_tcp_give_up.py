@@ -45,6 +45,9 @@ def test_unanswered_connections_are_given_up_and_lost():
         s = tcp.run(ProbeSpec("tcp-crr", "127.0.0.1", lst.getsockname()[1], count=100, interval=0.002,
                               req_bytes=64, resp_bytes=64, wait=0.3, give_up=0.05))
     assert (s.rows["recv_ns"] < 0).all() and np.count_nonzero(s.rows["send_app_ns"] >= 0) == 100
+    # the few the backlog took were written and not answered; the rest's SYNs were never answered
+    given = s.meta["given_up"]
+    assert sum(given.values()) == 100 and given["connecting"] > 50 and given["unanswered"] >= 1, given
 
 
 @pytest.mark.parametrize("protocol,give_up,expected", [

@@ -9,7 +9,8 @@ connections per request can be hundreds at once while a policy drops their SYNs)
   ``give_up`` s after its connect is aborted and its request counts as lost, before the kernel would
   send its SYN again. The arrival is the answer's kernel RX stamp, and sockets are read before any
   is given up, so a probe starved of CPU (a CNI agent starting on two cores) that looks late still
-  counts the answers that came in time; every connection ends with RST, so
+  counts the answers that came in time. The metadata's ``given_up`` says where the given-up
+  connections were (``GIVEN_UP``); every connection ends with RST, so
   thousands per second leave no TIME_WAIT holding the ephemeral ports. With ``source_ports``
   "in-turn" (the change studies) the source ports are taken in turn through the ephemeral range
   (``SourcePorts``), so a tuple comes back only after the whole range; "kernel" leaves them to
@@ -216,6 +217,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     arrivals = 0
     clock = kstamps.clock()
     counts = {"got": 0, "tx_missing": 0, "rx_missing": 0, "server_kernel": 0, "sources": set(), "connections_lost": 0}
+    given_up = dict.fromkeys(GIVEN_UP, 0)
     interval_ns = spec.interval_ns
     start = now_ns() + 20_000_000
     seq = 0
@@ -309,7 +311,10 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
                 c.dead = True
         t = now_ns()            # give up only after reading: an answer waiting in the socket came in time
         while opened and (opened[0].dead or not opened[0].pending or opened[0].give_up_at <= t):
-            opened.popleft().dead = True   # answered (closed below anyway) or given up: its request stays lost
+            c = opened.popleft()
+            if not c.dead and c.pending:   # given up: its request stays lost (answered ones close below anyway)
+                given_up[_phase(c)] += 1
+            c.dead = True
         for c in [c for c in conns if c.dead]:
             _close(c.sock, give_up_ns)
             counts["server_kernel"] += c.server_kernel
@@ -328,7 +333,18 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
         meta["connections_lost"] = counts["connections_lost"]
     if ports is not None:
         meta["source_port_range"] = [ports.lo, ports.hi]
+    if give_up_ns:
+        meta["given_up"] = given_up
     return rows.finish(meta)
+
+
+GIVEN_UP = ("connecting", "unsent", "unanswered")
+
+
+def _phase(c: _Conn) -> str:
+    """Where a given-up connection was (``GIVEN_UP``): its handshake not seen complete, its request
+    not all written (the probe itself late), or its request written and not answered."""
+    return "connecting" if not c.connected else ("unsent" if c.out else "unanswered")
 
 
 def _wait(rl: list, wl: list, timeout: float) -> tuple[list, list]:
