@@ -23,7 +23,8 @@ only requests sent in it count. Resolution: each probe's send interval.
 * ``resets`` (count): held connections that lost a request sent in the window. TCP loses nothing on a
   live connection: a lost request means the connection died (reset, closed) under it.
 * ``conn_fail`` (count): new connections (one request each) sent in the window and not answered:
-  refused, reset, or given up after the probe's ``give_up``.
+  refused, reset, or given up (no answer in the client's kernel ``give_up`` s after its connect:
+  ``netslo.traffic.probes.tcp``).
 * ``dns_timeouts`` (count): DNS lookups sent in the window that were not answered at their first
   send (a query send expired and was resent, or no answer came); NaN without a DNS probe.
 * ``rtt_before`` / ``rtt_during`` (s): P50 RTT of the UDP requests answered in the ``before`` s

@@ -11,7 +11,8 @@ hangs past it), never as a hang and never as a clean run.
 * the server's processes paused for 1 s (a frozen node) reads as a stall of the held connections, with
   no connection reset;
 * the client's processes paused for 2 s (its node frozen: the open-loop sender sends nothing, then
-  everything at once) is an InfrastructureError naming the send gap, never a clean trial;
+  everything at once) is an InfrastructureError naming the send gap, never a clean trial; paused in
+  the first run only (a client held back once), the study is measured once more and judged on that;
 * an action that takes longer than its window is an InfrastructureError, not a shorter outage.
 """
 
@@ -112,6 +113,21 @@ def test_a_paused_client_is_an_infrastructure_error_naming_its_send_gap_not_a_cl
     with pytest.raises(InfrastructureError, match=r"the client pod client on node node1 sent no UDP request for "
                                                   r"(19\d\d|2\d\d\d) ms in trial 1 of pause-client"):
         disruption.run(c, cross, server, ports, _paused(c, cross, 2.0), trials=1)
+
+
+@pytest.mark.timeout(120)
+def test_a_client_held_back_once_is_measured_once_more_and_judged_on_that(cl):
+    """Without the second run this study was an InfrastructureError (the first run's 2 s send gap)."""
+    c, server, cross, _, ports = cl
+    pause, calls = _paused(c, cross, 2.0), []
+
+    def first_only() -> dict:
+        calls.append(1)
+        return pause.run() if len(calls) == 1 else {}
+    study = disruption.run(c, cross, server, ports, dataclasses.replace(pause, run=first_only), trials=1)
+    assert len(calls) == 2, calls
+    v = study.trials[0].values
+    assert v["send_gap"] <= disruption.MAX_SEND_GAP_S and v["outage"] == 0.0 and v["resets"] == 0, study.summary()
 
 
 @pytest.mark.timeout(120)

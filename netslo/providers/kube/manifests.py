@@ -26,6 +26,11 @@ READY_DIR = "/run/netslo"
 PULL_POLICIES = ("Never", "IfNotPresent", "Always")
 BASIC_RESPONDERS = PROTOCOLS     # served by the agent container's process; other kinds (tls, proxy...) by exec
 AGENT_CONTAINER = "agent"
+# The agent pods' CPU request: the kubelet gives a pod a CPU weight (cgroup cpu.shares) in proportion
+# to it, and under contention a low-weight pod waits behind busier ones (calico-node and
+# kube-apiserver request 250m). At 10m, responders on the node where calico-node restarted answered
+# new connections > 250 ms late in 0-94 of ~600 per trial (kind + Calico, 2 cores, 2026-12-07).
+AGENT_CPU = "100m"
 TRAFFIC_POLICIES = ("Cluster", "Local")
 # Bandwidth annotations the CNI bandwidth plugin (and Cilium's Bandwidth Manager) read, e.g. "10M".
 BANDWIDTH_ANNOTATIONS = ("kubernetes.io/egress-bandwidth", "kubernetes.io/ingress-bandwidth")
@@ -128,7 +133,7 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
         "image": image,
         "imagePullPolicy": pull_policy,
         **_agent_command(responders),
-        "resources": {"requests": {"cpu": "10m", "memory": f"{64 + 48 * len(responders)}Mi"}},
+        "resources": {"requests": {"cpu": AGENT_CPU, "memory": f"{64 + 48 * len(responders)}Mi"}},
         "securityContext": SECURITY_CONTEXT,
         "volumeMounts": [{"name": "netslo-run", "mountPath": READY_DIR}],
     }]
