@@ -55,7 +55,7 @@ def test_agent_pod_is_one_container_that_serves_the_responders_and_is_the_exec_t
     assert "readinessProbe" not in agent and "livenessProbe" not in agent
     # the kubelet's own TCP connect to the set's ready port, not an exec in the container
     assert agent["startupProbe"] == {"tcpSocket": {"port": 7099}, "periodSeconds": 1, "failureThreshold": 600}
-    assert agent["resources"]["requests"] == {"cpu": "100m", "memory": "208Mi"}
+    assert agent["resources"]["requests"] == {"cpu": "10m", "memory": "208Mi"}
     spec = pod["spec"]
     assert spec["automountServiceAccountToken"] is False and spec["terminationGracePeriodSeconds"] == 1
     assert "hostNetwork" not in spec

@@ -26,11 +26,12 @@ READY_DIR = "/run/netslo"
 PULL_POLICIES = ("Never", "IfNotPresent", "Always")
 BASIC_RESPONDERS = PROTOCOLS     # served by the agent container's process; other kinds (tls, proxy...) by exec
 AGENT_CONTAINER = "agent"
-# The agent pods' CPU request: the kubelet gives a pod a CPU weight (cgroup cpu.shares) in proportion
-# to it, and under contention a low-weight pod waits behind busier ones (calico-node and
-# kube-apiserver request 250m). At 10m, responders on the node where calico-node restarted answered
-# new connections > 250 ms late in 0-94 of ~600 per trial (kind + Calico, 2 cores, 2026-12-07).
-AGENT_CPU = "100m"
+# The agent pods' CPU request. 100m (a pod's CPU weight, cgroup cpu.shares, 102 instead of 10, beside
+# calico-node's and kube-apiserver's 256) gave fewer new connections given up while calico-node
+# restarted (kind + Calico, 2 cores, 2026-12-07, one run each: 0-26 of ~600 per trial against 0-94),
+# but the gate's ten pods on kind's control-plane node then requested 1860m of its 2000m before
+# calico-node's 250m: pods would stay Pending. Kept at 10m; docs/metrics.md has an earlier trial.
+AGENT_CPU = "10m"
 TRAFFIC_POLICIES = ("Cluster", "Local")
 # Bandwidth annotations the CNI bandwidth plugin (and Cilium's Bandwidth Manager) read, e.g. "10M".
 BANDWIDTH_ANNOTATIONS = ("kubernetes.io/egress-bandwidth", "kubernetes.io/ingress-bandwidth")
