@@ -106,11 +106,12 @@ class Cluster(abc.ABC):
 
     @abc.abstractmethod
     def add_pod(self, name: str, node: str, *, host_network: bool = False,
-                annotations: dict | None = None, responders=None) -> Pod:
+                annotations: dict | None = None, responders=None, cpu: str | None = None) -> Pod:
         """Create a pod on ``node`` able to run agent probes; returns once it is ready. ``responders``:
         the protocols its own process serves from the start (a Kubernetes pod's container; None: the
         provider's default); providers that start responders only on demand (``start_responders``)
-        ignore it."""
+        ignore it. ``cpu``: the pod's CPU request on Kubernetes (a quantity, e.g. "100m": its CPU weight
+        under contention; None: the provider's default); where a pod is a namespace, ignored."""
 
     def add_pods(self, requests: list[dict]) -> list[Pod]:
         """Several pods (each request: ``add_pod``'s arguments as a dict), in the order asked; a

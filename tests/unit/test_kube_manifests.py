@@ -130,3 +130,12 @@ def test_a_drains_backend_prefers_its_node_and_the_service_selects_whichever_pod
     svc = km.service_manifest("drain", "6b03abcd12ef", "drain-backend", protocols=("udp", "tcp"))
     assert all(labels[k] == v for k, v in svc["spec"]["selector"].items())
     assert spec["template"]["spec"]["containers"][0]["command"][:4] == ["python", "-m", "netslo.agent", "responders"]
+
+
+def test_a_pod_can_ask_for_more_cpu_and_a_bad_quantity_is_one_line():
+    pod = km.agent_pod_manifest("server", "r1", "n1", cpu="100m")
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "100m"
+    assert km.agent_pod_manifest("s", "r1", "n1", cpu="0.5")["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "0.5"
+    with pytest.raises(SpecError, match=r"cpu: value '100 m' — expected a CPU quantity such as 100m or 0.5") as e:
+        km.agent_pod_manifest("s", "r1", "n1", cpu="100 m")
+    assert "\n" not in str(e.value)

@@ -95,6 +95,17 @@ def pytest_collection_finish(session):
     session.config.stash[MADE] = {f: (None, None) for f in WITH_PODS if f in used}
 
 
+# The gate's own server and clients, which most scenarios and the disruption study measure between,
+# request more CPU than the other agent pods (10m), so that on Kubernetes a busy node does not leave
+# them waiting behind its components (a pod's CPU weight follows its request). kind, 2 cores,
+# 2026-12-07, cross-node disruption study with these pods at 10m and at 100m: Cilium's agent
+# restart gave up 3-603 new connections per trial against 0, its roll held the client back 1.9-3.1 s
+# against <= 0.93 s; Calico's restart 0-94 against 0-26. Three pods, so kind's control-plane node
+# (2000m, ~1100m requested by Kubernetes and the CNI) still has room for the gate's other pods.
+MEASURING_PODS = ("server", "client-same", "client-cross")
+MEASURING_CPU = "100m"
+
+
 @pytest.fixture(scope="session")
 def netslo_gate_pods(request, netslo_cluster):
     """name -> pod of the gate's pods, made together (``add_pods``: on Kubernetes created at once and
@@ -114,6 +125,8 @@ def netslo_gate_pods(request, netslo_cluster):
     for name, i, *more in wanted:
         if i < len(nodes) and name not in specs:
             specs[name] = {"name": name, "node": nodes[i]}
+            if name in MEASURING_PODS:
+                specs[name]["cpu"] = MEASURING_CPU
             if more and more[0]:
                 specs[name]["annotations"] = dict(more[0])
             if len(more) > 1:   # the pod's responders (default: the standard ones)

@@ -245,7 +245,7 @@ class KubeCluster(Cluster):
 
     # ---- pods -------------------------------------------------------------------------------
     def add_pod(self, name: str, node: str, *, host_network: bool = False,
-                annotations: dict | None = None, responders=None) -> Pod:
+                annotations: dict | None = None, responders=None, cpu: str | None = None) -> Pod:
         """Create an agent pod on ``node`` and wait until it is Ready (all responders listening).
 
         ``responders`` defaults to udp/tcp/http for pod-network pods and none for hostNetwork pods
@@ -253,7 +253,7 @@ class KubeCluster(Cluster):
         which is not always its name (cloud providers).
         """
         return self.add_pods([dict(name=name, node=node, host_network=host_network, annotations=annotations,
-                                   responders=responders)])[0]
+                                   responders=responders, cpu=cpu)])[0]
 
     @timed_call("pods")
     def add_pods(self, requests: list[dict]) -> list[Pod]:
@@ -276,7 +276,7 @@ class KubeCluster(Cluster):
             manifests.append((r, tuple(responders), km.agent_pod_manifest(
                 name, self.run_id, hostname, image=self.image, pull_policy=self.pull_policy,
                 host_network=bool(r.get("host_network")), annotations=r.get("annotations"),
-                responders=responders)))
+                responders=responders, cpu=r.get("cpu") or km.AGENT_CPU)))
         names = [m["metadata"]["name"] for _, _, m in manifests]
         with progress.phase(f"pod{'s' if len(names) > 1 else ''} {', '.join(r['name'] for r in requests)}"), \
                 ThreadPoolExecutor(4, thread_name_prefix="session-open") as opening:

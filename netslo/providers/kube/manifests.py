@@ -26,12 +26,10 @@ READY_DIR = "/run/netslo"
 PULL_POLICIES = ("Never", "IfNotPresent", "Always")
 BASIC_RESPONDERS = PROTOCOLS     # served by the agent container's process; other kinds (tls, proxy...) by exec
 AGENT_CONTAINER = "agent"
-# The agent pods' CPU request. 100m (a pod's CPU weight, cgroup cpu.shares, 102 instead of 10, beside
-# calico-node's and kube-apiserver's 256) gave fewer new connections given up while calico-node
-# restarted (kind + Calico, 2 cores, 2026-12-07, one run each: 0-26 of ~600 per trial against 0-94),
-# but the gate's ten pods on kind's control-plane node then requested 1860m of its 2000m before
-# calico-node's 250m: pods would stay Pending. Kept at 10m; docs/metrics.md has an earlier trial.
+# An agent pod's CPU request (a pod's CPU weight under contention, cgroup cpu.shares: 10 at 10m,
+# beside calico-node's and kube-apiserver's 256), unless its maker asks for more (``cpu``).
 AGENT_CPU = "10m"
+_CPU = re.compile(r"^([0-9]+m|[0-9]+(\.[0-9]+)?)$")
 TRAFFIC_POLICIES = ("Cluster", "Local")
 # Bandwidth annotations the CNI bandwidth plugin (and Cilium's Bandwidth Manager) read, e.g. "10M".
 BANDWIDTH_ANNOTATIONS = ("kubernetes.io/egress-bandwidth", "kubernetes.io/ingress-bandwidth")
@@ -115,7 +113,7 @@ def _agent_command(responders) -> dict:
 def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAULT_IMAGE,
                        pull_policy: str = "Never", host_network: bool = False,
                        annotations: dict | None = None, responders=BASIC_RESPONDERS,
-                       role: str = "agent") -> dict:
+                       role: str = "agent", cpu: str = AGENT_CPU) -> dict:
     """An agent pod pinned to ``node`` (required node affinity on kubernetes.io/hostname).
 
     One container, ``agent``: probes are exec-ed into it; its own process serves ``responders``
@@ -124,6 +122,8 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
     """
     if pull_policy not in PULL_POLICIES:
         raise SpecError("imagePullPolicy", pull_policy, f"one of {', '.join(PULL_POLICIES)}")
+    if not _CPU.match(str(cpu)):
+        raise SpecError("cpu", cpu, "a CPU quantity such as 100m or 0.5")
     for p in responders:
         if p not in BASIC_RESPONDERS:
             raise SpecError("responders", p, f"some of {', '.join(BASIC_RESPONDERS)} (the other kinds start "
@@ -134,7 +134,7 @@ def agent_pod_manifest(name: str, run_id: str, node: str, *, image: str = DEFAUL
         "image": image,
         "imagePullPolicy": pull_policy,
         **_agent_command(responders),
-        "resources": {"requests": {"cpu": AGENT_CPU, "memory": f"{64 + 48 * len(responders)}Mi"}},
+        "resources": {"requests": {"cpu": cpu, "memory": f"{64 + 48 * len(responders)}Mi"}},
         "securityContext": SECURITY_CONTEXT,
         "volumeMounts": [{"name": "netslo-run", "mountPath": READY_DIR}],
     }]

@@ -446,7 +446,7 @@ class NetnsCluster(Cluster):
     # -- pods
     @timed_call("pods")
     def add_pod(self, name: str, node: str, *, host_network: bool = False,
-                annotations: dict | None = None, responders=None) -> Pod:
+                annotations: dict | None = None, responders=None, cpu: str | None = None) -> Pod:
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,30}", name) or name in self._pods or name.startswith("node"):
             raise SpecError("pod name", name, "a new name of lowercase letters, digits and '-' (max 31), "
                             "not starting with 'node'")

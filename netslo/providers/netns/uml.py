@@ -337,7 +337,7 @@ class UmlCluster(Cluster):
 
     @timed_call("pods")
     def add_pod(self, name: str, node: str, *, host_network: bool = False,
-                annotations: dict | None = None, responders=None) -> Pod:
+                annotations: dict | None = None, responders=None, cpu: str | None = None) -> Pod:
         d = self.call("add_pod", name=name, node=node, host_network=host_network, annotations=annotations or {})
         pod = Pod(d["name"], d["node"], d["ip"], d["host_network"], d["annotations"], d.get("ip6", ""))
         if d.get("host_interface"):

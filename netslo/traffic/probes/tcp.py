@@ -47,6 +47,7 @@ from netslo.traffic.sockopts import set_nodelay, set_tos
 RECV_CHUNK = 1 << 20
 MAX_UNSTAMPED = 4096        # requests of one connection awaiting their TX stamp, at most
 ABORT = struct.pack("ii", 1, 0)   # SO_LINGER on, 0 s: close() sends RST, no TIME_WAIT
+GIVEN_UP = ("connecting", "unsent", "unanswered")   # where a given-up connection was (_phase)
 
 
 class _Conn:
@@ -296,6 +297,7 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
             kt = clock.to_mono(kstamps.rx_stamp(anc)) if c.source != kstamps.USER else -1
             if c.give_up_at and (kt if kt >= 0 else t2) > c.give_up_at:
                 c.dead = True   # its answer came after the give-up: lost, however late it was read
+                given_up["unanswered"] += 1
                 continue
             for s, row in _feed(c, data, t2, rows, kt):
                 if row is not None:
@@ -336,9 +338,6 @@ def run(spec: ProbeSpec, sink=None) -> samples.SampleSet:
     if give_up_ns:
         meta["given_up"] = given_up
     return rows.finish(meta)
-
-
-GIVEN_UP = ("connecting", "unsent", "unanswered")
 
 
 def _phase(c: _Conn) -> str:
