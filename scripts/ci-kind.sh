@@ -60,15 +60,14 @@ P=netslo/gate/test_protocols.py
 declare -A GATE_DESELECT=([cilium]="$P::test_protocol_slo $P::test_mqtt_delivery_accounting $P::test_mqtt_broker_disables_nagle
   $P::test_mqtt_qos2_costs_more_than_qos1 $P::test_reuse_and_tls_ordering $P::test_send_interval_sweep" [calico]="")
 [[ -n ${NETSLO_KIND_FULL:-} ]] && GATE_DESELECT[cilium]=""
-# The disruption study (--netslo-disruption) on the cross-node path, 5 trials each: the drain, the CNI
-# agent's pod on the server's node deleted, the agent's DaemonSet rolled (a configuration change). On
-# 2 cores an agent starting beside the probes holds them back (send gaps up to 320 ms here): their
-# objectives allow for that, with the margin in netslo/gate/slo.yaml; a send gap above 1 s is an
-# infrastructure error, never a verdict. The same-node placement, kube-proxy's and the API server's
-# restarts: docs/kubernetes.md.
+# The disruption study (--netslo-disruption) on the cross-node path, 5 trials each: the CNI agent's pod
+# on the server's node deleted, and the agent's DaemonSet rolled (a configuration change). On 2 cores
+# an agent starting beside the probes holds them back (send gaps up to 0.93 s here): their objectives
+# allow for that, with the margin in netslo/gate/slo.yaml; a client held back for more than 1 s is
+# measured once more, then an infrastructure error. The same-node placement, kube-proxy's and the API
+# server's restarts and the drain (about 4 min more per CNI): docs/kubernetes.md.
 D=netslo/gate/test_disruption.py
-DISRUPTION=("$D::test_disruption_slo_rollout[drain-cross-node]" "$D::test_disruption_slo_agent_restart[cross-node]"
-  "$D::test_disruption_slo_rollout[agent-roll-cross-node]")
+DISRUPTION=("$D::test_disruption_slo_agent_restart[cross-node]" "$D::test_disruption_slo_rollout[agent-roll-cross-node]")
 for cni in "${CNIS[@]}"; do
   results=netslo-results-kind-$cni
   say "the gate on kind + $cni (2 nodes)"
@@ -76,7 +75,7 @@ for cni in "${CNIS[@]}"; do
   for id in ${GATE_DESELECT[$cni]}; do deselect+=(--deselect "$id"); done
   "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider kind --netslo-cni "$cni" --netslo-nodes 2 \
     --netslo-keep-cluster --netslo-allow-skip "${GATE_SKIPS[$cni]}" --netslo-results="$results" "${deselect[@]}" || rc=1
-  say "the disruption study on kind + $cni (cross node, 5 trials each: a drain, the agent restarted, its DaemonSet rolled)"
+  say "the disruption study on kind + $cni (cross node, 5 trials each: the agent restarted, its DaemonSet rolled)"
   "$PY" -m pytest -q -p no:cacheprovider -rs -m cni --netslo-provider kind --netslo-cni "$cni" --netslo-nodes 2 \
     --netslo-keep-cluster --netslo-disruption --netslo-results="$results-disruption" "${DISRUPTION[@]}" || rc=1
   say "kubectl -n kube-system get ds; the pod route to the other node"
