@@ -82,8 +82,10 @@ def _judged(cluster, client_for, responder, disruptions, dns, slo, study_report,
     labels = {"study": "disruption", "placement": placement, "protocol": "udp", "profile": action}
     ths = study_thresholds(slo, cluster, labels, "disruption.*")
     study = _run(cluster, client_for, responder, disruptions, dns, placement, action, max(t.trials for t in ths))
-    study.judge(ths, slo.sampling.confidence)
-    text = study_report(request.node.name, study.summary(), study.numbers(slo.sampling.confidence))
+    try:
+        study.judge(ths, slo.sampling.confidence)
+    finally:        # also a study the judge could not decide (held back) is reported
+        text = study_report(request.node.name, study.summary(), study.numbers(slo.sampling.confidence))
     assert study.checks and not study.failed, "disruption SLO not met:\n" + text
 
 
@@ -96,6 +98,7 @@ def test_disruption_control_measures_the_drop_it_was_given(netslo_cluster, netsl
     study = _run(netslo_cluster, netslo_client_for, netslo_responder, netslo_disruptions, netslo_disruption_dns,
                  "cross-node", name, trials)
     text = netslo_study_report(request.node.name, study.summary(), study.numbers(0.95))
+    study.require_sent()
     step = disruption.UDP_INTERVAL_S
     for t in study.trials:
         m, v = t.marks, t.values

@@ -33,6 +33,10 @@ only requests sent in it count. Resolution: each probe's send interval.
   or between two sends): the resolution the window was actually measured at. An open-loop sender
   that was frozen (its node paused, its process starved) sends late, all at once, so requests of a
   lost stretch would be missing, not lost: an outage shorter than ``send_gap`` may not have been seen.
+
+``held_back_bounds`` gives a window's metrics at their worst over what its gaps could hide (every UDP
+request the client did not send in a gap longer than a given one counted as lost, and so on); the
+measured values are the best case, so a verdict both agree on holds whatever the gap hid.
 """
 
 from __future__ import annotations
@@ -92,12 +96,54 @@ def recovery(send_ns: np.ndarray, lost: np.ndarray, t0_ns: int, clean_s: float =
     return math.inf
 
 
-def window(udp: SampleSet, held: list[SampleSet], new: SampleSet | None, t0_ns: int, window_s: float,
-           before_s: float, dns: SampleSet | None = None) -> dict:
-    """The metrics (module doc) of the window ``[t0_ns, t0_ns + window_s)``; ``before_s``: the span
-    before t0 whose RTT is ``rtt_before``. Durations in s, loss a fraction, counts whole numbers."""
+def _gaps(send_ns: np.ndarray, t0_ns: int, end_ns: int, longer_than_s: float) -> list[tuple[int, int]]:
+    """(start, end) ns of the stretches of ``[t0_ns, end_ns)`` longer than ``longer_than_s`` in which no
+    request of ``send_ns`` (ascending) was sent: from t0 or a send to the next send or the window's end."""
+    s = send_ns[(send_ns >= t0_ns) & (send_ns < end_ns)]
+    edges = np.concatenate([[t0_ns], s, [end_ns]])
+    k = np.flatnonzero(np.diff(edges) > longer_than_s * 1e9)
+    return [(int(edges[i]), int(edges[i + 1])) for i in k]
+
+
+def _filled(send, got, seen, rtt, gaps: list, step_ns: int):
+    """The ordered UDP arrays with a request every ``step_ns`` inside each of ``gaps``, not answered and
+    not seen by the responder: what the client would have sent had it not been held back, at worst."""
+    extra = np.concatenate([np.arange(a + step_ns, b, step_ns, dtype=np.int64) for a, b in gaps] or [np.empty(0, np.int64)])
+    order = np.argsort(np.concatenate([send, extra]), kind="stable")
+    n = len(extra)
+    return (np.concatenate([send, extra])[order], np.concatenate([got, np.zeros(n, bool)])[order],
+            np.concatenate([seen, np.zeros(n, seen.dtype)])[order], np.concatenate([rtt, np.zeros(n, rtt.dtype)])[order])
+
+
+def held_back_bounds(udp: SampleSet, held: list[SampleSet], new: SampleSet | None, t0_ns: int, window_s: float,
+                     before_s: float, dns: SampleSet | None, longer_than_s: float, intervals: dict) -> dict:
+    """The metrics of ``window`` at their worst over what the client's gaps could hide: in every
+    stretch of the window longer than ``longer_than_s`` s without a UDP request sent, each request
+    the probes would have sent (``intervals``: s per probe, keys udp/new/dns) counted as lost or
+    failed, and every answer on a held connection as late as the longest stretch more (``stall``).
+    Held connections that died in a stretch still lose the requests after it (``resets`` as measured).
+    Equal to ``window`` when the client sent all along."""
     end_ns = t0_ns + int(window_s * 1e9)
     send, got, seen, rtt = _ordered(udp)
+    gaps = _gaps(send, t0_ns, end_ns, longer_than_s)
+    out = window(udp, held, new, t0_ns, window_s, before_s, dns, _arrays=_filled(
+        send, got, seen, rtt, gaps, int(intervals["udp"] * 1e9)))
+    del out["send_gap"]         # the filled stretches are not sends
+    unseen = [(b - a) * 1e-9 for a, b in gaps]
+    out["stall"] += max(unseen, default=0.0)
+    for key, probe, present in (("conn_fail", "new", new is not None), ("dns_timeouts", "dns", dns is not None)):
+        if present:
+            out[key] += float(sum(math.floor(u / intervals[probe]) for u in unseen))
+    return out
+
+
+def window(udp: SampleSet, held: list[SampleSet], new: SampleSet | None, t0_ns: int, window_s: float,
+           before_s: float, dns: SampleSet | None = None, _arrays: tuple | None = None) -> dict:
+    """The metrics (module doc) of the window ``[t0_ns, t0_ns + window_s)``; ``before_s``: the span
+    before t0 whose RTT is ``rtt_before``. Durations in s, loss a fraction, counts whole numbers.
+    ``_arrays``: the ordered UDP arrays to use instead of ``udp``'s (``held_back_bounds``)."""
+    end_ns = t0_ns + int(window_s * 1e9)
+    send, got, seen, rtt = _arrays if _arrays is not None else _ordered(udp)
     lo, hi = np.searchsorted(send, [t0_ns, end_ns])
     if hi <= lo:
         raise ValueError(f"window: no UDP request sent in the {window_s:g} s after t0 (the probe did not run through it)")

@@ -53,11 +53,14 @@ LEAD_IN_TRIES = 1.5     # ... and this many times await_target's two probes: on 
 TAIL_S = 0.3
 WAIT_S = 1.0            # s the probes wait for answers after their last request
 # s: the longest a trial's window may go without a UDP request sent (``netslo.stats.disruption``
-# ``send_gap``); beyond it the client was not running and the trial is an InfrastructureError, never a
-# shorter outage. A starved sender is not a frozen one: on kind + Cilium here (2 cores, 2026-12-03) a
-# cilium-agent starting beside the client held it back 31-139 ms, a DaemonSet roll 249-381 ms; a paused
-# node holds it for as long as the pause
+# ``send_gap``) and be judged as measured; beyond it the client was held back (not running) and the
+# trial is judged on its measured values and on their worst case over the gap (``Study.judge``), never
+# read as a shorter outage. A starved sender is not a frozen one: on kind + Cilium here (2 cores,
+# 2026-12-03) a cilium-agent starting beside the client held it back 31-139 ms, a DaemonSet roll
+# 249-381 ms, after the gate on the kept cluster (2026-12-07) 1.1-1.3 s; a paused node holds it for as
+# long as the pause
 MAX_SEND_GAP_S = 1.0
+NOT_RUNNING = "its probes were not running (the node paused or the process starved)"
 # s the study's target (the server, or a drain's Service) may take to answer before the probes start:
 # ready endpoints are not a programmed Service (kube-proxy writes it in a later sync)
 TARGET_AWAIT_S = 30.0
@@ -70,6 +73,7 @@ class Trial:
     t0_ns: int
     marks: dict
     values: dict = field(default_factory=dict)
+    bounds: dict | None = None      # the metrics at their worst over the client's gaps (held back), else None
 
 
 @dataclass
@@ -83,19 +87,42 @@ class Study:
     window: float
     samples: dict                   # probe name -> SampleSet (udp, held-<i>, new)
     checks: list = field(default_factory=list)
+    held_back: str = ""             # how the client was held back in both runs (``run``), else ""
 
-    def series(self, name: str) -> np.ndarray:
-        return np.asarray([t.values.get(name, math.nan) for t in self.trials], dtype=np.float64)
+    def series(self, name: str, worst: bool = False) -> np.ndarray:
+        """Per trial the metric ``name``; ``worst``: a held-back trial's worst case (``Trial.bounds``)."""
+        return np.asarray([((t.bounds if worst and t.bounds else t.values)).get(name, math.nan) for t in self.trials],
+                          dtype=np.float64)
 
-    def estimates(self, confidence: float) -> dict:
+    def estimates(self, confidence: float, worst: bool = False) -> dict:
         return {k: e for name in metrics.SERIES
-                for k, e in enforcement.estimates(self.series(name), PREFIX + name, confidence, _unit(name)).items()}
+                for k, e in enforcement.estimates(self.series(name, worst), PREFIX + name, confidence, _unit(name)).items()}
 
     def judge(self, thresholds: list, confidence: float) -> list:
-        """Checks of the ``disruption.*`` thresholds (others are not this study's business)."""
+        """Checks of the ``disruption.*`` thresholds (others are not this study's business). A study
+        whose client was held back (``held_back``) is judged twice, as measured (the best case: what
+        the gaps hid can only add) and at its worst: a check passes when it passes at the worst and
+        fails when it fails as measured; when the two disagree the gap could hide a breach and the
+        study is an InfrastructureError naming the gap and the checks."""
         est = self.estimates(confidence)
-        self.checks = [enforcement.decide(est[t.metric], t, confidence) for t in thresholds if t.metric in est]
+        checks = [enforcement.decide(est[t.metric], t, confidence) for t in thresholds if t.metric in est]
+        if self.held_back:
+            worst = self.estimates(confidence, worst=True)
+            judged = [(c, enforcement.decide(worst[c.threshold.metric], c.threshold, confidence)) for c in checks]
+            open_ = [f"{c.line()} as measured, but at worst {w.line()}"
+                     for c, w in judged if w.verdict != slo_mod.PASS and c.verdict != slo_mod.FAIL]
+            if open_:
+                raise InfrastructureError(f"{self.held_back}: {NOT_RUNNING}, and what they did not send could hide "
+                                          "a breach: " + "; ".join(open_))
+            checks = [w if w.verdict == slo_mod.PASS else c for c, w in judged]
+        self.checks = checks
         return self.checks
+
+    def require_sent(self) -> None:
+        """InfrastructureError when the client was held back: for readers of the trials' values (the
+        controls), which a gap leaves unknown."""
+        if self.held_back:
+            raise InfrastructureError(f"{self.held_back}: {NOT_RUNNING}, so an outage that short would not be seen")
 
     @property
     def failed(self) -> list:
@@ -112,12 +139,16 @@ class Study:
             return "inf" if math.isinf(x) else f"{x * 1e3:.1f} ms"
         lines = [f"{self.action}: {len(self.trials)} trials, window {self.window:.2f} s"
                  + (" (emulated)" if self.emulated else "") + f": {self.description}"]
-        for name in (*metrics.SERIES, "rtt_before", "rtt_during", "send_gap"):
-            v = self.series(name)
+        rows = [(name, False) for name in (*metrics.SERIES, "rtt_before", "rtt_during", "send_gap")]
+        if self.held_back:
+            lines.append(f"  held back: {self.held_back}; judged as measured and at worst over the gaps")
+            rows += [(name, True) for name in metrics.SERIES]
+        for name, worst in rows:
+            v = self.series(name, worst)
             v = v[~np.isnan(v)]
             if len(v):
-                lines.append(f"  {name}: P50 {fmt(name, float(np.median(v)))}, max {fmt(name, float(v.max()))}"
-                             f" (per trial: {', '.join(fmt(name, float(x)) for x in v)})")
+                lines.append(f"  {name}{' at worst' if worst else ''}: P50 {fmt(name, float(np.median(v)))}, "
+                             f"max {fmt(name, float(v.max()))} (per trial: {', '.join(fmt(name, float(x)) for x in v)})")
         return lines + [c.line() for c in self.checks]
 
     def numbers(self, confidence: float) -> dict:
@@ -130,7 +161,9 @@ class Study:
                 "connections_lost": {k: s.meta.get("connections_lost") for k, s in self.samples.items() if k.startswith("held-")},
                 # where the new connections given up were, over the whole study (netslo.traffic.probes.tcp.GIVEN_UP)
                 "new_given_up": self.samples["new"].meta.get("given_up") if "new" in self.samples else None,
-                "trials": [{"t0_ns": t.t0_ns, "marks": t.marks, **{k: num(v) for k, v in t.values.items()}}
+                "held_back": self.held_back,
+                "trials": [{"t0_ns": t.t0_ns, "marks": t.marks, **{k: num(v) for k, v in t.values.items()},
+                            **({"at_worst": {k: num(v) for k, v in t.bounds.items()}} if t.bounds else {})}
                            for t in self.trials],
                 "estimates": {k: [num(e.value), num(e.lo), num(e.hi), e.n] for k, e in self.estimates(confidence).items()}}
 
@@ -166,7 +199,8 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
     trial had started (a slow exec on a loaded cluster) makes the study run once more, with a lead-in
     longer by 1.5 times its lateness; late again, it is an InfrastructureError. So does a client held
     back for more than ``MAX_SEND_GAP_S`` in a trial (a window it did not measure): the study runs once
-    more, and held back again it is an InfrastructureError naming both."""
+    more, and held back again its trials carry their worst case too (``Trial.bounds``) and ``held_back``
+    says how: ``Study.judge`` decides whether the gaps matter."""
     if trials < 1:
         raise ValueError(f"trials: value {trials!r} — expected >= 1")
     if action.target is not None:     # the action's own target (a drain's Service)
@@ -191,26 +225,29 @@ def run(cluster, client, server, ports: dict, action, trials: int, host: str | N
         again = _measure(samples, done, action)
         if again:
             k2, gap2 = again
-            raise InfrastructureError(
+            return Study(action.name, action.description, action.emulated, done, action.window, samples, held_back=(
                 f"the client pod {client.name} on node {client.node} sent no UDP request for "
                 f"{gap2 * 1e3:.0f} ms in trial {k2} of {action.name}, and {gap * 1e3:.0f} ms in trial {k} of the "
-                f"run before (at most {MAX_SEND_GAP_S * 1e3:g} ms expected at one every {UDP_INTERVAL_S * 1e3:g} ms): "
-                "its probes were not running (the node paused or the process starved), so an outage that short "
-                "would not be seen")
+                f"run before (at most {MAX_SEND_GAP_S * 1e3:g} ms expected at one every {UDP_INTERVAL_S * 1e3:g} ms)"))
     return Study(action.name, action.description, action.emulated, done, action.window, samples)
 
 
 def _measure(samples: dict, done: list, action) -> tuple[int, float] | None:
-    """Give each trial of ``done`` its metrics from ``samples``; (trial number, send gap in s) of the
-    first whose client sent no UDP request for longer than ``MAX_SEND_GAP_S``, else None.
+    """Give each trial of ``done`` its metrics from ``samples`` (and, held back, their worst case);
+    (trial number, send gap in s) of the first whose client sent no UDP request for longer than
+    ``MAX_SEND_GAP_S``, else None.
     InfrastructureError when a probe did not run through every window."""
     _covered(samples, done, action.window)
     if not action.one_responder:      # a replaced responder's report covers only its own part of the run
         samples["udp"].rows["srv_seen"] = -1
     held = [samples[f"held-{i}"] for i in range(HELD)]
+    intervals = {"udp": UDP_INTERVAL_S, "new": NEW_INTERVAL_S, "dns": DNS_INTERVAL_S}
     for k, t in enumerate(done, 1):
         t.values = metrics.window(samples["udp"], held, samples["new"], t.t0_ns, action.window, BEFORE_S,
                                   samples.get("dns"))
+        t.bounds = metrics.held_back_bounds(samples["udp"], held, samples["new"], t.t0_ns, action.window, BEFORE_S,
+                                            samples.get("dns"), MAX_SEND_GAP_S, intervals) \
+            if t.values["send_gap"] > MAX_SEND_GAP_S else None
     return next(((k, t.values["send_gap"]) for k, t in enumerate(done, 1) if t.values["send_gap"] > MAX_SEND_GAP_S),
                 None)
 

@@ -11,8 +11,10 @@ hangs past it), never as a hang and never as a clean run.
 * the server's processes paused for 1 s (a frozen node) reads as a stall of the held connections, with
   no connection reset;
 * the client's processes paused for 2 s (its node frozen: the open-loop sender sends nothing, then
-  everything at once) is an InfrastructureError naming the send gap, never a clean trial; paused in
-  the first run only (a client held back once), the study is measured once more and judged on that;
+  everything at once) is judged as measured and at its worst over the gap: against a 50 ms outage
+  objective an InfrastructureError naming the send gap, never a clean trial; against a 10 s one a
+  pass; paused in the first run only (a client held back once), the study is measured once more and
+  judged on that;
 * an action that takes longer than its window is an InfrastructureError, not a shorter outage.
 """
 
@@ -27,6 +29,7 @@ import pytest
 from netslo.core.errors import InfrastructureError
 from netslo.providers.disruption import Action
 from netslo.providers.netns.cluster import NetnsCluster, pids_in_netns
+from netslo.slo import spec as slo
 from netslo.studies import disruption
 
 from .disruption_checks import assert_partition_measured, check_partition, pause_action
@@ -107,12 +110,36 @@ def test_a_paused_server_reads_as_a_stall_of_the_held_connections_not_a_reset(cl
     assert v["resets"] == 0, study.summary()
 
 
+def _objective(outage: str, limit: float) -> list:
+    """The thresholds of a disruption objective allowing ``outage`` (``limit`` s) and no reset."""
+    return [slo.Threshold("disruption.outage.max", limit, outage, "t", trials=1),
+            slo.Threshold("disruption.resets.max", 0.0, "0", "t", trials=1)]
+
+
 @pytest.mark.timeout(120)
 def test_a_paused_client_is_an_infrastructure_error_naming_its_send_gap_not_a_clean_trial(cl):
+    """As measured the 2 s pause hid everything (no request sent, none lost: outage 0, a pass); judged
+    at its worst too, the 50 ms objective cannot be decided."""
     c, server, cross, _, ports = cl
+    study = disruption.run(c, cross, server, ports, _paused(c, cross, 2.0), trials=1)
+    assert study.trials[0].values["outage"] < 0.05, study.summary()     # what a judge of the values alone passed
     with pytest.raises(InfrastructureError, match=r"the client pod client on node node1 sent no UDP request for "
-                                                  r"(19\d\d|2\d\d\d) ms in trial 1 of pause-client"):
-        disruption.run(c, cross, server, ports, _paused(c, cross, 2.0), trials=1)
+                                                  r"(19\d\d|2\d\d\d) ms in trial 1 of pause-client.*could hide a breach: "
+                                                  r"disruption\.outage\.max = "):
+        study.judge(_objective("50ms", 0.05), 0.95)
+
+
+@pytest.mark.timeout(120)
+def test_a_paused_client_is_judged_at_its_worst_where_the_objective_allows_the_gap(cl):
+    """An objective that allows a 10 s outage is met whatever the 2 s pause hid: a pass, on the worst
+    case (the gap counted as lost)."""
+    c, server, cross, _, ports = cl
+    study = disruption.run(c, cross, server, ports, _paused(c, cross, 2.0), trials=1)
+    checks = study.judge(_objective("10s", 10.0), 0.95)
+    assert [ch.verdict for ch in checks] == [slo.PASS, slo.PASS], study.summary()
+    worst = study.trials[0].bounds
+    assert worst["outage"] >= 1.9 and worst["loss"] > study.trials[0].values["loss"], study.summary()
+    assert checks[0].estimate.value >= 1.9, checks[0].line()       # judged at the worst, not as measured
 
 
 @pytest.mark.timeout(120)

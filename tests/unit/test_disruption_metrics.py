@@ -122,3 +122,38 @@ def test_bad_disruption_thresholds_are_one_line_naming_the_key(metric, text, exp
     with pytest.raises(SpecError, match=expect) as e:
         slo.parse({"version": 1, "objectives": [{"name": "d", "trials": 6, "thresholds": {metric: text}}]}, "t.yaml")
     assert "\n" not in str(e.value)
+
+
+def _without(samples: SampleSet, lo: int, hi: int) -> SampleSet:
+    """``samples`` without its requests ``lo`` to ``hi - 1``: a client that sent nothing then."""
+    keep = np.ones(len(samples.rows), bool)
+    keep[lo:hi] = False
+    return SampleSet(samples.rows[keep], samples.meta)
+
+
+INTERVALS = {"udp": 0.001, "new": 0.010, "dns": 0.020}
+
+
+def test_a_held_back_client_is_judged_at_its_worst_with_the_gap_counted_as_lost():
+    """1.5 s without a request sent (nothing lost as measured): at worst every UDP request of the gap
+    lost (an outage of the gap), every new connection of it failed, each held answer the gap later."""
+    udp = _without(_probe(5000, 1.0), 1500, 3000)
+    new = _without(_probe(500, 10.0), 150, 300)
+    held = [_probe(250, 20.0)]
+    args = (udp, held, new, 1000 * MS, 3.0, 0.5, None)
+    v = d.window(*args)
+    assert v["outage"] == 0.0 and v["loss"] == 0.0 and v["conn_fail"] == 0.0
+    assert v["send_gap"] == pytest.approx(1.501)
+    w = d.held_back_bounds(*args, longer_than_s=1.0, intervals=INTERVALS)
+    assert w["outage"] == pytest.approx(1.500) and w["outage_up"] == pytest.approx(1.500)
+    assert w["loss"] == pytest.approx(1500 / 3000, abs=1e-3)
+    assert w["recovery"] == pytest.approx(2.0)                # from t0 to the first send after the gap
+    assert w["conn_fail"] == 150.0 and w["stall"] == pytest.approx(0.0001 + 1.501)
+    assert w["resets"] == v["resets"] == 0.0
+
+
+def test_gaps_within_the_resolution_leave_the_worst_case_as_measured():
+    udp = _without(_probe(4000, 1.0), 1500, 2000)              # 0.5 s: below the 1 s the bound looks for
+    args = (udp, [_probe(200, 20.0)], _probe(400, 10.0), 1000 * MS, 2.5, 0.5, None)
+    v, w = d.window(*args), d.held_back_bounds(*args, longer_than_s=1.0, intervals=INTERVALS)
+    assert {k: w[k] for k in d.SERIES if k in w} == {k: v[k] for k in d.SERIES if k in w}
