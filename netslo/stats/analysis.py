@@ -21,7 +21,7 @@ from netslo.core.phase_times import timed_call
 from netslo.stats import delays
 from netslo.stats.delays import ChunkDelays
 from netslo.stats.dns import lookup_counts
-from netslo.stats.order_stats import Moments, OrderStatistics, nearest_rank, point_rank, seconds  # noqa: F401 (nearest_rank: stats' API)
+from netslo.stats.order_stats import NS, Moments, OrderStatistics, nearest_rank, point_rank, seconds  # noqa: F401 (nearest_rank: stats' API)
 from netslo.stats.samples import SampleSet
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
@@ -163,7 +163,8 @@ def analyze(samples: SampleSet, confidence: float = DEFAULT_CONFIDENCE) -> Analy
     only the order statistics the estimates need, counted or partitioned on integer ns
     (``netslo.stats.order_stats``): 10 M requests take about 70 MB beyond their 100 MB of samples, not
     GB. Every percentile, CI bound, min/max, count and proportion is the one the sorted-array
-    definitions above give, bit for bit; means are summed in fixed blocks of the series (the last
+    definitions above give, bit for bit (|IPDV| differenced in integer ns, then seconds: exact, where
+    ``ipdv`` differences the seconds); means are summed in fixed blocks of the series (the last
     digit may differ from a sum in sorted order), so chunked, streamed and whole sets agree exactly."""
     chunks = samples.chunks()
     n = len(samples)
@@ -292,57 +293,29 @@ def _describe_series(chunks, name: str, capacity: int, confidence: float) -> dic
     return _estimates(name, s.n, lambda r: float(seconds(at[r])), moments, confidence)
 
 
-# |IPDV| of consecutive requests is |F(a) - F(b)| with F(x) = x * 1e-9 rounded to a double. For
-# |a|, |b| <= 2^49 ns (6.5 days) the rounding errors stay below a quarter of 1 ns, so a smaller
-# integer |a - b| never gives a larger float: order statistics are selected on the exact integers
-# and resolved to the exact floats within the one group of equal |a - b| each rank falls in.
-MONOTONE_LIMIT = 2**49
-TABLE_LIMIT = 1 << 24          # wanted keys below this are looked up in a table, else bisected
+INT64_MAX = 2**63 - 1
 
 
 def _describe_ipdv(chunks, name: str, capacity: int, confidence: float, prefix: str) -> dict:
+    """|IPDV| of series ``name`` as ``prefix``: |D_i - D_{i-1}| of consecutive requests that both have
+    it, differenced in integer ns (exact), then in seconds as ``seconds`` makes them. ns -> s is
+    monotone, so the order statistics of the integer differences, counted or selected without a
+    sort, are those of the seconds: one pass."""
     lo, hi = delays.bounds(chunks, name) or (0, 0)
-    exact_ints = max(abs(lo), abs(hi)) <= MONOTONE_LIMIT
     moments = Moments()
-    keys = OrderStatistics(0, hi - lo if exact_ints else 0, capacity if exact_ints else 0)
-    floats = []
+    if hi - lo > INT64_MAX:      # a span past int64 (delays ~292 years apart): differences of the floats
+        parts = [np.abs(np.diff(x.astype(np.float64)))[pair] * NS for x, pair in delays.pairs(chunks, name)]
+        moments.add_blocks(parts)
+        v = np.sort(np.concatenate(parts)) if parts else np.empty(0)
+        return _estimates(prefix, len(v), lambda r: float(v[r - 1]), moments.finish(), confidence)
+    keys = OrderStatistics(0, hi - lo, capacity)
     for x, pair in delays.pairs(chunks, name):
-        v = delays.ipdv_seconds(x, pair)
-        moments.add(v)
-        if exact_ints:
-            k = np.diff(x)
-            keys.add(np.abs(k, out=k)[pair])
-        else:
-            floats.append(v)
+        k = delays.abs_ipdv_ns(x, pair)
+        keys.add(k)
+        moments.add(seconds(k))
     moments.finish()
-    if not exact_ints:  # astronomically large delays: sort the floats themselves
-        v = np.sort(np.concatenate(floats)) if floats else np.empty(0)
-        return _estimates(prefix, len(v), lambda r: float(v[r - 1]), moments, confidence)
-    if not keys.n:
-        return _estimates(prefix, 0, None, moments, confidence)
-    n = keys.n
-    picked = keys.pick(_needed_ranks(n, confidence))
-    below = keys.smaller(picked)          # rank -> how many keys are smaller than its key
-    del keys
-    wanted = np.unique(np.array(list(picked.values()), dtype=np.int64))
-    table = None
-    if wanted[-1] < TABLE_LIMIT:
-        table = np.zeros(int(wanted[-1]) + 2, dtype=bool)      # last slot: every larger key
-        table[wanted] = True
-    group_k, group_v = [], []
-    for x, pair in delays.pairs(chunks, name):
-        k = np.diff(x)
-        np.abs(k, out=k)
-        if table is not None:   # a key clipped to the last slot is larger than every wanted one
-            hit = pair & table[np.minimum(k, len(table) - 1)]
-        else:
-            hit = pair & (wanted[np.minimum(np.searchsorted(wanted, k), len(wanted) - 1)] == k)
-        i = np.flatnonzero(hit)          # few rows: only theirs converted (the same floats)
-        group_k.append(k[i])
-        group_v.append(np.abs(seconds(x[i + 1]) - seconds(x[i])))
-    gk, gv = np.concatenate(group_k), np.concatenate(group_v)
-    groups = {int(key): np.sort(gv[gk == key]) for key in wanted}
-    return _estimates(prefix, n, lambda r: float(groups[picked[r]][r - 1 - below[r]]), moments, confidence)
+    at = keys.pick(_needed_ranks(keys.n, confidence))
+    return _estimates(prefix, keys.n, lambda r: float(seconds(at[r])), moments, confidence)
 
 
 class Rfc3550:

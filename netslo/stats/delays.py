@@ -176,11 +176,16 @@ def pairs(chunks, name: str):
         yield x, m[1:] & m[:-1]
 
 
+def abs_ipdv_ns(x: np.ndarray, pair: np.ndarray) -> np.ndarray:
+    """|IPDV| of the pairs in integer ns: |x[i+1] - x[i]|, exact while the series spans less than
+    2^63 ns (the differences of other rows may wrap; they are not pairs)."""
+    k = np.diff(x)
+    return np.abs(k, out=k)[pair]
+
+
 def ipdv_seconds(x: np.ndarray, pair: np.ndarray) -> np.ndarray:
-    """|IPDV| of the pairs (s): |F(x[i+1]) - F(x[i])| with F = ns -> s as everywhere (``x * 1e-9``)."""
-    f = seconds(x)
-    d = f[1:] - f[:-1]
-    return np.abs(d, out=d)[pair]
+    """|IPDV| of the pairs (s): ``abs_ipdv_ns`` in seconds as everywhere (``ns * 1e-9``)."""
+    return seconds(abs_ipdv_ns(x, pair))
 
 
 def _field_bounds(chunks, name: str, ref: str) -> tuple[int, int] | None:

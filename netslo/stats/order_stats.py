@@ -84,7 +84,6 @@ class OrderStatistics:
         self.hist = np.zeros(self.span + 1, dtype=np.int64) if self.counting else None
         self.series = None if self.counting else IntSeries(lo, hi, capacity)
         self._pending, self._pending_n = [], 0      # offsets waiting to be counted in one go
-        self._below = None
 
     def add(self, values: np.ndarray) -> None:
         if not len(values):
@@ -118,15 +117,14 @@ class OrderStatistics:
         ranks = sorted({int(r) for r in ranks if 1 <= r <= self.n})
         if self.counting:
             self._count()
-            self._below = np.cumsum(self.hist)
-            return {r: self.lo + int(np.searchsorted(self._below, r)) for r in ranks}
+            below = np.cumsum(self.hist)
+            return {r: self.lo + int(np.searchsorted(below, r)) for r in ranks}
         data = self.series.offsets
         if self.n and self._count_kept(data):
             return self.pick(ranks)
         if ranks:
             data.partition([r - 1 for r in ranks])
-        self._picked = {r: data[r - 1] for r in ranks}
-        return {r: self.lo + int(v) for r, v in self._picked.items()}
+        return {r: self.lo + int(data[r - 1]) for r in ranks}
 
     def _count_kept(self, data: np.ndarray) -> bool:
         """Switch to counting when the values kept turn out to span little (the interval given up
@@ -139,20 +137,6 @@ class OrderStatistics:
             hist += np.bincount(data[i:i + COUNT_SLICE].astype(np.int64) - low, minlength=len(hist))
         self.lo, self.span, self.hist, self.series, self.counting = self.lo + low, high - low, hist, None, True
         return True
-
-    def smaller(self, picked: dict) -> dict:
-        """{rank: how many values are smaller than the rank's value}, right after ``pick``."""
-        if self.counting:
-            return {r: int(self._below[v - self.lo - 1]) if v > self.lo else 0 for r, v in picked.items()}
-        data, ranks, key_of = self.series.offsets, sorted(self._picked), self._picked
-        out = {}
-        for j, r in enumerate(ranks):   # a partitioned array: all before a kth are <= it
-            key, i = key_of[r], j - 1
-            while i >= 0 and key_of[ranks[i]] >= key:
-                i -= 1
-            start = ranks[i] if i >= 0 else 0      # every value up to that rank is smaller than key
-            out[r] = start + int(np.count_nonzero(data[start:r - 1] < key))
-        return out
 
 
 class Moments:

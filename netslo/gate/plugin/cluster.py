@@ -102,8 +102,9 @@ def pytest_collection_finish(session):
 # restart gave up 3-603 new connections per trial against 0, its roll held the client back 1.9-3.1 s
 # against <= 0.93 s; Calico's restart 0-94 against 0-26. Three pods, so kind's control-plane node
 # (2000m, ~1100m requested by Kubernetes and the CNI) still has room for the gate's other pods.
-MEASURING_PODS = ("server", "client-same", "client-cross")
 MEASURING_CPU = "100m"
+# the measuring pods: (name, node index[, annotations, responders]); the server gets the standard responders
+MEASURING_PODS = (("server", 0), ("client-same", 0, None, ()), ("client-cross", 1, None, ()))
 
 
 @pytest.fixture(scope="session")
@@ -119,13 +120,12 @@ def netslo_gate_pods(request, netslo_cluster):
     nodes = netslo_cluster.nodes
     if request.config.stash.get(NODE_AGENTS, False) and hasattr(netslo_cluster, "node_agent"):
         netslo_cluster.node_agent.create()   # its pods start beside the ones below; awaited on first use
-    wanted = [("server", 0), ("client-same", 0, None, ()), ("client-cross", 1, None, ())] + \
-        request.config.stash.get(PLANNED, [])
+    wanted = [*MEASURING_PODS, *request.config.stash.get(PLANNED, [])]
     specs = {}
-    for name, i, *more in wanted:
+    for k, (name, i, *more) in enumerate(wanted):
         if i < len(nodes) and name not in specs:
             specs[name] = {"name": name, "node": nodes[i]}
-            if name in MEASURING_PODS:
+            if k < len(MEASURING_PODS):
                 specs[name]["cpu"] = MEASURING_CPU
             if more and more[0]:
                 specs[name]["annotations"] = dict(more[0])

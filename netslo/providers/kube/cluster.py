@@ -276,7 +276,7 @@ class KubeCluster(Cluster):
             manifests.append((r, tuple(responders), km.agent_pod_manifest(
                 name, self.run_id, hostname, image=self.image, pull_policy=self.pull_policy,
                 host_network=bool(r.get("host_network")), annotations=r.get("annotations"),
-                responders=responders, cpu=r.get("cpu") or km.AGENT_CPU)))
+                responders=responders, **({"cpu": r["cpu"]} if r.get("cpu") else {}))))
         names = [m["metadata"]["name"] for _, _, m in manifests]
         with progress.phase(f"pod{'s' if len(names) > 1 else ''} {', '.join(r['name'] for r in requests)}"), \
                 ThreadPoolExecutor(4, thread_name_prefix="session-open") as opening:
