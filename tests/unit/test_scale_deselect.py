@@ -77,3 +77,18 @@ def test_the_gate_marks_kube_proxy_restart_cluster_only_and_every_rollout_action
     assert "rollout" in [m.name for m in test_disruption.test_disruption_slo_rollout.pytestmark]
     params = {p.id: [m.name for m in p.marks] for p in test_disruption.ROLLOUTS}
     assert "cluster_only" in params["kube-proxy-restart"] and "cluster_only" not in params["agent-roll"]
+
+
+def test_same_node_emulated_rollouts_run_on_the_embedded_provider_only_with_netslo_disruption():
+    def items():
+        return [Item(name=f"test_disruption_slo_agent_restart[{p}]", marks={"cni", "rollout"},
+                     callspec=SimpleNamespace(params={"placement": p})) for p in ("same-node", "cross-node")]
+    its = items()
+    dropped, lines = collect(studies, SimpleNamespace(provider="netns"), its)
+    assert [i.name for i in dropped] == ["test_disruption_slo_agent_restart[same-node]"]
+    assert [i.name for i in its] == ["test_disruption_slo_agent_restart[cross-node]"]
+    assert len(lines) == 1 and "same-node emulated restarts and rolls deselected on the embedded provider (run them " \
+        "with --netslo-disruption" in lines[0]
+    its = items()
+    dropped, lines = collect(studies, SimpleNamespace(provider="netns"), its, {"--netslo-disruption": True})
+    assert len(its) == 2 and not dropped and not lines

@@ -39,12 +39,20 @@ def pytest_collection_modifyitems(session, config, items):
     remove thousands of API objects and wait for the CNI to program them: minutes), those marked
     ``rollout`` only with ``--netslo-disruption`` (they restart cluster components); otherwise they
     are deselected and the terminal summary names them. On the embedded provider those marked
-    ``cluster_only`` (a real cluster's component with no emulated equivalent) are deselected."""
+    ``cluster_only`` (a real cluster's component with no emulated equivalent) are deselected, and the
+    same-node placement of the ``rollout`` ones unless ``--netslo-disruption`` is given (the emulated
+    restart and roll reprogram a node's routes to the other nodes, which a same-node path does not
+    take: 25 s of the default gate for a study that must see nothing)."""
     if OPTIONS not in config.stash:
         return
     if config.stash[OPTIONS].provider == "netns":
         deselect(config, items, [i for i in items if i.get_closest_marker("cluster_only") is not None],
                  "real-cluster-only studies deselected on the embedded provider (it has no such component)")
+        if not config.getoption("--netslo-disruption"):
+            deselect(config, items, [i for i in items if i.get_closest_marker("rollout") is not None
+                                     and getattr(i, "callspec", None) and i.callspec.params.get("placement") == "same-node"],
+                     "same-node emulated restarts and rolls deselected on the embedded provider (run them with "
+                     "--netslo-disruption: the emulated actions reprogram routes to other nodes only)")
         return
     provider = config.stash[OPTIONS].provider
     if not config.getoption("--netslo-scale"):
