@@ -22,7 +22,7 @@ KO = ROOT / "scripts" / "kind-offline"
 def _calico_sh(script: str, **pins: str) -> subprocess.CompletedProcess:
     """Run ``script`` after sourcing calico.sh with the toolchain's logging (pins overridden)."""
     over = "".join(f"{k}={v}\n" for k, v in pins.items())
-    prelude = (f"set -euo pipefail\nKO_CACHE=$(mktemp -d)\n"
+    prelude = (f"set -euo pipefail\nKO_CACHE=$(mktemp -d)\ntrap 'rm -rf \"$KO_CACHE\"' EXIT\n"
                f"ko_log() {{ echo \"$*\" >&2; }}\nko_die() {{ ko_log \"ERROR: $*\"; exit 1; }}\n"
                f". {KO / 'calico.sh'}\n{over}")
     return subprocess.run(["bash", "-c", prelude + script], capture_output=True, text=True, timeout=300)
