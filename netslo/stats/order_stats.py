@@ -134,7 +134,9 @@ class OrderStatistics:
             return False
         hist = np.zeros(high - low + 1, dtype=np.int64)
         for i in range(0, len(data), COUNT_SLICE):
-            hist += np.bincount(data[i:i + COUNT_SLICE].astype(np.int64) - low, minlength=len(hist))
+            # offset from ``low`` in the offsets' own unsigned type: offsets past 2^63 (a series bounded
+            # only by int64) would wrap as int64
+            hist += np.bincount((data[i:i + COUNT_SLICE] - data.dtype.type(low)).astype(np.int64), minlength=len(hist))
         self.lo, self.span, self.hist, self.series, self.counting = self.lo + low, high - low, hist, None, True
         return True
 

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.synthetic_samples import synthetic, synthetic_stream
 from netslo.stats import analysis as stats
-from netslo.stats import order_stats, sample_file, samples
+from netslo.stats import delays, order_stats, sample_file, samples
 from netslo.stats.analysis import (
     Analysis,
     Estimate,
@@ -136,6 +136,19 @@ def test_same_results_as_the_sorted_computation(monkeypatch, chunk_rows, shape, 
         assert_identical(stats.analyze(s), reference_analyze(s))
         compact_set = SampleSet.from_bytes(s.to_bytes())
         assert_identical(stats.analyze(compact_set), reference_analyze(s))
+
+
+@pytest.mark.parametrize("shape", [{}, {"extreme": True}])
+def test_series_the_headers_bound_only_by_int64_are_still_exact(monkeypatch, shape):
+    """Every series bounded only by int64 itself (as a column stored against another reference is):
+    its order statistics (kept as uint64 offsets past 2^63, then counted) and its |IPDV| (the sorted
+    floats) are those of the sorted computation."""
+    real = delays.bounds
+    monkeypatch.setattr(delays, "bounds", lambda chunks, name: real(chunks, name) and delays.INT64)
+    rng = np.random.default_rng(5)
+    for n in (1, 3, 4000):
+        s = SampleSet(messy_rows(rng, n, **shape), {"shared_clock": True})
+        assert_identical(stats.analyze(s), reference_analyze(s))
 
 
 def test_same_results_on_synthetic_and_empty_sets():
