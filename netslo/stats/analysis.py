@@ -303,7 +303,7 @@ def _describe_ipdv(chunks, name: str, capacity: int, confidence: float, prefix: 
     sort, are those of the seconds: one pass."""
     lo, hi = delays.bounds(chunks, name) or (0, 0)
     moments = Moments()
-    if hi - lo > INT64_MAX:      # a span past int64 (delays ~292 years apart): differences of the floats
+    if hi - lo > INT64_MAX:      # bounded only by int64 (the headers cannot say more): the floats, sorted
         parts = [np.abs(np.diff(x.astype(np.float64)))[pair] * NS for x, pair in delays.pairs(chunks, name)]
         moments.add_blocks(parts)
         v = np.sort(np.concatenate(parts)) if parts else np.empty(0)

@@ -8,10 +8,15 @@ import pytest
 DESELECTED = pytest.StashKey[list]()     # [(reason, [test names]), ...] in the order they were dropped
 
 
+def param_of(item, name: str):
+    """The test's parametrized ``name``, or None for a test without one."""
+    spec = getattr(item, "callspec", None)
+    return spec.params.get(name) if spec is not None else None
+
+
 def scenario_of(item):
     """The test's parametrized ``scenario``, or None for a test without one."""
-    spec = getattr(item, "callspec", None)
-    return spec.params.get("scenario") if spec is not None else None
+    return param_of(item, "scenario")
 
 
 def deselect(config, items: list, dropped: list, reason: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from netslo.core import progress
 from netslo.core.errors import SpecError, Unsupported
-from netslo.gate.plugin.deselection import deselect
+from netslo.gate.plugin.deselection import deselect, param_of
 from netslo.gate.plugin.gate import skip, skip_unsupported
 from netslo.gate.plugin.hooks import OPTIONS, write_result_file
 from netslo.slo.runner import not_gated
@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(session, config, items):
                  "real-cluster-only studies deselected on the embedded provider (it has no such component)")
         if not config.getoption("--netslo-disruption"):
             deselect(config, items, [i for i in items if i.get_closest_marker("rollout") is not None
-                                     and getattr(i, "callspec", None) and i.callspec.params.get("placement") == "same-node"],
+                                     and param_of(i, "placement") == "same-node"],
                      "same-node emulated restarts and rolls deselected on the embedded provider (run them with "
                      "--netslo-disruption: the emulated actions reprogram routes to other nodes only)")
         return
