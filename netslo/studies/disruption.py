@@ -248,8 +248,7 @@ def _measure(samples: dict, done: list, action) -> tuple[int, float] | None:
         t.bounds = metrics.held_back_bounds(samples["udp"], held, samples["new"], t.t0_ns, action.window, BEFORE_S,
                                             samples.get("dns"), MAX_SEND_GAP_S, intervals) \
             if t.values["send_gap"] > MAX_SEND_GAP_S else None
-    return next(((k, t.values["send_gap"]) for k, t in enumerate(done, 1) if t.values["send_gap"] > MAX_SEND_GAP_S),
-                None)
+    return next(((k, t.values["send_gap"]) for k, t in enumerate(done, 1) if t.bounds is not None), None)
 
 
 def await_target(cluster, client, host: str, ports: dict, timeout: float = TARGET_AWAIT_S) -> float:
